@@ -1,0 +1,82 @@
+//! The process-wide registry, as upstream's free functions.
+//!
+//! Natively the table sits behind a `Mutex` (backends are `Send + Sync` there). In the browser,
+//! wasm32 without threads has exactly one thread, so a thread-local table *is* the process-wide
+//! one, and backends written in JavaScript (which are not `Send`) can be stored in it.
+//!
+//! The lock is never held while a backend runs: lookups clone the backend's `Arc` and release the
+//! table first. A JavaScript backend may therefore call back into the registry from any method.
+
+use crate::error::Result;
+use crate::registry::options::BackendOption;
+use crate::registry::table::{
+    Backend, BackendRegistry, SharedBackend, get_option_on, set_option_on,
+};
+
+#[cfg(native)]
+fn with_registry<R>(f: impl FnOnce(&mut BackendRegistry) -> R) -> R {
+    use std::sync::Mutex;
+    static GLOBAL: Mutex<BackendRegistry> = Mutex::new(BackendRegistry::new());
+    // A panic while the lock was held cannot leave the table half-updated (every mutation is
+    // one `Vec::push`), so a poisoned lock is safe to keep using.
+    let mut table = GLOBAL
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner());
+    f(&mut table)
+}
+
+#[cfg(web)]
+fn with_registry<R>(f: impl FnOnce(&mut BackendRegistry) -> R) -> R {
+    use std::cell::RefCell;
+    thread_local! {
+        static GLOBAL: RefCell<BackendRegistry> = const { RefCell::new(BackendRegistry::new()) };
+    }
+    GLOBAL.with(|table| f(&mut table.borrow_mut()))
+}
+
+/// Registers `backend` in the process-wide registry (upstream's `register_backend`).
+///
+/// # Errors
+/// `Internal` when 16 backends are registered already; `InvalidArgument` when the name is taken.
+pub fn register_backend(backend: Backend) -> Result<()> {
+    with_registry(|table| table.register_backend(backend))
+}
+
+/// The backend registered under `name`, if any (upstream's `get_backend_class`).
+pub fn get_backend_class(name: &str) -> Option<SharedBackend> {
+    with_registry(|table| table.get_backend_class(name))
+}
+
+/// How many backends are registered (upstream's `get_num_registered_backends`).
+pub fn get_num_registered_backends() -> usize {
+    with_registry(|table| table.num_registered_backends())
+}
+
+/// The name of the `index`-th registered backend (upstream's `get_backend_name`).
+///
+/// # Errors
+/// `InvalidArgument` when `index` is not below the count.
+pub fn get_backend_name(index: usize) -> Result<String> {
+    with_registry(|table| table.backend_name(index).map(str::to_owned))
+}
+
+/// Every registered name, in registration order.
+pub fn registered_backend_names() -> Vec<String> {
+    with_registry(|table| table.names())
+}
+
+/// Passes `options` to the backend named `name` (upstream's `set_option`).
+///
+/// # Errors
+/// `NotFound` for an unknown name; otherwise the backend's own error, unchanged.
+pub fn set_option(name: &str, options: &[BackendOption]) -> Result<()> {
+    set_option_on(get_backend_class(name), name, options)
+}
+
+/// Asks the backend named `name` to fill in `options` (upstream's `get_option`).
+///
+/// # Errors
+/// `NotFound` for an unknown name; otherwise the backend's own error, unchanged.
+pub fn get_option(name: &str, options: &mut [BackendOption]) -> Result<()> {
+    get_option_on(get_backend_class(name), name, options)
+}

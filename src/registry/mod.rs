@@ -1,0 +1,34 @@
+//! ExecuTorch's backend registry (`runtime/backend/interface.h`): the [`BackendInterface`] a
+//! delegate backend implements, the 16-slot process-wide table of named backends, backend options,
+//! and the method loader's rules for initialising, running and destroying delegates.
+//!
+//! Semantics are upstream's, code for code (see `SEMANTICS.md` in the project's shared notes);
+//! where this module differs on purpose, the item's docs say so: async `init`/`execute`, option
+//! keys and strings refused rather than truncated when too long, and integer options held as
+//! `i64`.
+
+mod context;
+mod delegate;
+mod global;
+mod interface;
+mod options;
+mod table;
+
+pub use context::{BackendExecutionContext, BackendInitContext, BackendOptionContext};
+pub use delegate::{DelegateEntry, LoadedDelegate, MethodDelegates};
+pub use global::{
+    get_backend_class, get_backend_name, get_num_registered_backends, get_option, register_backend,
+    registered_backend_names, set_option,
+};
+pub use interface::{
+    BackendInterface, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, MaybeSendSync,
+};
+pub use options::{
+    BackendOption, BackendOptions, LoadBackendOptionsMap, MAX_BACKEND_ID_BYTES,
+    MAX_LOAD_OPTION_BACKENDS, MAX_OPTION_KEY_BYTES, MAX_OPTION_STRING_BYTES, OptionType,
+    OptionValue,
+};
+pub use table::{Backend, BackendRegistry, MAX_REGISTERED_BACKENDS, SharedBackend};
+
+#[cfg(test)]
+mod tests;
