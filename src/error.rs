@@ -10,6 +10,7 @@ use std::borrow::Cow;
 use std::fmt;
 
 /// ExecuTorch's `runtime/core/error.h` codes, with their exact numeric values.
+#[cfg_attr(web, wasm_bindgen::prelude::wasm_bindgen)]
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {

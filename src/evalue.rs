@@ -313,7 +313,7 @@ mod tests {
     fn overflowing_shape_is_refused() {
         let error = Tensor::zeros(ScalarType::Float32, vec![usize::MAX, 2]).unwrap_err();
         assert_eq!(error.code(), ErrorCode::InvalidArgument);
-        assert!(element_count(&[1 << 40, 1 << 40]).is_err());
+        assert!(element_count(&[usize::MAX / 2 + 1, 2]).is_err());
     }
 
     #[test]

@@ -143,13 +143,13 @@ fn check_key(key: &str) -> Result<()> {
 }
 
 fn check_value(key: &str, value: &OptionValue) -> Result<()> {
-    if let OptionValue::String(text) = value {
-        if text.len() > MAX_OPTION_STRING_BYTES {
-            return Err(Error::invalid_argument(format!(
-                "string value of option {key:?} is {} bytes; the limit is {MAX_OPTION_STRING_BYTES}",
-                text.len()
-            )));
-        }
+    if let OptionValue::String(text) = value
+        && text.len() > MAX_OPTION_STRING_BYTES
+    {
+        return Err(Error::invalid_argument(format!(
+            "string value of option {key:?} is {} bytes; the limit is {MAX_OPTION_STRING_BYTES}",
+            text.len()
+        )));
     }
     Ok(())
 }

@@ -1,1 +1,10 @@
-//! placeholder
+//! The wasm-bindgen surface: the only module that speaks JavaScript.
+//!
+//! Everything here converts at the edge and delegates to the platform-independent modules; no
+//! runtime logic lives here. Every function that can fail throws a `WebDelegateError` carrying
+//! the ExecuTorch code (see [`errors`]); nothing panics on input from JavaScript.
+
+pub mod api;
+pub mod convert;
+pub mod errors;
+pub mod js_backend;

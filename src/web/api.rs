@@ -1,0 +1,254 @@
+//! The JavaScript API of the backend registry: free functions over the process-wide registry,
+//! and [`Delegate`], one initialised program on one backend.
+
+use crate::error::{Error, ErrorCode};
+use crate::registry::{
+    self, Backend, BackendInitContext, FreeableBuffer, LoadedDelegate, MAX_REGISTERED_BACKENDS,
+};
+use crate::web::convert::{
+    compile_specs_from_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
+};
+use crate::web::errors::to_js_error;
+use crate::web::js_backend::JsBackend;
+use js_sys::{Promise, Reflect, Uint8Array};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use wasm_bindgen::prelude::*;
+
+type JsResult<T> = std::result::Result<T, JsValue>;
+
+/// The crate version, e.g. `"0.1.0"`.
+#[wasm_bindgen]
+pub fn version() -> String {
+    env!("CARGO_PKG_VERSION").to_owned()
+}
+
+/// Most backends the registry holds (16, as upstream).
+#[wasm_bindgen(js_name = maxRegisteredBackends)]
+pub fn max_registered_backends() -> usize {
+    MAX_REGISTERED_BACKENDS
+}
+
+/// Names of the registered backends, in registration order.
+#[wasm_bindgen(js_name = listBackends)]
+pub fn list_backends() -> Vec<String> {
+    registry::registered_backend_names()
+}
+
+/// How many backends are registered.
+#[wasm_bindgen(js_name = numRegisteredBackends)]
+pub fn num_registered_backends() -> usize {
+    registry::get_num_registered_backends()
+}
+
+/// The name of the `index`-th registered backend; throws `InvalidArgument` past the end.
+#[wasm_bindgen(js_name = backendName)]
+pub fn backend_name(index: f64) -> JsResult<String> {
+    let index = if index.fract() == 0.0 && index >= 0.0 && index <= usize::MAX as f64 {
+        index as usize
+    } else {
+        return Err(to_js_error(Error::invalid_argument(format!(
+            "backend index must be a non-negative integer, got {index}"
+        ))));
+    };
+    registry::get_backend_name(index).map_err(to_js_error)
+}
+
+/// Whether a backend named `name` is registered.
+#[wasm_bindgen(js_name = hasBackend)]
+pub fn has_backend(name: &str) -> bool {
+    registry::get_backend_class(name).is_some()
+}
+
+/// Whether the backend named `name` can run now; throws `NotFound` for an unknown name.
+#[wasm_bindgen(js_name = isBackendAvailable)]
+pub fn is_backend_available(name: &str) -> JsResult<bool> {
+    registry::get_backend_class(name)
+        .map(|backend| backend.is_available())
+        .ok_or_else(|| {
+            to_js_error(Error::not_found(format!(
+                "no backend named {name:?} is registered"
+            )))
+        })
+}
+
+/// Registers a backend written in JavaScript under `name`.
+///
+/// Throws `InvalidArgument` for an object without `isAvailable`/`init`/`execute` or a taken name,
+/// and `Internal` when the registry is full.
+#[wasm_bindgen(js_name = registerBackend)]
+pub fn register_backend(name: &str, backend: JsValue) -> JsResult<()> {
+    let backend = JsBackend::new(backend).map_err(to_js_error)?;
+    // The registry shares backends through `Arc`; in single-threaded wasm nothing crosses threads.
+    #[allow(clippy::arc_with_non_send_sync)]
+    let shared = Arc::new(backend);
+    registry::register_backend(Backend::new(name, shared)).map_err(to_js_error)
+}
+
+/// Passes `options` (`[{key, value}]`) to the backend named `backendName`.
+#[wasm_bindgen(js_name = setOption)]
+pub fn set_option(backend_name: &str, options: JsValue) -> JsResult<()> {
+    let options = options_from_js(&options).map_err(to_js_error)?;
+    registry::set_option(backend_name, &options).map_err(to_js_error)
+}
+
+/// Asks the backend named `backendName` to fill in `options` and returns them filled.
+#[wasm_bindgen(js_name = getOption)]
+pub fn get_option(backend_name: &str, options: JsValue) -> JsResult<JsValue> {
+    let mut options = options_from_js(&options).map_err(to_js_error)?;
+    registry::get_option(backend_name, &mut options).map_err(to_js_error)?;
+    options_to_js(&options).map_err(to_js_error)
+}
+
+/// Where a [`Delegate`]'s handle is.
+enum Slot {
+    /// Initialised and idle.
+    Ready(LoadedDelegate),
+    /// An `execute` holds the delegate; `destroy_after` is set if `destroy()` came meanwhile.
+    Running { destroy_after: bool },
+    /// `destroy()` ran.
+    Destroyed,
+}
+
+/// One program initialised on one backend: `execute` it any number of times, then `destroy` it.
+#[wasm_bindgen]
+pub struct Delegate {
+    backend_name: String,
+    slot: Rc<RefCell<Slot>>,
+}
+
+fn optional_property(options: &JsValue, key: &str) -> Option<JsValue> {
+    if !options.is_object() {
+        return None;
+    }
+    Reflect::get(options, &JsValue::from_str(key))
+        .ok()
+        .filter(|value| !value.is_undefined() && !value.is_null())
+}
+
+#[wasm_bindgen]
+impl Delegate {
+    /// Initialises `processed` on the registered backend `backendName`.
+    ///
+    /// `options` may hold `compileSpecs` (`[{key, value: Uint8Array | string}]`), `methodName`
+    /// and `runtimeSpecs` (`[{key, value}]`). Rejects with `NotFound` for an unknown or
+    /// unavailable backend, or with the backend's own `init` error.
+    pub async fn init(
+        backend_name: String,
+        processed: Uint8Array,
+        options: JsValue,
+    ) -> JsResult<Delegate> {
+        let compile_specs = match optional_property(&options, "compileSpecs") {
+            Some(specs) => compile_specs_from_js(&specs).map_err(to_js_error)?,
+            None => Vec::new(),
+        };
+        let mut context = BackendInitContext::new();
+        if let Some(name) = optional_property(&options, "methodName") {
+            let name = name.as_string().ok_or_else(|| {
+                to_js_error(Error::invalid_argument("methodName must be a string"))
+            })?;
+            context = context.with_method_name(name);
+        }
+        if let Some(specs) = optional_property(&options, "runtimeSpecs") {
+            context = context.with_runtime_specs(options_from_js(&specs).map_err(to_js_error)?);
+        }
+        let delegate = LoadedDelegate::init(
+            &backend_name,
+            FreeableBuffer::new(processed.to_vec()),
+            &compile_specs,
+            &context,
+        )
+        .await
+        .map_err(to_js_error)?;
+        Ok(Delegate {
+            backend_name,
+            slot: Rc::new(RefCell::new(Slot::Ready(delegate))),
+        })
+    }
+
+    /// The backend that runs this delegate.
+    #[wasm_bindgen(getter, js_name = backendName)]
+    pub fn backend_name(&self) -> String {
+        self.backend_name.clone()
+    }
+
+    /// Runs the program on `args` (inputs then outputs) and resolves to the args with outputs
+    /// filled in. Rejects with `InvalidState` after `destroy()` or while another `execute` of
+    /// this delegate is running.
+    pub fn execute(&self, args: JsValue) -> Promise {
+        // Claim the delegate now, not when the promise first runs, so that `execute(); destroy();`
+        // destroys after this execute rather than before it.
+        let claimed = evalues_from_js(&args)
+            .and_then(|values| take_for_execute(&self.slot).map(|delegate| (values, delegate)));
+        let (mut values, mut delegate) = match claimed {
+            Ok(claimed) => claimed,
+            Err(error) => return Promise::reject(&to_js_error(error)),
+        };
+        let slot = Rc::clone(&self.slot);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let outcome = delegate.execute(&mut values).await;
+            let destroy_after = matches!(
+                *slot.borrow(),
+                Slot::Running {
+                    destroy_after: true
+                }
+            );
+            if destroy_after {
+                *slot.borrow_mut() = Slot::Destroyed;
+                drop(delegate);
+            } else {
+                *slot.borrow_mut() = Slot::Ready(delegate);
+            }
+            outcome.map_err(to_js_error)?;
+            evalues_to_js(&values).map(Into::into).map_err(to_js_error)
+        })
+    }
+
+    /// Releases the backend's resources (calls the backend's `destroy` once). Safe to call more
+    /// than once; if an `execute` is running, the delegate is destroyed when it finishes.
+    pub fn destroy(&self) {
+        let previous = std::mem::replace(&mut *self.slot.borrow_mut(), Slot::Destroyed);
+        match previous {
+            Slot::Ready(delegate) => drop(delegate),
+            Slot::Running { .. } => {
+                *self.slot.borrow_mut() = Slot::Running {
+                    destroy_after: true,
+                };
+            }
+            Slot::Destroyed => {}
+        }
+    }
+
+    /// Whether `destroy()` has taken effect.
+    #[wasm_bindgen(getter)]
+    pub fn destroyed(&self) -> bool {
+        matches!(*self.slot.borrow(), Slot::Destroyed)
+    }
+}
+
+fn take_for_execute(slot: &RefCell<Slot>) -> crate::error::Result<LoadedDelegate> {
+    let mut slot = slot.borrow_mut();
+    match std::mem::replace(
+        &mut *slot,
+        Slot::Running {
+            destroy_after: false,
+        },
+    ) {
+        Slot::Ready(delegate) => Ok(delegate),
+        running @ Slot::Running { .. } => {
+            *slot = running;
+            Err(Error::new(
+                ErrorCode::InvalidState,
+                "this delegate is already executing; await the running execute first",
+            ))
+        }
+        Slot::Destroyed => {
+            *slot = Slot::Destroyed;
+            Err(Error::new(
+                ErrorCode::InvalidState,
+                "this delegate was destroyed",
+            ))
+        }
+    }
+}

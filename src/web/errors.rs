@@ -1,0 +1,57 @@
+//! Errors across the JavaScript edge, both ways.
+//!
+//! Rust -> JS: every error becomes a `WebDelegateError` (an `Error` subclass) with `code` (the
+//! ExecuTorch name) and `codeValue` (its number). JS -> Rust: whatever a JavaScript backend throws
+//! becomes an [`Error`]: its `code` (a name or a number) is kept when it is an ExecuTorch code,
+//! anything else is `Internal`, and the message is kept either way.
+
+use crate::error::{Error, ErrorCode};
+use js_sys::Reflect;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(module = "/src/web/errors.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = makeWebDelegateError)]
+    fn make_web_delegate_error(code: &str, code_value: u32, message: &str) -> JsValue;
+}
+
+/// The `WebDelegateError` for `error`.
+pub fn to_js_error(error: Error) -> JsValue {
+    make_web_delegate_error(error.code().name(), error.code() as u32, &error.to_string())
+}
+
+/// The [`Error`] for a value a JavaScript backend threw from `method`.
+pub fn from_js_error(thrown: &JsValue, method: &str) -> Error {
+    let property = |name: &str| {
+        if thrown.is_object() {
+            Reflect::get(thrown, &JsValue::from_str(name)).ok()
+        } else {
+            None
+        }
+    };
+    let code = property("code").and_then(|code| {
+        code.as_string()
+            .and_then(|name| ErrorCode::from_name(&name))
+            .or_else(|| code.as_f64().and_then(code_from_number))
+    });
+    let message = property("message")
+        .and_then(|message| message.as_string())
+        .or_else(|| thrown.as_string())
+        .unwrap_or_else(|| format!("{thrown:?}"));
+    match code {
+        Some(code) if code != ErrorCode::Ok => Error::new(code, message),
+        _ => Error::internal(format!("JavaScript backend's {method} threw: {message}")),
+    }
+}
+
+fn code_from_number(value: f64) -> Option<ErrorCode> {
+    if value.fract() != 0.0 || !(0.0..=f64::from(u32::MAX)).contains(&value) {
+        return None;
+    }
+    ErrorCode::from_u32(value as u32)
+}
+
+/// Shorthand for a JS-facing `InvalidArgument` error.
+pub fn invalid_argument(message: impl Into<String>) -> Error {
+    Error::invalid_argument(message.into())
+}

@@ -1,0 +1,248 @@
+//! A backend written in JavaScript, adapted to [`BackendInterface`] so the registry and the
+//! delegate loader treat it exactly like a Rust one.
+//!
+//! The object must have `isAvailable()`, `init(processed, compileSpecs, context)` and
+//! `execute(handle, args, context)`; `destroy(handle)`, `setOption(options)` and
+//! `getOption(options)` are optional (upstream's defaults apply when they are missing). `init`
+//! and `execute` may return promises. `execute` either fills `args` in place or returns a new
+//! array of the same length; either way every value is validated before any reaches the caller,
+//! so a faulty backend cannot leave half-written outputs.
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::evalue::EValue;
+use crate::registry::{
+    BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
+    BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture,
+};
+use crate::web::convert::{
+    compile_specs_to_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
+};
+use crate::web::errors::from_js_error;
+use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_namespace = console, js_name = warn)]
+    fn console_warn(message: &str);
+}
+
+/// The handle a JavaScript backend's `init` returned.
+struct JsHandle(JsValue);
+
+/// A JavaScript object acting as a backend.
+pub struct JsBackend {
+    object: JsValue,
+}
+
+impl JsBackend {
+    /// Wraps `object` after checking it has the required methods.
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `object` is not an object or lacks `isAvailable`, `init` or
+    /// `execute`, or has a non-function `destroy`, `setOption` or `getOption`.
+    pub fn new(object: JsValue) -> Result<Self> {
+        if !object.is_object() {
+            return Err(Error::invalid_argument("a backend must be an object"));
+        }
+        let backend = Self { object };
+        for required in ["isAvailable", "init", "execute"] {
+            if backend.method(required)?.is_none() {
+                return Err(Error::invalid_argument(format!(
+                    "a JavaScript backend needs a {required}() method"
+                )));
+            }
+        }
+        for optional in ["destroy", "setOption", "getOption"] {
+            backend.method(optional)?;
+        }
+        Ok(backend)
+    }
+
+    /// The method `name`: `None` when absent, `InvalidArgument` when present but not a function.
+    fn method(&self, name: &str) -> Result<Option<Function>> {
+        let value = Reflect::get(&self.object, &JsValue::from_str(name))
+            .map_err(|e| from_js_error(&e, name))?;
+        if value.is_undefined() || value.is_null() {
+            return Ok(None);
+        }
+        value.dyn_into::<Function>().map(Some).map_err(|_| {
+            Error::invalid_argument(format!("backend property {name} is not a function"))
+        })
+    }
+
+    /// Calls `name` with `args` and returns its result (not awaited).
+    fn call(&self, name: &str, args: &[JsValue]) -> Result<Option<JsValue>> {
+        let Some(function) = self.method(name)? else {
+            return Ok(None);
+        };
+        let args: Array = args.iter().collect();
+        function
+            .apply(&self.object, &args)
+            .map(Some)
+            .map_err(|thrown| from_js_error(&thrown, name))
+    }
+
+    /// Calls `name` and awaits the result if it is a promise.
+    async fn call_async(&self, name: &str, args: &[JsValue]) -> Result<JsValue> {
+        let result = self.call(name, args)?.ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotImplemented,
+                format!("backend has no {name}()"),
+            )
+        })?;
+        JsFuture::from(Promise::resolve(&result))
+            .await
+            .map_err(|thrown| from_js_error(&thrown, name))
+    }
+}
+
+fn context_object(method_name: Option<&str>) -> Result<Object> {
+    let object = Object::new();
+    let name = method_name.map_or(JsValue::NULL, JsValue::from_str);
+    Reflect::set(&object, &JsValue::from_str("methodName"), &name)
+        .map_err(|e| Error::internal(format!("cannot build context: {e:?}")))?;
+    Ok(object)
+}
+
+impl BackendInterface for JsBackend {
+    fn is_available(&self) -> bool {
+        match self.call("isAvailable", &[]) {
+            Ok(Some(answer)) => answer.is_truthy(),
+            Ok(None) => false,
+            Err(error) => {
+                console_warn(&format!(
+                    "backend isAvailable() failed, treated as false: {error}"
+                ));
+                false
+            }
+        }
+    }
+
+    fn init<'a>(
+        &'a self,
+        context: &'a BackendInitContext,
+        processed: FreeableBuffer,
+        compile_specs: &'a [CompileSpec],
+    ) -> LocalBoxFuture<'a, Result<DelegateHandle>> {
+        Box::pin(async move {
+            let blob = Uint8Array::from(processed.data());
+            drop(processed);
+            let specs = compile_specs_to_js(compile_specs)?;
+            let js_context = context_object(context.method_name())?;
+            Reflect::set(
+                &js_context,
+                &JsValue::from_str("runtimeSpecs"),
+                &options_to_js(context.runtime_specs())?,
+            )
+            .map_err(|e| Error::internal(format!("cannot build context: {e:?}")))?;
+            let handle = self
+                .call_async("init", &[blob.into(), specs.into(), js_context.into()])
+                .await?;
+            Ok(DelegateHandle::new(JsHandle(handle)))
+        })
+    }
+
+    fn execute<'a>(
+        &'a self,
+        context: &'a BackendExecutionContext,
+        handle: &'a mut DelegateHandle,
+        args: &'a mut [EValue],
+    ) -> LocalBoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let handle = handle
+                .downcast_ref::<JsHandle>()
+                .ok_or_else(|| {
+                    Error::new(
+                        ErrorCode::DelegateInvalidHandle,
+                        "not a JavaScript backend handle",
+                    )
+                })?
+                .0
+                .clone();
+            let js_args = evalues_to_js(args)?;
+            let js_context = context_object(context.method_name())?;
+            let returned = self
+                .call_async(
+                    "execute",
+                    &[handle, js_args.clone().into(), js_context.into()],
+                )
+                .await?;
+            let results = if Array::is_array(&returned) {
+                returned
+            } else {
+                js_args.into()
+            };
+            let converted = evalues_from_js(&results).map_err(|e| {
+                Error::invalid_argument(format!(
+                    "backend execute() produced bad args: {}",
+                    e.message()
+                ))
+            })?;
+            if converted.len() != args.len() {
+                return Err(Error::invalid_argument(format!(
+                    "backend execute() produced {} args for {}",
+                    converted.len(),
+                    args.len()
+                )));
+            }
+            for (slot, value) in args.iter_mut().zip(converted) {
+                *slot = value;
+            }
+            Ok(())
+        })
+    }
+
+    fn set_option(&self, _: &mut BackendOptionContext, options: &[BackendOption]) -> Result<()> {
+        self.call("setOption", &[options_to_js(options)?])
+            .map(|_| ())
+    }
+
+    fn get_option(
+        &self,
+        _: &mut BackendOptionContext,
+        options: &mut [BackendOption],
+    ) -> Result<()> {
+        let request = options_to_js(options)?;
+        let Some(returned) = self.call("getOption", std::slice::from_ref(&request))? else {
+            return Ok(());
+        };
+        let filled = if Array::is_array(&returned) {
+            returned
+        } else {
+            request
+        };
+        let filled = options_from_js(&filled)?;
+        if filled.len() != options.len() {
+            return Err(Error::invalid_argument(format!(
+                "backend getOption() returned {} options for {}",
+                filled.len(),
+                options.len()
+            )));
+        }
+        for (option, answer) in options.iter().zip(&filled) {
+            if option.key() != answer.key() {
+                return Err(Error::invalid_argument(format!(
+                    "backend getOption() answered {:?} where {:?} was asked",
+                    answer.key(),
+                    option.key()
+                )));
+            }
+        }
+        for (option, answer) in options.iter_mut().zip(filled) {
+            option.set_value(answer.value().clone())?;
+        }
+        Ok(())
+    }
+
+    fn destroy(&self, handle: DelegateHandle) {
+        let Some(JsHandle(handle)) = handle.downcast_ref::<JsHandle>() else {
+            return;
+        };
+        if let Err(error) = self.call("destroy", std::slice::from_ref(handle)) {
+            console_warn(&format!("backend destroy() failed: {error}"));
+        }
+    }
+}
