@@ -366,13 +366,10 @@ async fn lying_backends_cannot_corrupt_outputs() {
 #[wasm_bindgen_test]
 async fn delegate_class_lifecycle_and_states() {
     api::register_backend("web-edge-slow", make_lying_backend("slow")).unwrap();
-    let delegate = api::Delegate::init(
-        "web-edge-slow".into(),
-        Uint8Array::new_with_length(0),
-        JsValue::UNDEFINED,
-    )
-    .await
-    .unwrap();
+    let delegate =
+        api::Delegate::init("web-edge-slow".into(), Uint8Array::new_with_length(0), None)
+            .await
+            .unwrap();
     assert_eq!(delegate.backend_name(), "web-edge-slow");
     let args: JsValue = convert::evalues_to_js(&[EValue::Int(1)]).unwrap().into();
     let first = delegate.execute(args.clone());
@@ -398,7 +395,7 @@ async fn delegate_class_lifecycle_and_states() {
     let missing = api::Delegate::init(
         "web-edge-nobody".into(),
         Uint8Array::new_with_length(0),
-        JsValue::UNDEFINED,
+        None,
     )
     .await
     .err()

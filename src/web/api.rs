@@ -78,7 +78,10 @@ pub fn is_backend_available(name: &str) -> JsResult<bool> {
 /// Throws `InvalidArgument` for an object without `isAvailable`/`init`/`execute` or a taken name,
 /// and `Internal` when the registry is full.
 #[wasm_bindgen(js_name = registerBackend)]
-pub fn register_backend(name: &str, backend: JsValue) -> JsResult<()> {
+pub fn register_backend(
+    name: &str,
+    #[wasm_bindgen(unchecked_param_type = "JsBackend")] backend: JsValue,
+) -> JsResult<()> {
     let backend = JsBackend::new(backend).map_err(to_js_error)?;
     // The registry shares backends through `Arc`; in single-threaded wasm nothing crosses threads.
     #[allow(clippy::arc_with_non_send_sync)]
@@ -88,14 +91,20 @@ pub fn register_backend(name: &str, backend: JsValue) -> JsResult<()> {
 
 /// Passes `options` (`[{key, value}]`) to the backend named `backendName`.
 #[wasm_bindgen(js_name = setOption)]
-pub fn set_option(backend_name: &str, options: JsValue) -> JsResult<()> {
+pub fn set_option(
+    #[wasm_bindgen(js_name = backendName)] backend_name: &str,
+    #[wasm_bindgen(unchecked_param_type = "BackendOptionEntry[]")] options: JsValue,
+) -> JsResult<()> {
     let options = options_from_js(&options).map_err(to_js_error)?;
     registry::set_option(backend_name, &options).map_err(to_js_error)
 }
 
 /// Asks the backend named `backendName` to fill in `options` and returns them filled.
-#[wasm_bindgen(js_name = getOption)]
-pub fn get_option(backend_name: &str, options: JsValue) -> JsResult<JsValue> {
+#[wasm_bindgen(js_name = getOption, unchecked_return_type = "BackendOptionEntry[]")]
+pub fn get_option(
+    #[wasm_bindgen(js_name = backendName)] backend_name: &str,
+    #[wasm_bindgen(unchecked_param_type = "BackendOptionEntry[]")] options: JsValue,
+) -> JsResult<JsValue> {
     let mut options = options_from_js(&options).map_err(to_js_error)?;
     registry::get_option(backend_name, &mut options).map_err(to_js_error)?;
     options_to_js(&options).map_err(to_js_error)
@@ -135,10 +144,11 @@ impl Delegate {
     /// and `runtimeSpecs` (`[{key, value}]`). Rejects with `NotFound` for an unknown or
     /// unavailable backend, or with the backend's own `init` error.
     pub async fn init(
-        backend_name: String,
+        #[wasm_bindgen(js_name = backendName)] backend_name: String,
         processed: Uint8Array,
-        options: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "DelegateInitOptions")] options: Option<JsValue>,
     ) -> JsResult<Delegate> {
+        let options = options.unwrap_or(JsValue::UNDEFINED);
         let compile_specs = match optional_property(&options, "compileSpecs") {
             Some(specs) => compile_specs_from_js(&specs).map_err(to_js_error)?,
             None => Vec::new(),
@@ -176,7 +186,11 @@ impl Delegate {
     /// Runs the program on `args` (inputs then outputs) and resolves to the args with outputs
     /// filled in. Rejects with `InvalidState` after `destroy()` or while another `execute` of
     /// this delegate is running.
-    pub fn execute(&self, args: JsValue) -> Promise {
+    #[wasm_bindgen(unchecked_return_type = "Promise<EValue[]>")]
+    pub fn execute(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "EValue[]")] args: JsValue,
+    ) -> Promise {
         // Claim the delegate now, not when the promise first runs, so that `execute(); destroy();`
         // destroys after this execute rather than before it.
         let claimed = evalues_from_js(&args)

@@ -8,3 +8,4 @@ pub mod api;
 pub mod convert;
 pub mod errors;
 pub mod js_backend;
+pub mod types;

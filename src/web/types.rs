@@ -1,0 +1,76 @@
+//! TypeScript declarations for the JavaScript shapes the API takes and returns, so that
+//! `webdelegate.d.ts` says more than `any`.
+
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &'static str = r#"
+/** Tensor element types. */
+export type DType = 'float32' | 'float64' | 'int32' | 'int64' | 'uint8' | 'bool';
+
+/** A dense tensor: `data.length` must equal the product of `shape`. */
+export interface TensorValue {
+  tag: 'Tensor';
+  dtype: DType;
+  shape: number[];
+  data: Float32Array | Float64Array | Int32Array | BigInt64Array | Uint8Array;
+}
+
+/** A value passed to or returned from a delegate (ExecuTorch's EValue). */
+export type EValue =
+  | { tag: 'None' }
+  | { tag: 'Int'; value: number | bigint }
+  | { tag: 'Double'; value: number }
+  | { tag: 'Bool'; value: boolean }
+  | { tag: 'String'; value: string }
+  | TensorValue;
+
+/** One backend option: key of at most 63 bytes; string values of at most 255 bytes. */
+export interface BackendOptionEntry {
+  key: string;
+  value: boolean | number | string;
+}
+
+/** One compile spec: the key and raw value used ahead of time. */
+export interface CompileSpecEntry {
+  key: string;
+  value: Uint8Array | string;
+}
+
+/** Options of `Delegate.init`. */
+export interface DelegateInitOptions {
+  compileSpecs?: CompileSpecEntry[];
+  methodName?: string;
+  runtimeSpecs?: BackendOptionEntry[];
+}
+
+/** What `init` and `execute` of a JavaScript backend are told besides their arguments. */
+export interface BackendCallContext {
+  methodName: string | null;
+  runtimeSpecs?: BackendOptionEntry[];
+}
+
+/**
+ * A backend written in JavaScript. Throw `{ code, message }` (code: an ErrorCode name or number)
+ * to report an ExecuTorch error; anything else thrown becomes `Internal`.
+ */
+export interface JsBackend {
+  isAvailable(): boolean;
+  init(processed: Uint8Array, compileSpecs: { key: string; value: Uint8Array }[],
+       context: BackendCallContext): unknown | Promise<unknown>;
+  execute(handle: any, args: EValue[], context: BackendCallContext):
+    void | EValue[] | Promise<void | EValue[]>;
+  setOption?(options: BackendOptionEntry[]): void;
+  getOption?(options: BackendOptionEntry[]): BackendOptionEntry[] | void;
+  destroy?(handle: any): void;
+}
+
+/** Every error the package throws or rejects with. */
+export interface WebDelegateError extends Error {
+  name: 'WebDelegateError';
+  /** The ExecuTorch code name, e.g. 'NotFound'. */
+  code: keyof typeof ErrorCode;
+  /** The ExecuTorch code value, e.g. 0x20. */
+  codeValue: ErrorCode;
+}
+"#;
