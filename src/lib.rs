@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod evalue;
+pub mod params;
 pub mod registry;
 
 #[cfg(web)]

@@ -1,0 +1,131 @@
+//! The buffers parameters land in (IREE's HAL buffers, abstracted): host memory here, GPU
+//! buffers in the WebGPU backend.
+
+use crate::error::{Status, StatusCode};
+use crate::params::StatusResult;
+use crate::params::provider::check_span;
+use crate::registry::{LocalBoxFuture, MaybeSendSync};
+use std::any::Any;
+use std::sync::{Arc, Mutex};
+
+/// A buffer a provider can write parameter bytes into and read them back from.
+pub trait ParameterBuffer: MaybeSendSync {
+    /// Size in bytes.
+    fn size(&self) -> u64;
+
+    /// Copies `bytes` into the buffer at `offset`. Bytes written are visible to later reads and
+    /// to work submitted after this call.
+    ///
+    /// # Errors
+    /// `OUT_OF_RANGE` when the bytes would run past the end; device errors as statuses.
+    fn write(&self, offset: u64, bytes: &[u8]) -> StatusResult<()>;
+
+    /// Reads `length` bytes from `offset` (asynchronous: a GPU buffer must be mapped first).
+    ///
+    /// # Errors
+    /// `OUT_OF_RANGE` when the span runs past the end; device errors as statuses.
+    fn read(&self, offset: u64, length: u64) -> LocalBoxFuture<'_, StatusResult<Vec<u8>>>;
+
+    /// The concrete buffer, so a backend can recover its own type (e.g. a `wgpu::Buffer`).
+    fn as_any(&self) -> &dyn Any;
+}
+
+/// A buffer shared by the spans that live in it and the program that uses them.
+pub type SharedBuffer = Arc<dyn ParameterBuffer>;
+
+/// Makes buffers for `load` (IREE's device allocator).
+pub trait BufferAllocator: MaybeSendSync {
+    /// A zero-filled buffer of `size` bytes.
+    ///
+    /// # Errors
+    /// `RESOURCE_EXHAUSTED` when it cannot be had; `INVALID_ARGUMENT` for sizes the device refuses.
+    fn allocate(&self, size: u64, label: &str) -> StatusResult<SharedBuffer>;
+}
+
+/// A buffer in host memory.
+#[derive(Debug, Default)]
+pub struct HostBuffer {
+    bytes: Mutex<Vec<u8>>,
+}
+
+impl HostBuffer {
+    /// A zero-filled buffer of `size` bytes.
+    ///
+    /// # Errors
+    /// `RESOURCE_EXHAUSTED` when `size` does not fit in this platform's address space.
+    pub fn zeroed(size: u64) -> StatusResult<Self> {
+        let size = usize::try_from(size).map_err(|_| {
+            Status::new(
+                StatusCode::ResourceExhausted,
+                format!("{size} bytes do not fit in memory"),
+            )
+        })?;
+        Ok(Self::from_bytes(vec![0; size]))
+    }
+
+    /// A buffer holding `bytes`.
+    pub fn from_bytes(bytes: Vec<u8>) -> Self {
+        Self {
+            bytes: Mutex::new(bytes),
+        }
+    }
+
+    /// A copy of the contents.
+    pub fn to_vec(&self) -> Vec<u8> {
+        self.lock().clone()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
+        // Every mutation is one `copy_from_slice`, so a poisoned lock holds consistent bytes.
+        self.bytes
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+}
+
+/// `offset..offset + length` as a `usize` range, already checked against the buffer size.
+fn host_range(offset: u64, length: u64) -> std::ops::Range<usize> {
+    // check_span proved offset + length <= size, and size is a usize.
+    let start = offset as usize;
+    start..start + length as usize
+}
+
+impl ParameterBuffer for HostBuffer {
+    fn size(&self) -> u64 {
+        self.lock().len() as u64
+    }
+
+    fn write(&self, offset: u64, bytes: &[u8]) -> StatusResult<()> {
+        let mut target = self.lock();
+        check_span(
+            "host buffer write",
+            offset,
+            bytes.len() as u64,
+            target.len() as u64,
+        )?;
+        target[host_range(offset, bytes.len() as u64)].copy_from_slice(bytes);
+        Ok(())
+    }
+
+    fn read(&self, offset: u64, length: u64) -> LocalBoxFuture<'_, StatusResult<Vec<u8>>> {
+        Box::pin(async move {
+            let source = self.lock();
+            check_span("host buffer read", offset, length, source.len() as u64)?;
+            Ok(source[host_range(offset, length)].to_vec())
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Allocates [`HostBuffer`]s.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct HostAllocator;
+
+impl BufferAllocator for HostAllocator {
+    fn allocate(&self, size: u64, _label: &str) -> StatusResult<SharedBuffer> {
+        Ok(Arc::new(HostBuffer::zeroed(size)?))
+    }
+}
