@@ -12,6 +12,7 @@
 pub mod error;
 pub mod evalue;
 pub mod params;
+pub mod program;
 pub mod registry;
 
 #[cfg(web)]

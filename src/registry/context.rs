@@ -2,16 +2,29 @@
 //! `BackendExecutionContext` and `BackendOptionContext`).
 //!
 //! Upstream's contexts also carry allocators and an event tracer; here memory is owned by Rust
-//! values and profiling is a backend option, so those have no counterpart. The parameter provider
-//! (upstream's named data map) joins the init context when the provider lands.
+//! values and profiling is a backend option, so those have no counterpart. Upstream's named data
+//! map is the parameter provider here: programs reference weights by (scope, key) and the
+//! backend asks the provider in the init context for them.
 
+use crate::params::SharedProvider;
 use crate::registry::options::{BackendOption, LoadBackendOptionsMap};
 
 /// What `init` knows besides the blob and compile specs.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Default)]
 pub struct BackendInitContext {
     method_name: Option<String>,
     runtime_specs: Vec<BackendOption>,
+    parameters: Option<SharedProvider>,
+}
+
+impl std::fmt::Debug for BackendInitContext {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("BackendInitContext")
+            .field("method_name", &self.method_name)
+            .field("runtime_specs", &self.runtime_specs)
+            .field("parameters", &self.parameters.is_some())
+            .finish()
+    }
 }
 
 impl BackendInitContext {
@@ -30,6 +43,7 @@ impl BackendInitContext {
         Self {
             method_name: method_name.map(str::to_owned),
             runtime_specs: load_options.get_options(backend_id).to_vec(),
+            parameters: None,
         }
     }
 
@@ -45,9 +59,20 @@ impl BackendInitContext {
         self
     }
 
+    /// Sets the parameter provider the program's weights come from.
+    pub fn with_parameters(mut self, parameters: SharedProvider) -> Self {
+        self.parameters = Some(parameters);
+        self
+    }
+
     /// The name of the method being loaded, if known.
     pub fn method_name(&self) -> Option<&str> {
         self.method_name.as_deref()
+    }
+
+    /// The parameter provider, if the caller gave one (upstream's named data map).
+    pub fn parameters(&self) -> Option<&SharedProvider> {
+        self.parameters.as_ref()
     }
 
     /// Load-time options the user gave this backend for this program.

@@ -1,0 +1,323 @@
+//! The program a delegate runs: tensor declarations, inputs, outputs, parameter references and
+//! a list of ops in execution order.
+//!
+//! Every op's semantics are defined here, once; the CPU backend is the executable reference of
+//! these definitions and the WebGPU backend must agree with it within stated tolerances.
+//!
+//! Conventions for all ops:
+//! - Tensors are dense, row-major. An op's output shape is the *declared* shape of its `out`
+//!   tensor; validation proves it equals what the op computes from its inputs.
+//! - "Broadcast" means NumPy broadcasting: shapes are right-aligned and each pair of dims must be
+//!   equal or one of them 1 (with symbols, equal means the same symbol).
+//! - Float ops compute in f32.
+
+use serde::{Deserialize, Serialize};
+
+/// Index of a tensor in [`Program::tensors`].
+pub type TensorId = u32;
+
+/// Element type of a program tensor.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum DType {
+    /// 32-bit float.
+    F32,
+    /// 32-bit signed integer.
+    I32,
+    /// 64-bit signed integer (token ids as PyTorch produces them).
+    I64,
+    /// 8-bit unsigned integer (masks).
+    U8,
+}
+
+impl DType {
+    /// Size of one element in bytes.
+    pub const fn size(self) -> usize {
+        match self {
+            Self::F32 | Self::I32 => 4,
+            Self::I64 => 8,
+            Self::U8 => 1,
+        }
+    }
+
+    /// Whether the type is an integer type.
+    pub const fn is_integer(self) -> bool {
+        !matches!(self, Self::F32)
+    }
+
+    /// Lower-case name used in dumps, e.g. `"f32"`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Self::F32 => "f32",
+            Self::I32 => "i32",
+            Self::I64 => "i64",
+            Self::U8 => "u8",
+        }
+    }
+}
+
+/// One dimension of a declared shape.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum Dim {
+    /// A fixed extent.
+    Fixed(u64),
+    /// A symbolic extent (index into [`Program::symbols`]) bound at execute time from the
+    /// inputs' shapes, e.g. batch or sequence length.
+    Symbol(u32),
+}
+
+/// A declared tensor.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TensorDecl {
+    /// Name, for messages and dumps (not required to be unique).
+    pub name: String,
+    /// Element type.
+    pub dtype: DType,
+    /// Shape; may contain symbols.
+    pub shape: Vec<Dim>,
+}
+
+/// A tensor whose bytes come from the parameter provider: `key` in `scope`. Weights are never
+/// embedded in a program.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ParamRef {
+    /// The tensor it fills (must have a fully fixed shape).
+    pub tensor: TensorId,
+    /// Provider scope, e.g. a weights file's name.
+    pub scope: String,
+    /// Key within the scope, e.g. `"encoder.layer.0.attention.self.query.weight"`.
+    pub key: String,
+}
+
+/// Element-wise one-input float functions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum UnaryOp {
+    /// `x * 0.5 * (1 + erf(x / sqrt(2)))` (the exact, erf form).
+    Gelu,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// `max(x, 0)`.
+    Relu,
+}
+
+/// Element-wise two-input float functions, with broadcasting.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub enum BinaryOp {
+    /// `a + b`.
+    Add,
+    /// `a - b`.
+    Sub,
+    /// `a * b`.
+    Mul,
+    /// `a / b` (IEEE: division by zero gives ±inf or NaN).
+    Div,
+}
+
+/// One operation. All inputs are read before `out` is written; `out` is never an input of the
+/// same op and is produced by exactly one op.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub enum Op {
+    /// Embedding lookup: `table` f32 `[V, H]`, `ids` i32/i64 of any shape `S` -> `out` f32
+    /// `S + [H]`, `out[s, :] = table[ids[s], :]`. An id outside `0..V` is an execute-time
+    /// `InvalidArgument`, never an out-of-bounds read.
+    Gather {
+        table: TensorId,
+        ids: TensorId,
+        out: TensorId,
+    },
+    /// `out = a (op) b`, f32, broadcast.
+    Binary {
+        op: BinaryOp,
+        a: TensorId,
+        b: TensorId,
+        out: TensorId,
+    },
+    /// `out = x * scale + bias`, f32, element-wise.
+    Scale {
+        x: TensorId,
+        scale: f32,
+        bias: f32,
+        out: TensorId,
+    },
+    /// `out = f(x)`, f32, element-wise.
+    Unary {
+        op: UnaryOp,
+        x: TensorId,
+        out: TensorId,
+    },
+    /// Batched matrix product. `a` is `[..., M, K]` (`[..., K, M]` when `transpose_a`), `b` is
+    /// `[..., K, N]` (`[..., N, K]` when `transpose_b`); batch dims broadcast; optional `bias`
+    /// `[N]` is added to every row. `out` is `batch + [M, N]`. f32.
+    MatMul {
+        a: TensorId,
+        b: TensorId,
+        bias: Option<TensorId>,
+        transpose_a: bool,
+        transpose_b: bool,
+        out: TensorId,
+    },
+    /// Layer normalisation over the last dim `H`: `(x - mean) / sqrt(var + eps) * gamma + beta`
+    /// with the biased variance; `gamma`, `beta` are `[H]`. f32.
+    LayerNorm {
+        x: TensorId,
+        gamma: TensorId,
+        beta: TensorId,
+        eps: f32,
+        out: TensorId,
+    },
+    /// Softmax over the last dim of `x + mask` (when a mask is given; it broadcasts to `x`),
+    /// computed stably (max subtracted). f32.
+    Softmax {
+        x: TensorId,
+        mask: Option<TensorId>,
+        out: TensorId,
+    },
+    /// Same elements, new shape (`out`'s declared shape; element counts must match).
+    Reshape { x: TensorId, out: TensorId },
+    /// `out` dim `i` is `x` dim `perm[i]`; `perm` is a permutation of `0..rank`.
+    Permute {
+        x: TensorId,
+        perm: Vec<u32>,
+        out: TensorId,
+    },
+    /// Elements `start..end` (end `None` = the dim's extent) along `axis`, step 1.
+    Slice {
+        x: TensorId,
+        axis: u32,
+        start: u64,
+        end: Option<u64>,
+        out: TensorId,
+    },
+    /// Concatenation along `axis`; all other dims equal; same dtype.
+    Concat {
+        inputs: Vec<TensorId>,
+        axis: u32,
+        out: TensorId,
+    },
+    /// Element-wise type conversion to `out`'s dtype (float -> int truncates toward zero and
+    /// saturates).
+    Cast { x: TensorId, out: TensorId },
+    /// `out` (1-D integer or f32 tensor of extent `n`) = `0, 1, ..., n-1` (position ids).
+    Range { out: TensorId },
+    /// Masked mean over the sequence: `x` f32 `[B, S, H]`, `mask` `[B, S]` (non-zero = keep) ->
+    /// `out` `[B, H]` = `sum_s x * m / max(sum_s m, 1e-9)` (sentence-transformers' pooling).
+    MeanPool {
+        x: TensorId,
+        mask: TensorId,
+        out: TensorId,
+    },
+    /// `x / max(||x||_2, eps)` over the last dim (PyTorch's `F.normalize`). f32.
+    L2Normalize {
+        x: TensorId,
+        eps: f32,
+        out: TensorId,
+    },
+}
+
+/// A complete program.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Program {
+    /// Names of the symbolic dims, e.g. `["batch", "seq"]`.
+    pub symbols: Vec<String>,
+    /// Every tensor.
+    pub tensors: Vec<TensorDecl>,
+    /// Tensors the caller provides, in argument order.
+    pub inputs: Vec<TensorId>,
+    /// Tensors returned to the caller, in argument order after the inputs.
+    pub outputs: Vec<TensorId>,
+    /// Tensors filled from the parameter provider.
+    pub params: Vec<ParamRef>,
+    /// Operations, in execution order.
+    pub ops: Vec<Op>,
+}
+
+impl Op {
+    /// The tensors this op reads, in a fixed order.
+    pub fn inputs(&self) -> Vec<TensorId> {
+        match self {
+            Self::Gather { table, ids, .. } => vec![*table, *ids],
+            Self::Binary { a, b, .. } => vec![*a, *b],
+            Self::Scale { x, .. }
+            | Self::Unary { x, .. }
+            | Self::Reshape { x, .. }
+            | Self::Permute { x, .. }
+            | Self::Slice { x, .. }
+            | Self::Cast { x, .. }
+            | Self::L2Normalize { x, .. } => vec![*x],
+            Self::MatMul { a, b, bias, .. } => {
+                let mut ids = vec![*a, *b];
+                ids.extend(bias);
+                ids
+            }
+            Self::LayerNorm { x, gamma, beta, .. } => vec![*x, *gamma, *beta],
+            Self::Softmax { x, mask, .. } => {
+                let mut ids = vec![*x];
+                ids.extend(mask);
+                ids
+            }
+            Self::Concat { inputs, .. } => inputs.clone(),
+            Self::Range { .. } => vec![],
+            Self::MeanPool { x, mask, .. } => vec![*x, *mask],
+        }
+    }
+
+    /// The tensor this op writes.
+    pub fn output(&self) -> TensorId {
+        match self {
+            Self::Gather { out, .. }
+            | Self::Binary { out, .. }
+            | Self::Scale { out, .. }
+            | Self::Unary { out, .. }
+            | Self::MatMul { out, .. }
+            | Self::LayerNorm { out, .. }
+            | Self::Softmax { out, .. }
+            | Self::Reshape { out, .. }
+            | Self::Permute { out, .. }
+            | Self::Slice { out, .. }
+            | Self::Concat { out, .. }
+            | Self::Cast { out, .. }
+            | Self::Range { out }
+            | Self::MeanPool { out, .. }
+            | Self::L2Normalize { out, .. } => *out,
+        }
+    }
+
+    /// The op's name in dumps and messages, e.g. `"matmul"`.
+    pub fn name(&self) -> &'static str {
+        match self {
+            Self::Gather { .. } => "gather",
+            Self::Binary {
+                op: BinaryOp::Add, ..
+            } => "add",
+            Self::Binary {
+                op: BinaryOp::Sub, ..
+            } => "sub",
+            Self::Binary {
+                op: BinaryOp::Mul, ..
+            } => "mul",
+            Self::Binary {
+                op: BinaryOp::Div, ..
+            } => "div",
+            Self::Scale { .. } => "scale",
+            Self::Unary {
+                op: UnaryOp::Gelu, ..
+            } => "gelu",
+            Self::Unary {
+                op: UnaryOp::Tanh, ..
+            } => "tanh",
+            Self::Unary {
+                op: UnaryOp::Relu, ..
+            } => "relu",
+            Self::MatMul { .. } => "matmul",
+            Self::LayerNorm { .. } => "layer_norm",
+            Self::Softmax { .. } => "softmax",
+            Self::Reshape { .. } => "reshape",
+            Self::Permute { .. } => "permute",
+            Self::Slice { .. } => "slice",
+            Self::Concat { .. } => "concat",
+            Self::Cast { .. } => "cast",
+            Self::Range { .. } => "range",
+            Self::MeanPool { .. } => "mean_pool",
+            Self::L2Normalize { .. } => "l2_normalize",
+        }
+    }
+}
