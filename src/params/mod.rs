@@ -15,11 +15,13 @@
 //! without a guard), and `load`/`gather`/`scatter` are async instead of semaphore-ordered.
 
 mod buffer;
+mod index;
 mod list;
 mod memory;
 mod provider;
 
 pub use buffer::{BufferAllocator, HostAllocator, HostBuffer, ParameterBuffer, SharedBuffer};
+pub use index::{EntryStorage, IndexEntry, ParameterIndex, RangeRead};
 pub use list::ProviderList;
 pub use memory::MemoryProvider;
 #[cfg(test)]
