@@ -231,16 +231,24 @@ fn options_cross_with_their_limits() {
         ("count", 3.0.into()),
         ("name", "gpu".into()),
         (&"k".repeat(63), 1.0.into()),
+        ("min", (-9_223_372_036_854_775_808.0).into()),
+        ("big", 4_611_686_018_427_387_904.0.into()),
+        ("bigint", js_sys::BigInt::from(i64::MAX).into()),
         ("text", "v".repeat(255).into()),
     ]))
     .unwrap();
     assert_eq!(parsed[0].value(), &OptionValue::Bool(true));
     assert_eq!(parsed[1].value(), &OptionValue::Int(3));
     assert_eq!(parsed[2].value(), &OptionValue::String("gpu".into()));
+    assert_eq!(parsed[4].value(), &OptionValue::Int(i64::MIN));
+    assert_eq!(parsed[5].value(), &OptionValue::Int(1 << 62));
+    assert_eq!(parsed[6].value(), &OptionValue::Int(i64::MAX));
     let back = convert::options_from_js(&convert::options_to_js(&parsed).unwrap()).unwrap();
     assert_eq!(back, parsed);
     for bad in [
         js_options(&[("fraction", 3.5.into())]),
+        js_options(&[("too-big", 9_223_372_036_854_775_808.0.into())]),
+        js_options(&[("nan", f64::NAN.into())]),
         js_options(&[(&"k".repeat(64), 1.0.into())]),
         js_options(&[("text", "v".repeat(256).into())]),
         js_options(&[("null", JsValue::NULL)]),

@@ -13,7 +13,7 @@
 
 use crate::error::{Error, Result};
 use crate::evalue::{EValue, ScalarType, Tensor, TensorData, element_count};
-use crate::registry::{BackendOption, CompileSpec};
+use crate::registry::{BackendOption, CompileSpec, OptionValue};
 use js_sys::{
     Array, BigInt64Array, Float32Array, Float64Array, Int32Array, Object, Reflect, Uint8Array,
 };
@@ -257,27 +257,86 @@ pub fn evalues_to_js(values: &[EValue]) -> Result<Array> {
     values.iter().map(evalue_to_js).collect()
 }
 
-/// Backend options from a JS array of `{key, value}`.
-///
-/// # Errors
-/// `InvalidArgument` for a bad key, value type, non-integral number or over-long string.
-pub fn options_from_js(value: &JsValue) -> Result<Vec<BackendOption>> {
-    if !Array::is_array(value) {
-        return Err(Error::invalid_argument(
-            "options must be an array of {key, value}",
-        ));
-    }
-    serde_wasm_bindgen::from_value(value.clone())
-        .map_err(|e| Error::invalid_argument(format!("bad backend option: {e}")))
+/// An option as JavaScript writes it, before the runtime's limits are applied.
+#[derive(serde::Deserialize)]
+struct RawOption {
+    key: String,
+    value: RawOptionValue,
 }
 
-/// A JS array of `{key, value}`.
+#[derive(serde::Deserialize)]
+#[serde(untagged)]
+enum RawOptionValue {
+    Bool(bool),
+    Int(i64),
+    Number(f64),
+    String(String),
+}
+
+/// Smallest and one past the largest `i64`, as exact doubles.
+const I64_MIN_F64: f64 = -9_223_372_036_854_775_808.0;
+const I64_END_F64: f64 = 9_223_372_036_854_775_808.0;
+
+fn option_value(key: &str, raw: RawOptionValue) -> Result<OptionValue> {
+    Ok(match raw {
+        RawOptionValue::Bool(flag) => OptionValue::Bool(flag),
+        RawOptionValue::Int(number) => OptionValue::Int(number),
+        RawOptionValue::Number(number)
+            if number.fract() == 0.0 && (I64_MIN_F64..I64_END_F64).contains(&number) =>
+        {
+            // Exact: an integral double in [-2^63, 2^63) is an i64.
+            OptionValue::Int(number as i64)
+        }
+        RawOptionValue::Number(number) => {
+            return Err(Error::invalid_argument(format!(
+                "option {key:?}: {number} is not an integer in the 64-bit range"
+            )));
+        }
+        RawOptionValue::String(text) => OptionValue::String(text),
+    })
+}
+
+/// Backend options from a JS array of `{key, value}` (value: boolean, integral number or
+/// BigInt in the `i64` range, or string).
 ///
 /// # Errors
-/// `Internal` if serialisation fails (it cannot for valid options).
+/// `InvalidArgument` naming the option for a bad key, value type, non-integral number or
+/// over-long string.
+pub fn options_from_js(value: &JsValue) -> Result<Vec<BackendOption>> {
+    array_items(value, "options")?
+        .into_iter()
+        .enumerate()
+        .map(|(index, item)| {
+            let raw: RawOption = serde_wasm_bindgen::from_value(item).map_err(|_| {
+                Error::invalid_argument(format!(
+                    "options[{index}] must be {{key: string, value: boolean | integer | string}}"
+                ))
+            })?;
+            let value = option_value(&raw.key, raw.value)?;
+            BackendOption::new(raw.key, value)
+                .map_err(|e| Error::invalid_argument(format!("options[{index}]: {}", e.message())))
+        })
+        .collect()
+}
+
+/// A JS array of `{key, value}`; integers outside ±2^53 become BigInts so they stay exact.
+///
+/// # Errors
+/// `Internal` only if the JS engine refuses to set a property.
 pub fn options_to_js(options: &[BackendOption]) -> Result<JsValue> {
-    serde_wasm_bindgen::to_value(options)
-        .map_err(|e| Error::internal(format!("cannot serialise options: {e}")))
+    let array = Array::new();
+    for option in options {
+        let object = Object::new();
+        set(&object, "key", &JsValue::from_str(option.key()))?;
+        let value = match option.value() {
+            OptionValue::Bool(flag) => JsValue::from_bool(*flag),
+            OptionValue::Int(number) => integer_to_js(*number),
+            OptionValue::String(text) => JsValue::from_str(text),
+        };
+        set(&object, "value", &value)?;
+        array.push(&object);
+    }
+    Ok(array.into())
 }
 
 /// Compile specs from a JS array of `{key, value}` (value: `Uint8Array` or string).

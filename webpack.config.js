@@ -1,0 +1,43 @@
+// Builds the demo page in www/ into www/dist/ (npm run build:www) and serves it on
+// http://127.0.0.1:8080/ (npm start). `import ... from 'webdelegate'` resolves to the package
+// wasm-pack built into pkg/; webpack emits its .wasm (referenced through
+// `new URL('webdelegate_bg.wasm', import.meta.url)`) as an asset next to the bundle.
+import { existsSync } from 'node:fs';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import CopyPlugin from 'copy-webpack-plugin';
+
+const ROOT = path.dirname(fileURLToPath(import.meta.url));
+const PKG_ENTRY = path.join(ROOT, 'pkg', 'webdelegate.js');
+const HOST = '127.0.0.1';
+const PORT = 8080;
+
+export default () => {
+  if (!existsSync(PKG_ENTRY)) {
+    throw new Error(`${PKG_ENTRY} is missing: run \`npm run build:pkg\` first`);
+  }
+  return {
+    context: path.join(ROOT, 'www'),
+    entry: './main.js',
+    output: {
+      path: path.join(ROOT, 'www', 'dist'),
+      filename: 'main.js',
+      assetModuleFilename: '[name].[contenthash:8][ext]',
+      clean: true,
+    },
+    resolve: {
+      alias: { webdelegate$: PKG_ENTRY },
+    },
+    plugins: [new CopyPlugin({ patterns: ['index.html', 'style.css'] })],
+    performance: { hints: false }, // the wasm module is expected to be large
+    devtool: 'source-map',
+    devServer: {
+      host: HOST,
+      port: PORT,
+      static: false,
+      hot: false,
+      client: { overlay: true },
+      onListening: () => console.log(`\nwebdelegate demo: http://${HOST}:${PORT}/\n`),
+    },
+  };
+};
