@@ -1,7 +1,9 @@
-//! Building programs in code: declare symbols and tensors, append ops, mark outputs, then
-//! `finish` (which validates) or `encode`.
+//! Building programs in code: declare symbols, inputs and params, append ops (the methods in
+//! `builder_ops` infer each output's shape; [`ProgramBuilder::op`] appends a hand-made op),
+//! mark outputs, then [`finish`](ProgramBuilder::finish) or [`encode`](ProgramBuilder::encode)
+//! (both validate).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::program::ir::{DType, Dim, Op, ParamRef, Program, TensorDecl, TensorId};
 
 /// Builds a [`Program`] step by step.
@@ -64,7 +66,34 @@ impl ProgramBuilder {
         id
     }
 
-    /// Appends an op (its output tensor must already be declared).
+    /// Renames tensor `id` (names appear in messages and dumps).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `id` does not exist.
+    pub fn set_name(&mut self, id: TensorId, name: &str) -> Result<()> {
+        let decl = self
+            .program
+            .tensors
+            .get_mut(id as usize)
+            .ok_or_else(|| Error::invalid_argument(format!("tensor {id} does not exist")))?;
+        decl.name = name.to_owned();
+        Ok(())
+    }
+
+    /// Renames a tensor the builder itself just declared.
+    pub(crate) fn rename(&mut self, id: TensorId, name: String) {
+        if let Some(decl) = self.program.tensors.get_mut(id as usize) {
+            decl.name = name;
+        }
+    }
+
+    /// Removes the last declared tensor (undoing a failed op method).
+    pub(crate) fn pop_tensor(&mut self) {
+        self.program.tensors.pop();
+    }
+
+    /// Appends an op whose output tensor is already declared (unchecked until
+    /// [`finish`](ProgramBuilder::finish); the op methods check at once).
     pub fn op(&mut self, op: Op) -> &mut Self {
         self.program.ops.push(op);
         self
@@ -94,11 +123,29 @@ impl ProgramBuilder {
         self.program
     }
 
-    /// The program, encoded as a blob (unvalidated).
+    /// The program, validated.
+    ///
+    /// # Errors
+    /// `InvalidProgram` as [`crate::program::validate`] finds.
+    pub fn finish(&self) -> Result<Program> {
+        crate::program::validate(&self.program)?;
+        Ok(self.program.clone())
+    }
+
+    /// The program, validated and encoded as a blob.
+    ///
+    /// # Errors
+    /// `InvalidProgram` as [`crate::program::validate`] finds.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        crate::program::validate(&self.program)?;
+        crate::program::encode(&self.program)
+    }
+
+    /// The program encoded without validation (for tests that make bad blobs on purpose).
     ///
     /// # Errors
     /// As [`crate::program::encode`].
-    pub fn encode(&self) -> Result<Vec<u8>> {
+    pub fn encode_unchecked(&self) -> Result<Vec<u8>> {
         crate::program::encode(&self.program)
     }
 }
