@@ -14,7 +14,7 @@ use crate::error::{Error, Result};
 use crate::program::geometry::MatMulGeometry;
 
 /// Rows of the register tile.
-pub const MR: usize = 4;
+pub const MR: usize = 2;
 /// Columns of the register tile.
 pub const NR: usize = 16;
 /// Depth of a packed slab.
@@ -22,7 +22,7 @@ const KC: usize = 256;
 /// Rows of a packed `A` block (a multiple of `MR`).
 const MC: usize = 64;
 /// Columns of a packed `B` panel (a multiple of `NR`).
-const NC: usize = 1024;
+const NC: usize = 512;
 
 /// Reusable packing buffers (kept between executions to avoid reallocating).
 #[derive(Debug, Default)]
