@@ -103,8 +103,9 @@ pub fn bind_arguments(program: &Program, args: &[EValue]) -> Result<BoundShapes>
 /// # Errors
 /// `Internal` when `data` does not fit `shape`.
 pub fn store_output(slot: &mut EValue, shape: Vec<usize>, data: TensorData) -> Result<()> {
-    *slot = EValue::Tensor(Tensor::new(shape, data).map_err(|e| {
-        Error::internal(format!("a backend produced an inconsistent output: {e}"))
-    })?);
+    *slot =
+        EValue::Tensor(Tensor::new(shape, data).map_err(|e| {
+            Error::internal(format!("a backend produced an inconsistent output: {e}"))
+        })?);
     Ok(())
 }

@@ -87,18 +87,21 @@ pub fn file_dtype_matches(name: &str, dtype: DType) -> bool {
 /// # Errors
 /// `InvalidProgram` when the tensor is missing or not fixed (validation rules both out).
 pub fn expected_length(program: &Program, param: &ParamRef) -> Result<u64> {
-    let decl = program.tensors.get(param.tensor as usize).ok_or_else(|| {
-        Error::new(ErrorCode::InvalidProgram, "param names a missing tensor")
-    })?;
-    decl.shape.iter().try_fold(decl.dtype.size() as u64, |bytes, dim| match *dim {
-        Dim::Fixed(extent) => bytes.checked_mul(extent).ok_or_else(|| {
-            Error::new(ErrorCode::InvalidProgram, "param byte size overflows")
-        }),
-        Dim::Symbol(_) => Err(Error::new(
-            ErrorCode::InvalidProgram,
-            "param has a symbolic shape",
-        )),
-    })
+    let decl = program
+        .tensors
+        .get(param.tensor as usize)
+        .ok_or_else(|| Error::new(ErrorCode::InvalidProgram, "param names a missing tensor"))?;
+    decl.shape
+        .iter()
+        .try_fold(decl.dtype.size() as u64, |bytes, dim| match *dim {
+            Dim::Fixed(extent) => bytes
+                .checked_mul(extent)
+                .ok_or_else(|| Error::new(ErrorCode::InvalidProgram, "param byte size overflows")),
+            Dim::Symbol(_) => Err(Error::new(
+                ErrorCode::InvalidProgram,
+                "param has a symbolic shape",
+            )),
+        })
 }
 
 /// Checks what `provider` says about `param` against the program; returns the byte length.
@@ -191,7 +194,15 @@ pub async fn fetch_to_host(
             total += lengths[end];
             end += 1;
         }
-        fetch_batch(provider.as_ref(), program, start..end, &lengths, total, &mut accept).await?;
+        fetch_batch(
+            provider.as_ref(),
+            program,
+            start..end,
+            &lengths,
+            total,
+            &mut accept,
+        )
+        .await?;
         start = end;
     }
     Ok(())
@@ -207,7 +218,8 @@ async fn fetch_batch(
 ) -> Result<()> {
     let first = &program.params[positions.start];
     let batch_what = || describe_param(program, positions.start, first);
-    let buffer = HostBuffer::zeroed(total).map_err(|status| status_error(&status, &batch_what()))?;
+    let buffer =
+        HostBuffer::zeroed(total).map_err(|status| status_error(&status, &batch_what()))?;
     let mut requests = Vec::with_capacity(positions.len());
     let mut offset = 0u64;
     for position in positions.clone() {
@@ -231,9 +243,9 @@ async fn fetch_batch(
     for position in positions {
         // Lengths sum to `total`, the buffer's size, which fits in memory.
         let length = lengths[position] as usize;
-        let chunk = bytes.get(offset..offset + length).ok_or_else(|| {
-            Error::internal("a parameter batch is shorter than its parameters")
-        })?;
+        let chunk = bytes
+            .get(offset..offset + length)
+            .ok_or_else(|| Error::internal("a parameter batch is shorter than its parameters"))?;
         accept(position, chunk)?;
         offset += length;
     }

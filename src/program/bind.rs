@@ -130,7 +130,11 @@ pub fn bind_shapes(program: &Program, input_shapes: &[&[usize]]) -> Result<Bound
 fn check_slices(program: &Program, shapes: &[Vec<usize>]) -> Result<()> {
     for (index, op) in program.ops.iter().enumerate() {
         let Op::Slice {
-            x, axis, start, end, ..
+            x,
+            axis,
+            start,
+            end,
+            ..
         } = op
         else {
             continue;

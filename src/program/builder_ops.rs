@@ -71,11 +71,8 @@ impl ProgramBuilder {
     /// `InvalidArgument` for unknown tensors, non-f32 operands or shapes that do not broadcast.
     pub fn binary(&mut self, op: BinaryOp, a: TensorId, b: TensorId) -> Result<TensorId> {
         let name = Op::Binary { op, a, b, out: 0 }.name();
-        let shape = infer::broadcast(
-            &self.operand_shape(name, a)?,
-            &self.operand_shape(name, b)?,
-        )
-        .map_err(|e| refused(name, e))?;
+        let shape = infer::broadcast(&self.operand_shape(name, a)?, &self.operand_shape(name, b)?)
+            .map_err(|e| refused(name, e))?;
         self.append(DType::F32, shape, |out| Op::Binary { op, a, b, out })
     }
 

@@ -60,9 +60,7 @@ fn attributes(op: &Op) -> String {
         Op::Gather { table, ids, .. } => format!("table={} ids={}", t(*table), t(*ids)),
         Op::Binary { a, b, .. } => format!("a={} b={}", t(*a), t(*b)),
         Op::Scale { x, scale, bias, .. } => format!("x={} scale={scale:?} bias={bias:?}", t(*x)),
-        Op::Unary { x, .. }
-        | Op::Reshape { x, .. }
-        | Op::Cast { x, .. } => format!("x={}", t(*x)),
+        Op::Unary { x, .. } | Op::Reshape { x, .. } | Op::Cast { x, .. } => format!("x={}", t(*x)),
         Op::MatMul {
             a,
             b,
@@ -77,7 +75,11 @@ fn attributes(op: &Op) -> String {
             optional(*bias)
         ),
         Op::LayerNorm {
-            x, gamma, beta, eps, ..
+            x,
+            gamma,
+            beta,
+            eps,
+            ..
         } => format!(
             "x={} gamma={} beta={} eps={eps:?}",
             t(*x),

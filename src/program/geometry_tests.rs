@@ -4,7 +4,10 @@ use super::*;
 fn strides_and_broadcast() {
     assert_eq!(contiguous_strides(&[2, 3, 4]), vec![12, 4, 1]);
     assert_eq!(contiguous_strides(&[]), Vec::<usize>::new());
-    assert_eq!(broadcast_strides(&[3, 1], &[2, 3, 4]).unwrap(), vec![0, 1, 0]);
+    assert_eq!(
+        broadcast_strides(&[3, 1], &[2, 3, 4]).unwrap(),
+        vec![0, 1, 0]
+    );
     assert!(broadcast_strides(&[3, 2], &[2, 3, 4]).is_err());
     assert!(broadcast_strides(&[1, 1, 1, 1], &[2]).is_err());
     assert_eq!(broadcast_shape(&[2, 1, 4], &[3, 1]).unwrap(), vec![2, 3, 4]);
@@ -66,7 +69,10 @@ fn matmul_geometry_folds_shared_weights() {
 #[test]
 fn slice_and_concat_geometry() {
     let s = SliceGeometry::new(&[2, 5, 3], 1, 1, Some(4)).unwrap();
-    assert_eq!((s.outer, s.extent, s.inner, s.start, s.len), (2, 5, 3, 1, 3));
+    assert_eq!(
+        (s.outer, s.extent, s.inner, s.start, s.len),
+        (2, 5, 3, 1, 3)
+    );
     assert!(SliceGeometry::new(&[2, 5], 1, 4, Some(6)).is_err());
     assert!(SliceGeometry::new(&[2, 5], 2, 0, None).is_err());
     let c = ConcatGeometry::new(&[&[2, 1, 3], &[2, 4, 3]], 1).unwrap();

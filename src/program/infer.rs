@@ -279,7 +279,12 @@ pub fn permute(x: &[Dim], perm: &[u32]) -> InferResult<Vec<Dim>> {
                 *flag = true;
                 out.push(*dim);
             }
-            _ => return Err(format!("perm {perm:?} is not a permutation of 0..{}", x.len())),
+            _ => {
+                return Err(format!(
+                    "perm {perm:?} is not a permutation of 0..{}",
+                    x.len()
+                ));
+            }
         }
     }
     Ok(out)

@@ -4,8 +4,14 @@ use crate::program::ir::Dim::{Fixed as F, Symbol as S};
 #[test]
 fn broadcast_follows_numpy_with_symbols() {
     assert_eq!(broadcast(&[F(2), F(3)], &[F(3)]).unwrap(), vec![F(2), F(3)]);
-    assert_eq!(broadcast(&[F(1), F(3)], &[F(4), F(1)]).unwrap(), vec![F(4), F(3)]);
-    assert_eq!(broadcast(&[S(0), F(1)], &[F(1), S(1)]).unwrap(), vec![S(0), S(1)]);
+    assert_eq!(
+        broadcast(&[F(1), F(3)], &[F(4), F(1)]).unwrap(),
+        vec![F(4), F(3)]
+    );
+    assert_eq!(
+        broadcast(&[S(0), F(1)], &[F(1), S(1)]).unwrap(),
+        vec![S(0), S(1)]
+    );
     assert_eq!(broadcast(&[S(0)], &[S(0)]).unwrap(), vec![S(0)]);
     assert_eq!(broadcast(&[], &[F(5)]).unwrap(), vec![F(5)]);
     assert_eq!(broadcast(&[], &[]).unwrap(), Vec::<Dim>::new());
@@ -37,7 +43,14 @@ fn matmul_handles_transposes_batches_and_bias() {
     );
     // Batch dims broadcast.
     assert_eq!(
-        matmul(&[F(2), F(1), F(3), F(4)], &[F(6), F(4), F(7)], None, false, false).unwrap(),
+        matmul(
+            &[F(2), F(1), F(3), F(4)],
+            &[F(6), F(4), F(7)],
+            None,
+            false,
+            false
+        )
+        .unwrap(),
         vec![F(2), F(6), F(3), F(7)]
     );
     assert!(matmul(&a, &[F(5), F(8)], None, false, false).is_err());

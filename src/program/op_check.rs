@@ -144,7 +144,11 @@ pub fn check_op(op: &Op, tensors: &[TensorDecl]) -> InferResult<()> {
             expect_shape(&out, &computed)
         }
         Op::LayerNorm {
-            x, gamma, beta, eps, ..
+            x,
+            gamma,
+            beta,
+            eps,
+            ..
         } => {
             let (x, gamma, beta) = (get("x", *x)?, get("gamma", *gamma)?, get("beta", *beta)?);
             expect_constant("eps", *eps, true)?;

@@ -192,7 +192,11 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
         claim(id, Role::Input(position), &format!("input {position}"))?;
     }
     for (position, param) in program.params.iter().enumerate() {
-        claim(param.tensor, Role::Param(position), &format!("param {position}"))?;
+        claim(
+            param.tensor,
+            Role::Param(position),
+            &format!("param {position}"),
+        )?;
         if param.key.is_empty() {
             return Err(invalid(format!("param {position} has an empty key")));
         }
@@ -259,9 +263,7 @@ fn order_error(program: &Program, roles: &[Role], index: usize, op: &Op, id: Ten
         return invalid(format!("{reader} reads {tensor}, which is never defined"));
     };
     if producer == index {
-        return invalid(format!(
-            "cycle: {reader} reads its own output {tensor}"
-        ));
+        return invalid(format!("cycle: {reader} reads its own output {tensor}"));
     }
     if depends_on(program, roles, producer, index) {
         return invalid(format!(

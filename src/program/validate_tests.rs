@@ -127,28 +127,45 @@ fn cycles_and_use_before_definition_are_told_apart() {
 fn dtypes_are_checked_per_op() {
     let mut p = valid();
     p.tensors[0].dtype = DType::I32;
-    assert_mentions(&p, &["op 0 (matmul)", "a (tensor 0 \"x\") is i32, expected f32"]);
+    assert_mentions(
+        &p,
+        &["op 0 (matmul)", "a (tensor 0 \"x\") is i32, expected f32"],
+    );
 
     let mut b = ProgramBuilder::new();
     let x = b.input("x", DType::F32, vec![F(2)]);
     let t = b.param("t", DType::F32, vec![F(4), F(2)], "s", "t");
     let out = b.tensor("e", DType::F32, vec![F(2), F(2)]);
-    b.op(Op::Gather { table: t, ids: x, out }).output(out);
-    assert_mentions(&b.into_program(), &["op 0 (gather)", "ids", "expected i32 or i64"]);
+    b.op(Op::Gather {
+        table: t,
+        ids: x,
+        out,
+    })
+    .output(out);
+    assert_mentions(
+        &b.into_program(),
+        &["op 0 (gather)", "ids", "expected i32 or i64"],
+    );
 }
 
 #[test]
 fn declared_shapes_must_equal_inferred() {
     let mut p = valid();
     p.tensors[3].shape = vec![Dim::Symbol(0), F(4)];
-    assert_mentions(&p, &["op 0 (matmul)", "declared [$0, 4]", "computes [$0, 3]"]);
+    assert_mentions(
+        &p,
+        &["op 0 (matmul)", "declared [$0, 4]", "computes [$0, 3]"],
+    );
 
     let mut b = ProgramBuilder::new();
     let s = b.symbol("s");
     let x = b.input("x", DType::F32, vec![s, F(6)]);
     let bad = b.tensor("r", DType::F32, vec![s, F(4)]);
     b.op(Op::Reshape { x, out: bad }).output(bad);
-    assert_mentions(&b.into_program(), &["op 0 (reshape)", "same number of elements"]);
+    assert_mentions(
+        &b.into_program(),
+        &["op 0 (reshape)", "same number of elements"],
+    );
 
     let mut b = ProgramBuilder::new();
     let x = b.input("x", DType::F32, vec![F(2), F(3)]);
@@ -180,7 +197,10 @@ fn declared_shapes_must_equal_inferred() {
         axis: 2,
         out,
     });
-    assert_mentions(&b.into_program(), &["op 0 (concat)", "axis 2 is out of range"]);
+    assert_mentions(
+        &b.into_program(),
+        &["op 0 (concat)", "axis 2 is out of range"],
+    );
 }
 
 #[test]

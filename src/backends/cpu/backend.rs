@@ -24,8 +24,7 @@ use crate::evalue::EValue;
 use crate::program;
 use crate::registry::{
     BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
-    BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture,
-    OptionValue,
+    BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, OptionValue,
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

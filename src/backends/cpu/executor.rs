@@ -97,7 +97,11 @@ impl<'a> Frame<'a> {
 /// # Errors
 /// `InvalidArgument` for bad arguments or out-of-range gather ids; `Internal` if an invariant
 /// validation established does not hold.
-pub fn execute(prepared: &PreparedProgram, scratch: &mut Scratch, args: &mut [EValue]) -> Result<()> {
+pub fn execute(
+    prepared: &PreparedProgram,
+    scratch: &mut Scratch,
+    args: &mut [EValue],
+) -> Result<()> {
     let program = &prepared.program;
     let bound = bind_arguments(program, args)?;
     let (inputs, outputs) = args.split_at_mut(program.inputs.len());
@@ -151,7 +155,11 @@ pub fn execute(prepared: &PreparedProgram, scratch: &mut Scratch, args: &mut [EV
                 }
                 values.to_owned()
             }
-            Slot::Empty => return Err(Error::internal(format!("output {position} was not computed"))),
+            Slot::Empty => {
+                return Err(Error::internal(format!(
+                    "output {position} was not computed"
+                )));
+            }
         };
         store_output(slot, frame.shape(id)?.to_vec(), values.into_tensor_data())?;
     }
@@ -193,10 +201,12 @@ fn run_op<'a>(
                 o,
             )
         }),
-        Op::Scale { x, scale, bias, .. } => {
-            f32_result(pool, len, |o| elementwise::scale(f.f32(*x)?, *scale, *bias, o))
+        Op::Scale { x, scale, bias, .. } => f32_result(pool, len, |o| {
+            elementwise::scale(f.f32(*x)?, *scale, *bias, o)
+        }),
+        Op::Unary { op, x, .. } => {
+            f32_result(pool, len, |o| elementwise::unary(*op, f.f32(*x)?, o))
         }
-        Op::Unary { op, x, .. } => f32_result(pool, len, |o| elementwise::unary(*op, f.f32(*x)?, o)),
         Op::MatMul {
             a,
             b,
@@ -205,13 +215,20 @@ fn run_op<'a>(
             transpose_b,
             ..
         } => {
-            let geometry = MatMulGeometry::new(f.shape(*a)?, f.shape(*b)?, *transpose_a, *transpose_b)?;
+            let geometry =
+                MatMulGeometry::new(f.shape(*a)?, f.shape(*b)?, *transpose_a, *transpose_b)?;
             let bias = bias.map(|id| f.f32(id)).transpose()?;
             let gemm = &mut scratch.gemm;
-            f32_result(pool, len, |o| matmul::matmul(f.f32(*a)?, f.f32(*b)?, bias, &geometry, o, gemm))
+            f32_result(pool, len, |o| {
+                matmul::matmul(f.f32(*a)?, f.f32(*b)?, bias, &geometry, o, gemm)
+            })
         }
         Op::LayerNorm {
-            x, gamma, beta, eps, ..
+            x,
+            gamma,
+            beta,
+            eps,
+            ..
         } => f32_result(pool, len, |o| {
             normalize::layer_norm(f.f32(*x)?, f.f32(*gamma)?, f.f32(*beta)?, *eps, o)
         }),
@@ -232,7 +249,9 @@ fn run_op<'a>(
             })
         }
         Op::Reshape { x, .. } => Ok(reshape(frame, step, *x)),
-        Op::Permute { x, perm, .. } => typed_result(f.get(*x)?.dtype(), pool, len, Kernel::Permute(f, *x, perm)),
+        Op::Permute { x, perm, .. } => {
+            typed_result(f.get(*x)?.dtype(), pool, len, Kernel::Permute(f, *x, perm))
+        }
         Op::Slice {
             x,
             axis,
@@ -241,10 +260,18 @@ fn run_op<'a>(
             ..
         } => {
             let geometry = SliceGeometry::new(f.shape(*x)?, *axis, *start, *end)?;
-            typed_result(f.get(*x)?.dtype(), pool, len, Kernel::Slice(f, *x, &geometry))
+            typed_result(
+                f.get(*x)?.dtype(),
+                pool,
+                len,
+                Kernel::Slice(f, *x, &geometry),
+            )
         }
         Op::Concat { inputs, axis, .. } => {
-            let shapes = inputs.iter().map(|&id| f.shape(id)).collect::<Result<Vec<_>>>()?;
+            let shapes = inputs
+                .iter()
+                .map(|&id| f.shape(id))
+                .collect::<Result<Vec<_>>>()?;
             let geometry = ConcatGeometry::new(&shapes, *axis)?;
             let dtype = f.get(*inputs.first().unwrap_or(&out))?.dtype();
             typed_result(dtype, pool, len, Kernel::Concat(f, inputs, &geometry))
@@ -262,11 +289,15 @@ fn run_op<'a>(
                 [batch, seq, hidden] => [batch, seq, hidden],
                 _ => return Err(Error::internal("mean_pool input is not 3-D")),
             };
-            f32_result(pool, len, |o| normalize::mean_pool(f.f32(*x)?, f.get(*mask)?, dims, o))
+            f32_result(pool, len, |o| {
+                normalize::mean_pool(f.f32(*x)?, f.get(*mask)?, dims, o)
+            })
         }
         Op::L2Normalize { x, eps, .. } => {
             let width = f.last_dim(*x)?;
-            f32_result(pool, len, |o| normalize::l2_normalize(f.f32(*x)?, width, *eps, o))
+            f32_result(pool, len, |o| {
+                normalize::l2_normalize(f.f32(*x)?, width, *eps, o)
+            })
         }
     }
 }
@@ -298,7 +329,12 @@ enum Kernel<'f, 'a> {
     Concat(&'f Frame<'a>, &'f [TensorId], &'f ConcatGeometry),
 }
 
-fn typed_result(dtype: DType, pool: &mut BufferPool, len: usize, kernel: Kernel<'_, '_>) -> Result<Slot<'static>> {
+fn typed_result(
+    dtype: DType,
+    pool: &mut BufferPool,
+    len: usize,
+    kernel: Kernel<'_, '_>,
+) -> Result<Slot<'static>> {
     match dtype {
         DType::F32 => run_typed::<f32>(pool, len, kernel),
         DType::I32 => run_typed::<i32>(pool, len, kernel),
@@ -307,13 +343,24 @@ fn typed_result(dtype: DType, pool: &mut BufferPool, len: usize, kernel: Kernel<
     }
 }
 
-fn run_typed<T: Element>(pool: &mut BufferPool, len: usize, kernel: Kernel<'_, '_>) -> Result<Slot<'static>> {
+fn run_typed<T: Element>(
+    pool: &mut BufferPool,
+    len: usize,
+    kernel: Kernel<'_, '_>,
+) -> Result<Slot<'static>> {
     let mut out = T::zeroed(pool, len)?;
     match kernel {
-        Kernel::Permute(frame, x, perm) => layout::permute(frame.typed::<T>(x)?, frame.shape(x)?, perm, &mut out)?,
-        Kernel::Slice(frame, x, geometry) => layout::slice(frame.typed::<T>(x)?, geometry, &mut out)?,
+        Kernel::Permute(frame, x, perm) => {
+            layout::permute(frame.typed::<T>(x)?, frame.shape(x)?, perm, &mut out)?
+        }
+        Kernel::Slice(frame, x, geometry) => {
+            layout::slice(frame.typed::<T>(x)?, geometry, &mut out)?
+        }
         Kernel::Concat(frame, inputs, geometry) => {
-            let parts = inputs.iter().map(|&id| frame.typed::<T>(id)).collect::<Result<Vec<_>>>()?;
+            let parts = inputs
+                .iter()
+                .map(|&id| frame.typed::<T>(id))
+                .collect::<Result<Vec<_>>>()?;
             layout::concat(&parts, geometry, &mut out)?;
         }
     }

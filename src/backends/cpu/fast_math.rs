@@ -90,7 +90,10 @@ mod tests {
         while x < 88.0 {
             let want = f64::from(x).exp();
             let got = f64::from(exp(x));
-            assert!((got - want).abs() <= 1.5e-7 * want, "exp({x}) = {got}, want {want}");
+            assert!(
+                (got - want).abs() <= 1.5e-7 * want,
+                "exp({x}) = {got}, want {want}"
+            );
             x += 0.013_7;
         }
         assert_eq!(exp(0.0), 1.0);

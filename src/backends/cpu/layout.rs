@@ -82,7 +82,9 @@ pub fn concat<T: Copy>(inputs: &[&[T]], geometry: &ConcatGeometry, out: &mut [T]
             .any(|(input, &extent)| input.len() != outer * extent * inner)
         || out.len() != outer * inner * extents.iter().sum::<usize>()
     {
-        return Err(Error::internal("concat operands disagree with the geometry"));
+        return Err(Error::internal(
+            "concat operands disagree with the geometry",
+        ));
     }
     let mut position = 0;
     for o in 0..outer {

@@ -48,7 +48,11 @@ impl View<'_> {
         }
         let last = (height - 1)
             .checked_mul(self.rows)
-            .and_then(|r| (width - 1).checked_mul(self.cols).and_then(|c| r.checked_add(c)))
+            .and_then(|r| {
+                (width - 1)
+                    .checked_mul(self.cols)
+                    .and_then(|c| r.checked_add(c))
+            })
             .and_then(|span| span.checked_add(self.offset));
         match last {
             Some(last) if last < self.data.len() => Ok(()),
@@ -204,7 +208,10 @@ fn pack_a(a: View<'_>, ic: usize, mc: usize, pc: usize, kc: usize, packed: &mut 
                 continue;
             }
             let row_start = a.offset + (i0 + i) * a.rows + pc * a.cols;
-            match (a.cols == 1).then(|| a.data.get(row_start..row_start + kc)).flatten() {
+            match (a.cols == 1)
+                .then(|| a.data.get(row_start..row_start + kc))
+                .flatten()
+            {
                 Some(src) => {
                     for (p, &value) in src.iter().enumerate() {
                         chunk[p * MR + i] = value;
@@ -262,10 +269,8 @@ fn macro_tile(
 fn micro_kernel(a_strip: &[f32], b_strip: &[f32]) -> [[f32; NR]; MR] {
     let mut acc = [[0.0f32; NR]; MR];
     for (a_col, b_row) in a_strip.chunks_exact(MR).zip(b_strip.chunks_exact(NR)) {
-        let (Ok(a_col), Ok(b_row)) = (
-            <&[f32; MR]>::try_from(a_col),
-            <&[f32; NR]>::try_from(b_row),
-        ) else {
+        let (Ok(a_col), Ok(b_row)) = (<&[f32; MR]>::try_from(a_col), <&[f32; NR]>::try_from(b_row))
+        else {
             continue;
         };
         for i in 0..MR {

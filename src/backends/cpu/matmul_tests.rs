@@ -70,10 +70,26 @@ fn batches_broadcast_and_fold() {
 fn empty_dims_give_bias_or_zeros() {
     let g = MatMulGeometry::new(&[2, 0], &[0, 3], false, false).unwrap();
     let mut out = vec![f32::NAN; 6];
-    matmul(&[], &[], Some(&[1.0, 2.0, 3.0]), &g, &mut out, &mut GemmScratch::default()).unwrap();
+    matmul(
+        &[],
+        &[],
+        Some(&[1.0, 2.0, 3.0]),
+        &g,
+        &mut out,
+        &mut GemmScratch::default(),
+    )
+    .unwrap();
     assert_eq!(out, vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
     let g = MatMulGeometry::new(&[0, 4], &[4, 3], false, false).unwrap();
-    matmul(&[], &[0.0; 12], None, &g, &mut [], &mut GemmScratch::default()).unwrap();
+    matmul(
+        &[],
+        &[0.0; 12],
+        None,
+        &g,
+        &mut [],
+        &mut GemmScratch::default(),
+    )
+    .unwrap();
 }
 
 #[test]
@@ -83,5 +99,15 @@ fn short_operands_are_errors_not_panics() {
     let mut scratch = GemmScratch::default();
     assert!(matmul(&[0.0; 5], &[0.0; 6], None, &g, &mut out, &mut scratch).is_err());
     assert!(matmul(&[0.0; 6], &[0.0; 6], None, &g, &mut out[..3], &mut scratch).is_err());
-    assert!(matmul(&[0.0; 6], &[0.0; 6], Some(&[0.0]), &g, &mut out, &mut scratch).is_err());
+    assert!(
+        matmul(
+            &[0.0; 6],
+            &[0.0; 6],
+            Some(&[0.0]),
+            &g,
+            &mut out,
+            &mut scratch
+        )
+        .is_err()
+    );
 }

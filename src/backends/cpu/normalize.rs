@@ -38,7 +38,9 @@ fn lane_max(xs: &[f32]) -> f32 {
             *slot = slot.max(x);
         }
     }
-    tail.iter().chain(acc.iter()).fold(f32::NEG_INFINITY, |m, &x| m.max(x))
+    tail.iter()
+        .chain(acc.iter())
+        .fold(f32::NEG_INFINITY, |m, &x| m.max(x))
 }
 
 fn rows_of(len: usize, width: usize, what: &str) -> Result<()> {
@@ -55,13 +57,7 @@ fn rows_of(len: usize, width: usize, what: &str) -> Result<()> {
 ///
 /// # Errors
 /// `Internal` when lengths disagree (validation rules that out).
-pub fn layer_norm(
-    x: &[f32],
-    gamma: &[f32],
-    beta: &[f32],
-    eps: f32,
-    out: &mut [f32],
-) -> Result<()> {
+pub fn layer_norm(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out: &mut [f32]) -> Result<()> {
     let width = gamma.len();
     rows_of(x.len(), width, "layer_norm")?;
     if beta.len() != width || out.len() != x.len() {
@@ -159,9 +155,10 @@ pub fn mean_pool(
     [batch, seq, hidden]: [usize; 3],
     out: &mut [f32],
 ) -> Result<()> {
-    if x.len() != batch * seq * hidden || mask.len() != batch * seq || out.len() != batch * hidden
-    {
-        return Err(Error::internal("mean_pool operands disagree with their shape"));
+    if x.len() != batch * seq * hidden || mask.len() != batch * seq || out.len() != batch * hidden {
+        return Err(Error::internal(
+            "mean_pool operands disagree with their shape",
+        ));
     }
     out.fill(0.0);
     if hidden == 0 {

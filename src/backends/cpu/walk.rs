@@ -32,7 +32,9 @@ pub fn for_each_row<const N: usize>(
     mut visit: impl FnMut(Row<N>) -> Result<()>,
 ) -> Result<()> {
     if walk.strides.len() != N {
-        return Err(Error::internal("strided walk has the wrong number of operands"));
+        return Err(Error::internal(
+            "strided walk has the wrong number of operands",
+        ));
     }
     let rank = walk.shape.len();
     let Some((&len, outer)) = walk.shape.split_last() else {
