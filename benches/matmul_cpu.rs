@@ -105,7 +105,10 @@ fn main() {
         };
         json.push(format!("\"matmul_gflops_cpu_{tag}\": {blocked:.3}"));
         json.push(format!("\"matmul_gflops_cpu_naive_{tag}\": {naive:.3}"));
-        json.push(format!("\"matmul_blocked_over_naive_cpu_{tag}\": {:.3}", blocked / naive));
+        json.push(format!(
+            "\"matmul_blocked_over_naive_cpu_{tag}\": {:.3}",
+            blocked / naive
+        ));
     }
     println!("{{{}}}", json.join(", "));
 }

@@ -10,7 +10,7 @@ use crate::error::{Error, Result};
 use crate::program::geometry::StridedWalk;
 use crate::program::{BinaryOp, UnaryOp};
 
-fn row_of<'a>(values: &'a [f32], start: usize, len: usize) -> Result<&'a [f32]> {
+fn row_of(values: &[f32], start: usize, len: usize) -> Result<&[f32]> {
     values
         .get(start..start.saturating_add(len))
         .ok_or_else(|| Error::internal("element-wise row past the end of its operand"))

@@ -24,7 +24,7 @@ pub fn exp(x: f32) -> f32 {
     p = p * r + 8.333_452e-3;
     p = p * r + 4.166_579_6e-2;
     p = p * r + 1.666_666_5e-1;
-    p = p * r + 5.000_000_1e-1;
+    p = p * r + 0.5;
     let y = p * r * r + r + 1.0;
     // n lies in [-126, 127], so 2^n is a normal float built from its exponent bits.
     let n_bits = (t.to_bits() as i32).wrapping_sub(0x4B40_0000);

@@ -44,7 +44,7 @@ fn lane_max(xs: &[f32]) -> f32 {
 }
 
 fn rows_of(len: usize, width: usize, what: &str) -> Result<()> {
-    if width == 0 || len % width == 0 {
+    if width == 0 || len.is_multiple_of(width) {
         Ok(())
     } else {
         Err(Error::internal(format!(

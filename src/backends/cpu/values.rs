@@ -48,7 +48,7 @@ impl Values {
     /// # Errors
     /// `InvalidExternalData` when the length is not a multiple of the element size.
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Self> {
-        if bytes.len() % dtype.size() != 0 {
+        if !bytes.len().is_multiple_of(dtype.size()) {
             return Err(Error::new(
                 ErrorCode::InvalidExternalData,
                 format!(
