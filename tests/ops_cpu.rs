@@ -8,3 +8,78 @@ use std::sync::Arc;
 use webdelegate::backends::cpu::CpuBackend;
 
 op_suite!(Arc::new(CpuBackend::new()), SuiteConfig::CPU);
+
+mod cpu_specific {
+    use super::common::harness::{Model, execute, f32_tensor};
+    use std::sync::Arc;
+    use webdelegate::ErrorCode;
+    use webdelegate::backends::cpu::CpuBackend;
+    use webdelegate::registry::{
+        BackendInterface, BackendOption, BackendOptionContext, OptionValue, SharedBackend,
+    };
+
+    fn relu_model() -> Model {
+        let mut m = Model::new();
+        let x = m.input("x", &[3]);
+        let y = m.b.relu(x).unwrap();
+        m.b.output(y);
+        m
+    }
+
+    #[test]
+    fn destroy_releases_every_program() {
+        let cpu = Arc::new(CpuBackend::new());
+        let backend: SharedBackend = cpu.clone();
+        pollster::block_on(async {
+            let model = relu_model();
+            let mut first = model.init(&backend).await.unwrap();
+            let second = model.init(&backend).await.unwrap();
+            assert_eq!(cpu.live_programs(), 2);
+            // A failed init leaves nothing behind.
+            let mut broken = relu_model();
+            broken.b.output(99);
+            let blob = broken.b.encode_unchecked().unwrap();
+            let failed = webdelegate::registry::LoadedDelegate::init_with_backend(
+                "cpu",
+                backend.clone(),
+                webdelegate::registry::FreeableBuffer::new(blob),
+                &[],
+                &Default::default(),
+            )
+            .await;
+            assert_eq!(failed.unwrap_err().code(), ErrorCode::InvalidProgram);
+            assert_eq!(cpu.live_programs(), 2);
+            let got = execute(&mut first, vec![f32_tensor(&[3], vec![-1.0, 0.5, 2.0])], 1)
+                .await
+                .unwrap();
+            assert_eq!(got[0].as_f32().unwrap(), &[0.0, 0.5, 2.0]);
+            drop(second);
+            assert_eq!(cpu.live_programs(), 1);
+            drop(first);
+            assert_eq!(cpu.live_programs(), 0);
+        });
+    }
+
+    #[test]
+    fn options_report_precision_and_refuse_unknown_keys() {
+        let cpu = CpuBackend::new();
+        let mut context = BackendOptionContext::default();
+        let mut options = vec![
+            BackendOption::new("precision", "").unwrap(),
+            BackendOption::new("live_programs", 7).unwrap(),
+            BackendOption::new("simd128", true).unwrap(),
+        ];
+        cpu.get_option(&mut context, &mut options).unwrap();
+        assert_eq!(options[0].value(), &OptionValue::String("f32".into()));
+        assert_eq!(options[1].value(), &OptionValue::Int(0));
+        // Natively there is no wasm SIMD.
+        assert_eq!(options[2].value(), &OptionValue::Bool(false));
+        let mut unknown = vec![BackendOption::new("threads", 4).unwrap()];
+        let error = cpu.get_option(&mut context, &mut unknown).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::NotFound);
+        let error = cpu.set_option(&mut context, &unknown).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::NotFound);
+        cpu.set_option(&mut context, &[]).unwrap();
+        assert!(cpu.is_available());
+    }
+}

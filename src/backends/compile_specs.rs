@@ -129,3 +129,61 @@ pub fn unsupported_precision(backend: &str, precision: Precision) -> Error {
         ),
     )
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_and_repeated_keys_are_reported_by_name() {
+        let specs = [
+            CompileSpec::new("precision", "f32"),
+            CompileSpec::new("tile", "8"),
+            CompileSpec::new("workgroup", "64"),
+        ];
+        let error = CompileSpecs::new("cpu", &specs, &[PRECISION]).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidArgument);
+        assert!(
+            error.message().contains("\"tile\", \"workgroup\""),
+            "{error}"
+        );
+        assert!(error.message().contains("[\"precision\"]"), "{error}");
+        let twice = [
+            CompileSpec::new("precision", "f32"),
+            CompileSpec::new("precision", "f16"),
+        ];
+        let error = CompileSpecs::new("cpu", &twice, &[PRECISION]).unwrap_err();
+        assert!(error.message().contains("more than once"), "{error}");
+    }
+
+    #[test]
+    fn precision_values() {
+        let specs = CompileSpecs::new("cpu", &[], &[PRECISION]).unwrap();
+        assert_eq!(specs.precision().unwrap(), Precision::F32);
+        let given = [CompileSpec::new("precision", "f16")];
+        let specs = CompileSpecs::new("gpu", &given, &[PRECISION]).unwrap();
+        assert_eq!(specs.precision().unwrap(), Precision::F16);
+        let odd = [CompileSpec::new("precision", "bf16")];
+        let specs = CompileSpecs::new("gpu", &odd, &[PRECISION]).unwrap();
+        assert_eq!(
+            specs.precision().unwrap_err().code(),
+            ErrorCode::InvalidArgument
+        );
+        let binary = [CompileSpec::new("precision", vec![0xFF, 0xFE])];
+        let specs = CompileSpecs::new("gpu", &binary, &[PRECISION]).unwrap();
+        assert!(specs.precision().unwrap_err().message().contains("UTF-8"));
+        let error = unsupported_precision("cpu", Precision::F16);
+        assert_eq!(error.code(), ErrorCode::NotSupported);
+    }
+
+    #[test]
+    fn runtime_specs_are_checked_too() {
+        let options = [BackendOption::new("power", "high").unwrap()];
+        check_runtime_specs("gpu", &options, &["power"]).unwrap();
+        let error = check_runtime_specs("cpu", &options, &[]).unwrap_err();
+        assert!(
+            error.message().contains("runtime spec key(s) \"power\""),
+            "{error}"
+        );
+    }
+}

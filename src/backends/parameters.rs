@@ -251,3 +251,78 @@ async fn fetch_batch(
     }
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::params::MemoryProvider;
+    use crate::program::ProgramBuilder;
+    use std::sync::Arc;
+
+    #[test]
+    fn statuses_map_to_executorch_codes() {
+        let cases = [
+            (StatusCode::NotFound, ErrorCode::NotFound),
+            (StatusCode::OutOfRange, ErrorCode::InvalidExternalData),
+            (StatusCode::DataLoss, ErrorCode::InvalidExternalData),
+            (
+                StatusCode::ResourceExhausted,
+                ErrorCode::MemoryAllocationFailed,
+            ),
+            (StatusCode::Unavailable, ErrorCode::AccessFailed),
+            (StatusCode::PermissionDenied, ErrorCode::AccessFailed),
+            (StatusCode::Unimplemented, ErrorCode::NotSupported),
+            (StatusCode::Internal, ErrorCode::Internal),
+        ];
+        for (status, code) in cases {
+            let error = status_error(&Status::new(status, "why"), "param 0");
+            assert_eq!(error.code(), code, "{status}");
+            assert!(error.message().contains(status.name()), "{error}");
+            assert!(error.message().contains("why"), "{error}");
+        }
+    }
+
+    #[test]
+    fn dtype_names_from_weight_files() {
+        assert!(file_dtype_matches("F32", DType::F32));
+        assert!(file_dtype_matches("float32", DType::F32));
+        assert!(file_dtype_matches("I64", DType::I64));
+        assert!(!file_dtype_matches("F16", DType::F32));
+        assert!(!file_dtype_matches("BF16", DType::F32));
+        assert!(!file_dtype_matches("Q4_K", DType::F32));
+    }
+
+    #[test]
+    fn params_are_fetched_in_bounded_batches_per_scope() {
+        let mut b = ProgramBuilder::new();
+        let count = 5usize;
+        // 6 MiB each: batches of at most 16 MiB hold two, so five need three gathers.
+        let big = (6 << 20) / 4;
+        for index in 0..count {
+            let scope = if index == 2 { "other" } else { "main" };
+            b.param(
+                &format!("p{index}"),
+                DType::F32,
+                vec![Dim::Fixed(big as u64)],
+                scope,
+                &format!("k{index}"),
+            );
+        }
+        let program = b.into_program();
+        let provider = MemoryProvider::new();
+        for index in 0..count {
+            let scope = if index == 2 { "other" } else { "main" };
+            provider.insert(scope, &format!("k{index}"), vec![index as u8; big * 4]);
+        }
+        let context = BackendInitContext::new().with_parameters(Arc::new(provider));
+        let mut seen = Vec::new();
+        pollster::block_on(fetch_to_host(&context, &program, |position, bytes| {
+            assert_eq!(bytes.len(), big * 4);
+            assert!(bytes.iter().all(|&b| b == position as u8));
+            seen.push(position);
+            Ok(())
+        }))
+        .unwrap();
+        assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+    }
+}

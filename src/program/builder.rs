@@ -149,3 +149,71 @@ impl ProgramBuilder {
         crate::program::encode(&self.program)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+    use crate::program::ir::Dim::Fixed as F;
+
+    #[test]
+    fn op_methods_infer_shapes_and_name_outputs() {
+        let mut b = ProgramBuilder::new();
+        let seq = b.symbol("seq");
+        assert_eq!(b.symbol("seq"), seq);
+        let x = b.input("x", DType::F32, vec![seq, F(4)]);
+        let w = b.param("w", DType::F32, vec![F(3), F(4)], "s", "w");
+        let y = b.matmul(x, w, None, false, true).unwrap();
+        assert_eq!(b.shape_of(y), Some(&[seq, F(3)][..]));
+        assert_eq!(b.program().tensors[y as usize].name, "matmul.0");
+        let ids = b.input("ids", DType::I32, vec![seq]);
+        let positions = b.range(seq, DType::I64).unwrap();
+        assert_eq!(b.shape_of(positions), Some(&[seq][..]));
+        let cast = b.cast(ids, DType::F32).unwrap();
+        let joined = b.concat(vec![cast, cast], 0).err().map(|e| e.code());
+        assert_eq!(joined, Some(ErrorCode::InvalidArgument));
+        b.output(y);
+        let program = b.finish().unwrap();
+        assert_eq!(program.ops.len(), 3);
+    }
+
+    #[test]
+    fn failed_op_methods_leave_the_builder_unchanged() {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, vec![F(2), F(3)]);
+        let ids = b.input("ids", DType::I64, vec![F(2)]);
+        let before = b.program().clone();
+        let failures = [
+            b.matmul(x, x, None, false, false),
+            b.gelu(ids),
+            b.add(x, 77),
+            b.range(F(4), DType::U8),
+            b.layer_norm(x, x, x, 1e-5),
+            b.l2_normalize(x, -1.0),
+            b.reshape(x, vec![F(5)]),
+            b.concat(vec![], 0),
+        ];
+        for failure in failures {
+            let error = failure.unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidArgument, "{error}");
+        }
+        assert_eq!(b.program(), &before);
+        assert!(b.set_name(99, "x").is_err());
+    }
+
+    #[test]
+    fn encode_validates_and_encode_unchecked_does_not() {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, vec![F(2)]);
+        let orphan = b.tensor("orphan", DType::F32, vec![F(2)]);
+        b.output(x);
+        let _ = orphan;
+        assert_eq!(b.encode().unwrap_err().code(), ErrorCode::InvalidProgram);
+        let blob = b.encode_unchecked().unwrap();
+        assert_eq!(
+            crate::program::load(&blob).unwrap_err().code(),
+            ErrorCode::InvalidProgram
+        );
+        assert_eq!(crate::program::decode(&blob).unwrap(), b.into_program());
+    }
+}

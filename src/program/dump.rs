@@ -152,3 +152,58 @@ pub fn dump(program: &Program) -> String {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::{DType, Dim, ProgramBuilder};
+
+    #[test]
+    fn dump_is_stable_line_per_item() {
+        let mut b = ProgramBuilder::new();
+        let batch = b.symbol("batch");
+        let ids = b.input("ids", DType::I64, vec![batch, Dim::Fixed(8)]);
+        let table = b.param(
+            "table",
+            DType::F32,
+            vec![Dim::Fixed(100), Dim::Fixed(16)],
+            "weights",
+            "embeddings",
+        );
+        let emb = b.gather(table, ids).unwrap();
+        let probs = b.softmax(emb, None).unwrap();
+        let scaled = b.scale(probs, 0.125, -1.0).unwrap();
+        let head = b.slice(scaled, 1, 0, Some(1)).unwrap();
+        b.set_name(head, "q\"uote\u{e9}").unwrap();
+        b.output(head);
+        let expected = "\
+webdelegate program format 1
+symbol $0 \"batch\"
+tensor %0 i64 [$0, 8] \"ids\"
+tensor %1 f32 [100, 16] \"table\"
+tensor %2 f32 [$0, 8, 16] \"gather.0\"
+tensor %3 f32 [$0, 8, 16] \"softmax.1\"
+tensor %4 f32 [$0, 8, 16] \"scale.2\"
+tensor %5 f32 [$0, 1, 16] \"q\\\"uote\\u{e9}\"
+input 0 %0
+param 0 %1 scope \"weights\" key \"embeddings\"
+op #0 gather table=%1 ids=%0 -> %2
+op #1 softmax x=%2 mask=none -> %3
+op #2 scale x=%3 scale=0.125 bias=-1.0 -> %4
+op #3 slice x=%4 axis=1 start=0 end=1 -> %5
+output 0 %5
+";
+        assert_eq!(dump(b.program()), expected);
+    }
+
+    #[test]
+    fn dump_prints_invalid_programs_without_panicking() {
+        let mut program = Program::default();
+        program.inputs.push(7);
+        program.ops.push(Op::Range { out: 9 });
+        program.outputs.push(3);
+        let text = dump(&program);
+        assert!(text.contains("input 0 %7"));
+        assert!(text.contains("op #0 range -> %9"));
+    }
+}
