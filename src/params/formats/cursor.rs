@@ -102,7 +102,8 @@ impl<'a, R: RangeRead + ?Sized> RangeCursor<'a, R> {
         // Keep the unconsumed tail, if the position is still inside the buffer.
         let keep_from = self.position;
         let tail = if keep_from < buffered_end {
-            self.buffer.split_off((keep_from - self.buffer_start) as usize)
+            self.buffer
+                .split_off((keep_from - self.buffer_start) as usize)
         } else {
             Vec::new()
         };

@@ -83,10 +83,7 @@ impl std::fmt::Display for Format {
 /// the text after the last `.` of the last path segment (a URL's `?query` and `#fragment`
 /// ignored), or the whole segment when it has no `.` (so `"gguf"` alone names GGUF).
 pub fn format_from_name(name_or_url: &str) -> Option<Format> {
-    let path = name_or_url
-        .split(['?', '#'])
-        .next()
-        .unwrap_or(name_or_url);
+    let path = name_or_url.split(['?', '#']).next().unwrap_or(name_or_url);
     let segment = path.rsplit(['/', '\\']).next().unwrap_or(path);
     let extension = match segment.rsplit_once('.') {
         Some((_, extension)) => extension,

@@ -23,8 +23,8 @@ use crate::params::formats::{
     unimplemented,
 };
 use crate::params::{EntryStorage, IndexEntry, ParameterIndex, RangeRead, StatusResult};
-use serde::de::{Deserializer, MapAccess, Visitor};
 use serde::Deserialize;
+use serde::de::{Deserializer, MapAccess, Visitor};
 use std::collections::{BTreeMap, HashSet};
 use std::fmt;
 
@@ -230,7 +230,11 @@ fn check_entries(
     for (key, tensor) in tensors {
         let (begin, end) = tensor.data_offsets;
         if begin != expected_begin {
-            let problem = if begin < expected_begin { "overlaps" } else { "leaves a gap before" };
+            let problem = if begin < expected_begin {
+                "overlaps"
+            } else {
+                "leaves a gap before"
+            };
             return Err(invalid(format!(
                 "safetensors tensor {key:?} at data offsets [{begin}, {end}) {problem} the \
                  previous tensor, which ends at {expected_begin}"
@@ -241,7 +245,9 @@ fn check_entries(
             key,
             length: end - begin,
             // begin <= end <= data_size = file_size - data_start: no overflow.
-            storage: EntryStorage::Data { offset: data_start + begin },
+            storage: EntryStorage::Data {
+                offset: data_start + begin,
+            },
             dtype: Some(tensor.dtype),
             shape: Some(tensor.shape),
         });

@@ -174,10 +174,14 @@ pub(crate) async fn read_value<R: RangeRead + ?Sized>(
     field: &str,
 ) -> StatusResult<Option<GgufValue>> {
     if kind == ARRAY {
-        return Ok(read_array(cursor, keep, 1, field).await?.map(GgufValue::Array));
+        return Ok(read_array(cursor, keep, 1, field)
+            .await?
+            .map(GgufValue::Array));
     }
     if kind == STRING {
-        return Ok(read_string(cursor, keep, field).await?.map(GgufValue::String));
+        return Ok(read_string(cursor, keep, field)
+            .await?
+            .map(GgufValue::String));
     }
     let size = min_size(kind, field)?;
     if !keep {
@@ -204,9 +208,9 @@ fn read_array<'c, 'a, R: RangeRead + ?Sized>(
         }
         let kind = cursor.u32(field).await?;
         let count = cursor.u64(field).await?;
-        let least = count.checked_mul(min_size(kind, field)?).ok_or_else(|| {
-            invalid(format!("{field}: array of {count} elements overflows"))
-        })?;
+        let least = count
+            .checked_mul(min_size(kind, field)?)
+            .ok_or_else(|| invalid(format!("{field}: array of {count} elements overflows")))?;
         cursor.check_available(least, field)?;
         if fixed_size(kind).is_some() {
             // `least` is exactly the array's size here.
@@ -219,7 +223,11 @@ fn read_array<'c, 'a, R: RangeRead + ?Sized>(
         }
         // Strings and arrays: one at a time; `count` is bounded by the bytes that remain, and the
         // first allocation by a small constant (the vector grows with what is really read).
-        let capacity = if keep { count.min(PREALLOCATE_LIMIT) as usize } else { 0 };
+        let capacity = if keep {
+            count.min(PREALLOCATE_LIMIT) as usize
+        } else {
+            0
+        };
         if kind == STRING {
             let mut strings = Vec::with_capacity(capacity);
             for _ in 0..count {

@@ -201,7 +201,11 @@ async fn read_metadata<R: RangeRead + ?Sized>(
 ) -> StatusResult<(u32, Vec<(String, GgufValue)>)> {
     let mut alignment = DEFAULT_ALIGNMENT;
     let mut keys = HashSet::new();
-    let mut pairs = Vec::with_capacity(if keep { count.min(PREALLOCATE_LIMIT) as usize } else { 0 });
+    let mut pairs = Vec::with_capacity(if keep {
+        count.min(PREALLOCATE_LIMIT) as usize
+    } else {
+        0
+    });
     for index in 0..count {
         let key = read_name(cursor, "metadata key", index).await?;
         if !keys.insert(key.clone()) {
@@ -279,7 +283,9 @@ async fn read_tensor_infos<R: RangeRead + ?Sized>(
         }
         let type_id = cursor.u32(&field).await?;
         let kind = ggml_type(type_id).ok_or_else(|| {
-            unimplemented(format!("{field} has ggml type {type_id}, which is not supported"))
+            unimplemented(format!(
+                "{field} has ggml type {type_id}, which is not supported"
+            ))
         })?;
         let offset = cursor.u64(&field).await?;
         let bytes = tensor_bytes(&field, &dims, kind)?;
@@ -297,14 +303,20 @@ async fn read_tensor_infos<R: RangeRead + ?Sized>(
 /// The byte size of a tensor of `dims` (innermost first) elements of `kind`.
 fn tensor_bytes(field: &str, dims: &[u64], kind: GgmlType) -> StatusResult<u64> {
     let limit = i64::MAX as u64;
-    let too_many =
-        || invalid(format!("{field}: the element count of shape {dims:?} exceeds {limit}"));
+    let too_many = || {
+        invalid(format!(
+            "{field}: the element count of shape {dims:?} exceeds {limit}"
+        ))
+    };
     let mut elements = 1u64;
     for &dim in dims {
         if dim > limit {
             return Err(too_many());
         }
-        elements = elements.checked_mul(dim).filter(|&n| n <= limit).ok_or_else(too_many)?;
+        elements = elements
+            .checked_mul(dim)
+            .filter(|&n| n <= limit)
+            .ok_or_else(too_many)?;
     }
     let row = dims.first().copied().unwrap_or(1);
     if row % kind.block_size != 0 {

@@ -65,7 +65,12 @@ pub const GGML_TYPES: [GgmlType; 34] = [
     t(28, "F64", 1, 8),
     t(29, "IQ1_M", QK_K, QK_K / 8 + QK_K / 16 + QK_K / 32),
     t(30, "BF16", 1, 2),
-    t(34, "TQ1_0", QK_K, (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + 2),
+    t(
+        34,
+        "TQ1_0",
+        QK_K,
+        (QK_K - 4 * QK_K / 64) / 5 + QK_K / 64 + 2,
+    ),
     t(35, "TQ2_0", QK_K, QK_K / 4 + 2),
     t(39, "MXFP4", 32, 1 + 16),
     t(40, "NVFP4", 64, 64 / 16 + 32),
