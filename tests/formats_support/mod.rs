@@ -3,6 +3,8 @@
 
 #![allow(dead_code)]
 
+pub mod checked;
+
 use std::cell::RefCell;
 use webdelegate::params::formats::Format;
 use webdelegate::params::{RangeRead, StatusResult};
