@@ -11,6 +11,7 @@
 
 pub mod error;
 pub mod evalue;
+pub mod models;
 pub mod params;
 pub mod program;
 pub mod registry;
