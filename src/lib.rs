@@ -15,6 +15,8 @@ pub mod models;
 pub mod params;
 pub mod program;
 pub mod registry;
+#[cfg(feature = "text")]
+pub mod text;
 
 #[cfg(web)]
 pub mod web;
