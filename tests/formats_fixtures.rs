@@ -3,9 +3,14 @@
 //! must match what the writer was given (the bytes at the offset must be the bytes it wrote),
 //! and IREE's own index of the same file where IREE can read it. Also: how few reads it takes.
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod formats_support;
 
-use formats_support::{CountingReader, FIXTURES, fixture, format_of, manifest, unhex};
+use formats_support::{
+    CountingReader, FIXTURES, check_against_manifest, check_offsets_past_4_gib, fixture, format_of,
+    manifest,
+};
 use serde_json::Value;
 use webdelegate::params::formats::gguf::{GgufArray, GgufIndex, GgufValue, ggml_type_by_name};
 use webdelegate::params::formats::irpa::IrpaIndex;
@@ -28,62 +33,21 @@ fn data_offset(entry: &IndexEntry) -> Option<u64> {
     }
 }
 
-fn as_u64s(value: &Value) -> Vec<u64> {
-    value
-        .as_array()
-        .expect("array")
-        .iter()
-        .map(|dim| dim.as_u64().expect("u64"))
-        .collect()
-}
-
 #[test]
 fn every_entry_matches_what_the_writer_wrote() {
     let manifest = manifest();
-    let files = manifest["files"].as_object().expect("files");
-    assert_eq!(files.len(), FIXTURES.len());
+    assert_eq!(
+        manifest["files"].as_object().expect("files").len(),
+        FIXTURES.len()
+    );
     for (name, bytes) in FIXTURES {
-        let expected = &files[name];
-        assert_eq!(
-            expected["size"].as_u64(),
-            Some(bytes.len() as u64),
-            "{name}"
-        );
-        let index = parse(name);
-        assert_eq!(index.file_size(), Some(bytes.len() as u64));
-        let entries = expected["entries"].as_array().expect("entries");
-        assert_eq!(index.entries().len(), entries.len(), "{name}: entry count");
-        for want in entries {
-            let key = want["key"].as_str().expect("key");
-            let got = index
-                .get(key)
-                .unwrap_or_else(|| panic!("{name}: no entry {key:?}"));
-            let context = format!("{name} / {key}");
-            assert_eq!(
-                Some(got.length),
-                want["length"].as_u64(),
-                "{context}: length"
-            );
-            if let Some(dtype) = want.get("dtype") {
-                assert_eq!(got.dtype.as_deref(), dtype.as_str(), "{context}: dtype");
-                assert_eq!(got.shape, Some(as_u64s(&want["shape"])), "{context}: shape");
-            } else {
-                assert_eq!((&got.dtype, &got.shape), (&None, &None), "{context}");
-            }
-            if let Some(hex) = want.get("bytes_hex").and_then(Value::as_str) {
-                let offset = data_offset(got).expect("a data entry") as usize;
-                let stored = &bytes[offset..offset + got.length as usize];
-                assert_eq!(
-                    stored,
-                    unhex(hex).as_slice(),
-                    "{context}: bytes at {offset}"
-                );
-            } else {
-                let pattern = unhex(want["splat_pattern_hex"].as_str().expect("splat"));
-                assert_eq!(got.storage, EntryStorage::Splat { pattern }, "{context}");
-            }
-        }
+        check_against_manifest(&manifest, name, bytes, &parse(name));
     }
+}
+
+#[test]
+fn offsets_past_4_gib_are_kept_exactly() {
+    check_offsets_past_4_gib();
 }
 
 #[test]
@@ -246,7 +210,6 @@ fn safetensors_metadata_and_header_are_kept() {
     }
 }
 
-#[cfg(not(target_arch = "wasm32"))]
 #[test]
 fn safetensors_agrees_with_the_reference_reader() {
     for name in [

@@ -3,6 +3,8 @@
 //! clear error with IREE's code (checked here case by case) and never panic or allocate much
 //! more than the file's size (a counting allocator checks the largest single allocation).
 
+#![cfg(not(target_arch = "wasm32"))]
+
 mod formats_support;
 
 use formats_support::checked::{largest_allocation_during, parse_checked};

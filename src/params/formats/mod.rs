@@ -73,6 +73,19 @@ impl Format {
     }
 }
 
+impl std::str::FromStr for Format {
+    type Err = Status;
+
+    /// The format named `name`: its extension, any case, with or without a leading dot.
+    fn from_str(name: &str) -> StatusResult<Self> {
+        Self::from_extension(name.strip_prefix('.').unwrap_or(name)).ok_or_else(|| {
+            unimplemented(format!(
+                "unsupported file format {name:?}; supported formats: [irpa, gguf, safetensors]"
+            ))
+        })
+    }
+}
+
 impl std::fmt::Display for Format {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.extension())

@@ -59,6 +59,18 @@ fn extensions_pick_formats_as_upstream() {
 }
 
 #[test]
+fn format_names_parse_like_extensions() {
+    assert_eq!("GGUF".parse::<Format>(), Ok(Format::Gguf));
+    assert_eq!(".safetensors".parse::<Format>(), Ok(Format::Safetensors));
+    assert_eq!("irpa".parse::<Format>(), Ok(Format::Irpa));
+    let error = "onnx".parse::<Format>().unwrap_err();
+    assert_eq!(error.code(), StatusCode::Unimplemented);
+    for format in Format::ALL {
+        assert_eq!(format.to_string().parse::<Format>(), Ok(format));
+    }
+}
+
+#[test]
 fn magic_identifies_formats_when_the_name_does_not() {
     let mut safetensors = 2u64.to_le_bytes().to_vec();
     safetensors.extend_from_slice(b"{}");

@@ -3,8 +3,8 @@
 //! ggml type, offset), then the data section at the next multiple of the alignment (32, or the
 //! `general.alignment` value).
 //!
-//! The header is variable-length throughout, so it is read with a [`RangeCursor`]: one
-//! [`INITIAL_READ_BYTES`] read for most files, doubling reads for big vocabularies, and skipped
+//! The header is variable-length throughout, so it is read with a streaming cursor: one
+//! [`INITIAL_READ_BYTES`](crate::params::formats::INITIAL_READ_BYTES) read for most files, doubling reads for big vocabularies, and skipped
 //! metadata values are not even read when they are large. [`parse_index`] keeps no metadata;
 //! [`GgufIndex::parse`] keeps it all.
 //!
