@@ -2,6 +2,7 @@
 //! offsets past the end, overlaps, u64 overflow, unsupported versions and types. Each must give a
 //! clear error with IREE's code (checked here case by case) and never panic or allocate much
 //! more than the file's size (a counting allocator checks the largest single allocation).
+#![cfg(not(target_arch = "wasm32"))]
 
 #[path = "../formats_support/mod.rs"]
 mod formats_support;
