@@ -82,4 +82,56 @@ mod cpu_specific {
         cpu.set_option(&mut context, &[]).unwrap();
         assert!(cpu.is_available());
     }
+
+    #[test]
+    fn the_sample_encoder_runs_and_normalises() {
+        use webdelegate::program::{self, samples};
+        use webdelegate::{EValue, Tensor, TensorData};
+        let shape = samples::EncoderShape {
+            vocab: 50,
+            max_positions: 16,
+            hidden: 16,
+            heads: 4,
+            intermediate: 32,
+            layers: 2,
+        };
+        let program = samples::encoder(shape).unwrap();
+        assert_eq!(program.outputs.len(), 2);
+        let provider = samples::random_parameters(&program, 1);
+        let context =
+            webdelegate::registry::BackendInitContext::new().with_parameters(Arc::new(provider));
+        pollster::block_on(async {
+            let mut delegate = webdelegate::registry::LoadedDelegate::init_with_backend(
+                "cpu",
+                Arc::new(CpuBackend::new()),
+                webdelegate::registry::FreeableBuffer::new(program::encode(&program).unwrap()),
+                &[],
+                &context,
+            )
+            .await
+            .unwrap();
+            let ids = Tensor::new(vec![2, 5], TensorData::Int64((0..10).collect())).unwrap();
+            let mask = Tensor::new(
+                vec![2, 5],
+                TensorData::Int64(vec![1, 1, 1, 1, 1, 1, 1, 1, 0, 0]),
+            )
+            .unwrap();
+            let mut args = vec![
+                EValue::Tensor(ids),
+                EValue::Tensor(mask),
+                EValue::None,
+                EValue::None,
+            ];
+            delegate.execute(&mut args).await.unwrap();
+            assert_eq!(args[2].as_tensor().unwrap().shape(), &[2, 5, 16]);
+            let embedding = args[3].as_tensor().unwrap();
+            assert_eq!(embedding.shape(), &[2, 16]);
+            for row in embedding.as_f32().unwrap().chunks(16) {
+                let norm: f32 = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-5, "{norm}");
+            }
+        });
+        assert!(samples::encoder(samples::EncoderShape { heads: 5, ..shape }).is_err());
+        samples::encoder(samples::EncoderShape::default()).unwrap();
+    }
 }
