@@ -102,7 +102,7 @@ impl Default for EncoderShape {
 /// # Errors
 /// `InvalidArgument` when `hidden` is not a multiple of `heads`.
 pub fn encoder(shape: EncoderShape) -> Result<Program> {
-    if shape.heads == 0 || shape.hidden % shape.heads != 0 {
+    if shape.heads == 0 || !shape.hidden.is_multiple_of(shape.heads) {
         return Err(crate::error::Error::invalid_argument(format!(
             "hidden {} is not a multiple of heads {}",
             shape.hidden, shape.heads
