@@ -8,4 +8,5 @@ pub mod api;
 pub mod convert;
 pub mod errors;
 pub mod js_backend;
+pub mod program_builder;
 pub mod types;
