@@ -20,16 +20,9 @@ fn embed_rows(delegate: &mut LoadedDelegate, rows: &[Vec<i64>]) -> Vec<Vec<f32>>
     let mut ids = Vec::new();
     let mut mask = Vec::new();
     for row in rows {
-        ids.extend(
-            row.iter()
-                .copied()
-                .chain(std::iter::repeat(0).take(seq - row.len())),
-        );
-        mask.extend(
-            std::iter::repeat(1)
-                .take(row.len())
-                .chain(std::iter::repeat(0).take(seq - row.len())),
-        );
+        let pad = seq - row.len();
+        ids.extend(row.iter().copied().chain(std::iter::repeat_n(0, pad)));
+        mask.extend(std::iter::repeat_n(1, row.len()).chain(std::iter::repeat_n(0, pad)));
     }
     let shape = vec![rows.len(), seq];
     let mut args = vec![
