@@ -191,6 +191,12 @@ impl WebGpuBackend {
         program_of(handle).map(|p| p.last_profile().cloned())
     }
 
+    /// Whether the device can run f16 arithmetic (so `precision=f16` is accepted).
+    pub fn option_f16(&self) -> bool {
+        self.context()
+            .is_some_and(|c| c.features.contains(wgpu::Features::SHADER_F16))
+    }
+
     /// The device for a new program: the current one, or a new one when it was lost.
     async fn device_for_init(&self) -> Result<Arc<GpuContext>> {
         let current = self.context();

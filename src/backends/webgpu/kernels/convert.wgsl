@@ -1,5 +1,5 @@
-// Element-wise dtype conversion (Cast) and position ids (Range). {{BODY}} stores element i of
-// `out` (see convert.rs). On the GPU, f32 and i32 are one 32-bit word per element, u8 is widened
+// Element-wise dtype conversion (Cast) and position ids (Range). The body (from convert.rs)
+// stores element i of `out`. On the GPU, f32 and i32 are one 32-bit word per element, u8 is widened
 // to one word, and i64 is two words (low, high: its little-endian bytes).
 struct Params {
     // x: element count

@@ -6,7 +6,7 @@
 // accumulates an RM x RN block in registers. Thread (lx, ly) owns rows ly + i * WGY and columns
 // lx + j * WGX. Transposes are strides: A(m, k) = a[a_batch + m * a_sm + k * a_sk],
 // B(k, n) = b[b_batch + k * b_sk + n * b_sn]. Batch dims (up to 4, coalesced by the host) broadcast
-// through zero strides. Staging type {{STAGE}} is f32, or f16 under the precision=f16 spec
+// through zero strides. Tiles are staged in f32, or in f16 under the precision=f16 spec
 // (products are still accumulated in f32).
 struct Params {
     // x: M, y: N, z: K, w: batch rank (<= 4)

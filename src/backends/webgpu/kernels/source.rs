@@ -188,15 +188,15 @@ fn gather_source(ids: DType, wg: u32) -> String {
     let load = match ids {
         DType::I64 => {
             "    let lo = ids[2u * s];\n    let hi = ids[2u * s + 1u];\n    \
-             return vec2<u32>(lo, u32(hi == 0u && lo < p.meta.z));"
+             return vec2<u32>(lo, u32(hi == 0u && lo < p.head.z));"
         }
         DType::I32 => {
             "    let w = ids[s];\n    \
-             return vec2<u32>(w, u32(bitcast<i32>(w) >= 0 && w < p.meta.z));"
+             return vec2<u32>(w, u32(bitcast<i32>(w) >= 0 && w < p.head.z));"
         }
         // u8 is widened to one word; f32 ids are refused before planning.
         DType::U8 | DType::F32 => {
-            "    let w = ids[s];\n    return vec2<u32>(w, u32(w < p.meta.z));"
+            "    let w = ids[s];\n    return vec2<u32>(w, u32(w < p.head.z));"
         }
     };
     with_wg(GATHER, wg)

@@ -1,4 +1,4 @@
-// out[i] = f(x[i]) for f32 tensors. {{EXPR}} is an expression in `v` (see elementwise.rs).
+// out[i] = f(x[i]) for f32 tensors; apply() is specialised per function (see source.rs).
 struct Params {
     // x: element count, y: scale (f32 bits), z: bias (f32 bits)
     head: vec4<u32>,
