@@ -11,7 +11,8 @@
 //! type, is `InvalidArgument`; `set_option` checks every option before applying any.
 
 use crate::backends::webgpu::adapter::{ADAPTER_KEYS, AdapterReport, adapter_option};
-use crate::backends::webgpu::device::{GpuContext, unavailable};
+use crate::backends::webgpu::buffers::GpuAllocator;
+use crate::backends::webgpu::device::{GpuContext, share, unavailable};
 use crate::backends::webgpu::profiling::Profile;
 use crate::backends::webgpu::program::{LoadedProgram, ProgramStats};
 use crate::backends::webgpu::spec::{kernel_config, parse_specs};
@@ -96,7 +97,7 @@ impl WebGpuBackend {
     /// As [`new`](Self::new), asking for an adapter with the given power preference.
     pub async fn with_power_preference(power: wgpu::PowerPreference) -> Self {
         let (ctx, failure) = match GpuContext::acquire(power).await {
-            Ok(ctx) => (Some(Arc::new(ctx)), None),
+            Ok(ctx) => (Some(share(ctx)), None),
             Err(reason) => (None, Some(reason)),
         };
         Self {
@@ -140,7 +141,7 @@ impl WebGpuBackend {
         let mut state = self.state();
         match acquired {
             Ok(ctx) => {
-                state.ctx = Some(Arc::new(ctx));
+                state.ctx = Some(share(ctx));
                 state.failure = None;
                 Ok(())
             }
@@ -189,6 +190,12 @@ impl WebGpuBackend {
     /// `DelegateInvalidHandle` for a handle of another backend.
     pub fn last_profile(&self, handle: &DelegateHandle) -> Result<Option<Profile>> {
         program_of(handle).map(|p| p.last_profile().cloned())
+    }
+
+    /// An allocator of GPU parameter buffers on this backend's device (what `init` hands the
+    /// parameter provider), or `None` without a device.
+    pub fn allocator(&self) -> Option<GpuAllocator> {
+        self.context().map(GpuAllocator::new)
     }
 
     /// Whether the device can run f16 arithmetic (so `precision=f16` is accepted).

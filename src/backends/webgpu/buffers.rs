@@ -12,7 +12,7 @@
 //! edge bytes on the GPU with a one-thread patch kernel, in queue order: no read-back, and
 //! bytes already in the buffer are kept, whatever order the chunks arrive in.
 
-use crate::backends::webgpu::device::GpuContext;
+use crate::backends::webgpu::device::{GpuContext, share};
 use crate::backends::webgpu::kernels::{KernelKey, Uniforms};
 use crate::backends::webgpu::readback::read_mapped;
 use crate::error::{Status, StatusCode};
@@ -221,7 +221,7 @@ impl ParameterBuffer for GpuBuffer {
                 .queue
                 .write_buffer(&self.buffer, first_word, &bytes[from..to]);
         }
-        if end % 4 != 0 && last_word >= first_word {
+        if !end.is_multiple_of(4) && last_word >= first_word {
             let from = (last_word - offset) as usize;
             self.patch_word(last_word, 0, &bytes[from..])?;
         }
@@ -287,6 +287,6 @@ impl BufferAllocator for GpuAllocator {
                 | wgpu::BufferUsages::COPY_SRC,
             label,
         )?;
-        Ok(Arc::new(buffer))
+        Ok(share(buffer))
     }
 }

@@ -193,6 +193,14 @@ impl GpuContext {
     }
 }
 
+/// `Arc::new`, for the backend's GPU objects. The registry and parameter interfaces share
+/// values through `Arc` on every platform; in the browser wgpu's objects are not `Send`, and
+/// need not be: wasm32 without threads has one thread (see `registry::MaybeSendSync`).
+#[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+pub(crate) fn share<T>(value: T) -> Arc<T> {
+    Arc::new(value)
+}
+
 /// A device error code for a failed request of the device named in `message`.
 pub(crate) fn unavailable(message: &str) -> Error {
     Error::new(

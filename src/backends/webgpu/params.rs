@@ -11,7 +11,7 @@
 //! word per element (the kernels' layout) through the host; they are masks, never large.
 
 use crate::backends::webgpu::buffers::{GpuAllocator, GpuBuffer};
-use crate::backends::webgpu::device::GpuContext;
+use crate::backends::webgpu::device::{GpuContext, share};
 use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
 use crate::params::{LoadedSpan, ParameterProvider, SharedBuffer, SpanRequest};
 use crate::program::{DType, Dim, Program};
@@ -216,14 +216,14 @@ async fn place(
     if dtype != DType::U8
         && let Some(gpu) = ours
     {
-        if span.offset % ctx.storage_alignment() == 0 {
+        if span.offset.is_multiple_of(ctx.storage_alignment()) {
             return Ok(ParamStorage {
                 buffer: span.buffer.clone(),
                 offset: span.offset,
                 bytes: span.length,
             });
         }
-        if span.offset % 4 == 0 && span.length % 4 == 0 {
+        if span.offset.is_multiple_of(4) && span.length.is_multiple_of(4) {
             let copy = new_param_buffer(ctx, span.length, key)?;
             let mut encoder = ctx
                 .device
@@ -233,7 +233,7 @@ async fn place(
             encoder.copy_buffer_to_buffer(gpu.raw(), span.offset, copy.raw(), 0, span.length);
             ctx.queue.submit([encoder.finish()]);
             return Ok(ParamStorage {
-                buffer: Arc::new(copy),
+                buffer: share(copy),
                 offset: 0,
                 bytes: span.length,
             });
@@ -256,7 +256,7 @@ async fn place(
         .map_err(|s| status_error(&s, &format!("uploading parameter {key:?}")))?;
     Ok(ParamStorage {
         bytes: words.len() as u64,
-        buffer: Arc::new(buffer),
+        buffer: share(buffer),
         offset: 0,
     })
 }

@@ -29,7 +29,7 @@ fn rows_of(
             format!("{what}: input has {n} elements, output {}", ctx.numel(out)?),
         ));
     }
-    Ok((if h == 0 { 0 } else { n / h }, h))
+    Ok((n.checked_div(h).unwrap_or(0), h))
 }
 
 fn check_vector(ctx: &PlanContext<'_>, what: &str, id: TensorId, h: usize) -> Result<()> {

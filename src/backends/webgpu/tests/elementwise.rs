@@ -63,7 +63,8 @@ fn unary_functions_match_references() {
         0.0, -0.0, 1e-7, -1e-7, 0.03, -0.06, 0.0625, 20.0, -20.0, 88.0, -88.0,
     ]);
     let n = xs.len();
-    let cases: [(UnaryOp, fn(f64) -> f64, fn(f64) -> f64); 3] = [
+    type Reference = fn(f64) -> f64;
+    let cases: [(UnaryOp, Reference, Reference); 3] = [
         (UnaryOp::Gelu, gelu, |x| 1e-6 * x.abs().max(1.0)),
         (UnaryOp::Tanh, f64::tanh, |y| 1e-6 + 2.4e-7 * y.abs()),
         (UnaryOp::Relu, |x| x.max(0.0), |_| 0.0),
@@ -128,7 +129,7 @@ fn binary_ops_broadcast_like_numpy() {
     for case in 0..24 {
         let rank = rng.range(1, 5);
         let out_shape: Vec<usize> = (0..rank).map(|_| rng.range(1, 9)).collect();
-        let mut operand = |rng: &mut Rng| -> Vec<usize> {
+        let operand = |rng: &mut Rng| -> Vec<usize> {
             let drop = rng.range(0, rank - 1);
             out_shape[drop..]
                 .iter()
