@@ -9,3 +9,4 @@ pub mod convert;
 pub mod errors;
 pub mod js_backend;
 pub mod types;
+pub mod webgpu;
