@@ -255,7 +255,10 @@ impl ParameterBuffer for GpuBuffer {
                 .await
                 .map_err(|e| Status::new(StatusCode::Unavailable, e.to_string()))?;
             let from = (offset - start) as usize;
-            Ok(words[from..from + length as usize].to_vec())
+            words
+                .get(from..from + length as usize)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| Status::new(StatusCode::Internal, "read-back came back short"))
         })
     }
 

@@ -25,7 +25,11 @@ impl LoadedProgram {
         }
         let mut shapes = Vec::with_capacity(n_in);
         for (position, (&id, arg)) in self.program.inputs.iter().zip(args).enumerate() {
-            let decl = &self.program.tensors[id as usize];
+            let decl = self
+                .program
+                .tensors
+                .get(id as usize)
+                .ok_or_else(|| Error::internal(format!("input {position} names no tensor")))?;
             let tensor = arg.as_tensor().ok_or_else(|| {
                 Error::invalid_argument(format!(
                     "input {position} ({}) is a {}, not a tensor",
