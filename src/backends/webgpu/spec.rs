@@ -3,7 +3,7 @@
 //!
 //! | key              | values                         | effect                                   |
 //! |------------------|--------------------------------|------------------------------------------|
-//! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (clamped to the device); below 256 the matmul uses 32 x 32 tiles instead of 64 x 64 |
+//! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
 //! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
 //!
@@ -143,10 +143,10 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
     }
     let candidates: &[MatMulKernel] = if specs.naive_matmul {
         &[MatMulKernel::Naive]
-    } else if workgroup_size >= 256 {
-        &[MatMulKernel::Tiled16, MatMulKernel::Tiled8]
+    } else if workgroup_size >= 128 {
+        &[MatMulKernel::Tiled64, MatMulKernel::Tiled32]
     } else {
-        &[MatMulKernel::Tiled8]
+        &[MatMulKernel::Tiled32]
     };
     let matmul = candidates
         .iter()

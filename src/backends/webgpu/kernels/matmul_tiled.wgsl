@@ -1,13 +1,13 @@
 // Batched matrix product, tiled through workgroup memory.
 //
 // A workgroup of WGX x WGY threads computes a TM x TN tile of one batch's output (TM = WGY * RM,
-// TN = WGX * RN): it walks K in steps of TK, staging a TM x TK tile of A and a TK x TN tile of B in
+// TN = WGX * 4): it walks K in steps of TK, staging a TM x TK tile of A and a TK x TN tile of B in
 // workgroup memory (zero-filled past the matrix edges, so any M, N, K work), and each thread
-// accumulates an RM x RN block in registers. Thread (lx, ly) owns rows ly + i * WGY and columns
-// lx + j * WGX. Transposes are strides: A(m, k) = a[a_batch + m * a_sm + k * a_sk],
-// B(k, n) = b[b_batch + k * b_sk + n * b_sn]. Batch dims (up to 4, coalesced by the host) broadcast
-// through zero strides. Tiles are staged in f32, or in f16 under the precision=f16 spec
-// (products are still accumulated in f32).
+// accumulates RM rows x 4 columns in vec4 registers: thread (lx, ly) owns rows ly + i * WGY and
+// columns 4 lx .. 4 lx + 3 of the tile. Transposes are strides: A(m, k) = a[a_batch + m * a_sm +
+// k * a_sk], B(k, n) = b[b_batch + k * b_sk + n * b_sn]. Batch dims (up to 4, coalesced by the
+// host) broadcast through zero strides. Tiles are staged in f32, or in f16 under the
+// precision=f16 spec (products are still accumulated in f32).
 struct Params {
     // x: M, y: N, z: K, w: batch rank (<= 4)
     dims: vec4<u32>,
@@ -34,7 +34,7 @@ const TN: u32 = WGX * RN;
 const NT: u32 = WGX * WGY;
 
 var<workgroup> a_tile: array<{{STAGE}}, {{A_TILE}}>;
-var<workgroup> b_tile: array<{{STAGE}}, {{B_TILE}}>;
+var<workgroup> b_tile: array<vec4<{{STAGE}}>, {{B_TILE4}}>;
 
 @compute @workgroup_size({{WGX}}, {{WGY}}, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
@@ -61,11 +61,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
     let lx = lid3.x;
     let ly = lid3.y;
 
-    var acc: array<array<f32, {{RN}}>, {{RM}}>;
+    var acc: array<vec4<f32>, {{RM}}>;
     for (var i = 0u; i < RM; i = i + 1u) {
-        for (var j = 0u; j < RN; j = j + 1u) {
-            acc[i][j] = 0.0;
-        }
+        acc[i] = vec4<f32>(0.0);
     }
 
     for (var k0 = 0u; k0 < k_len; k0 = k0 + TK) {
@@ -89,22 +87,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             if (gk < k_len && gn < n_len) {
                 v = b[b_base + gk * p.strides.z + gn * p.strides.w];
             }
-            b_tile[r * TN + c] = {{STAGE}}(v);
+            b_tile[r * WGX + c / 4u][c % 4u] = {{STAGE}}(v);
         }
         workgroupBarrier();
         for (var kk = 0u; kk < TK; kk = kk + 1u) {
-            var a_reg: array<f32, {{RM}}>;
-            var b_reg: array<f32, {{RN}}>;
+            let bv = vec4<f32>(b_tile[kk * WGX + lx]);
             for (var i = 0u; i < RM; i = i + 1u) {
-                a_reg[i] = f32(a_tile[kk * TM + ly + i * WGY]);
-            }
-            for (var j = 0u; j < RN; j = j + 1u) {
-                b_reg[j] = f32(b_tile[kk * TN + lx + j * WGX]);
-            }
-            for (var i = 0u; i < RM; i = i + 1u) {
-                for (var j = 0u; j < RN; j = j + 1u) {
-                    acc[i][j] = fma(a_reg[i], b_reg[j], acc[i][j]);
-                }
+                acc[i] = fma(vec4<f32>(f32(a_tile[kk * TM + ly + i * WGY])), bv, acc[i]);
             }
         }
         workgroupBarrier();
@@ -116,8 +105,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         if (gm >= m_len) {
             continue;
         }
-        for (var j = 0u; j < RN; j = j + 1u) {
-            let gn = col0 + lx + j * WGX;
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let gn = col0 + lx * 4u + j;
             if (gn < n_len) {
                 out[out_base + gm * n_len + gn] = acc[i][j]{{BIAS_ADD}};
             }

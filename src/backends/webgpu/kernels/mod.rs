@@ -44,10 +44,10 @@ pub(crate) enum UnaryKind {
 /// The matmul variants: two tilings (chosen by workgroup size) and the naive baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum MatMulKernel {
-    /// 16 x 16 threads, 4 x 4 outputs each: 64 x 64 tiles, 256 invocations.
-    Tiled16,
-    /// 8 x 8 threads, 4 x 4 outputs each: 32 x 32 tiles, 64 invocations.
-    Tiled8,
+    /// 64 x 64 output tiles: 16 x 8 threads, 8 x 4 outputs each (128 invocations).
+    Tiled64,
+    /// 32 x 32 output tiles: 8 x 8 threads, 4 x 4 outputs each (64 invocations).
+    Tiled32,
     /// One thread per output, no workgroup memory (8 x 8 threads).
     Naive,
 }
@@ -101,7 +101,7 @@ impl KernelKey {
         }
     }
 
-    /// A short label for pipelines and error messages, e.g. `"matmul(Tiled16,bias)"`.
+    /// A short label for pipelines and error messages, e.g. `"MatMul { kernel: Tiled64, .. }"`.
     pub(crate) fn label(&self) -> String {
         format!("{self:?}")
     }

@@ -20,11 +20,12 @@ const CONVERT: &str = include_str!("convert.wgsl");
 const MEAN_POOL: &str = include_str!("mean_pool.wgsl");
 const PATCH: &str = include_str!("patch.wgsl");
 
-/// Workgroup shape of a matmul kernel: (x, y, rows per thread, cols per thread, k tile).
+/// Workgroup shape of a matmul kernel: (threads x, threads y, rows per thread, columns per
+/// thread, k tile). Tiled kernels keep 4 columns per thread (one `vec4` accumulator per row).
 pub(crate) const fn matmul_geometry(kernel: MatMulKernel) -> (u32, u32, u32, u32, u32) {
     match kernel {
-        MatMulKernel::Tiled16 => (16, 16, 4, 4, 16),
-        MatMulKernel::Tiled8 => (8, 8, 4, 4, 16),
+        MatMulKernel::Tiled64 => (16, 8, 8, 4, 16),
+        MatMulKernel::Tiled32 => (8, 8, 4, 4, 16),
         MatMulKernel::Naive => (8, 8, 1, 1, 0),
     }
 }
@@ -33,7 +34,7 @@ pub(crate) const fn matmul_geometry(kernel: MatMulKernel) -> (u32, u32, u32, u32
 pub(crate) fn workgroup_storage_bytes(key: &KernelKey) -> u32 {
     match *key {
         KernelKey::MatMul {
-            kernel: kernel @ (MatMulKernel::Tiled16 | MatMulKernel::Tiled8),
+            kernel: kernel @ (MatMulKernel::Tiled64 | MatMulKernel::Tiled32),
             f16,
             ..
         } => {
@@ -143,7 +144,7 @@ fn matmul_source(kernel: MatMulKernel, bias: bool, f16: bool) -> (&'static str, 
     let (wgx, wgy, rm, rn, tk) = matmul_geometry(kernel);
     let template = match kernel {
         MatMulKernel::Naive => MATMUL_NAIVE,
-        MatMulKernel::Tiled16 | MatMulKernel::Tiled8 => MATMUL_TILED,
+        MatMulKernel::Tiled64 | MatMulKernel::Tiled32 => MATMUL_TILED,
     };
     let staged_f16 = f16 && kernel != MatMulKernel::Naive;
     let (bias_decl, bias_add) = if bias {
@@ -163,7 +164,7 @@ fn matmul_source(kernel: MatMulKernel, bias: bool, f16: bool) -> (&'static str, 
         .replace("{{RN}}", &rn.to_string())
         .replace("{{TK}}", &tk.to_string())
         .replace("{{A_TILE}}", &(wgy * rm * tk).to_string())
-        .replace("{{B_TILE}}", &(tk * wgx * rn).to_string())
+        .replace("{{B_TILE4}}", &(tk * wgx * rn / 4).to_string())
         .replace("{{STAGE}}", if staged_f16 { "f16" } else { "f32" });
     (if staged_f16 { "enable f16;\n" } else { "" }, body)
 }
@@ -228,5 +229,26 @@ pub(crate) fn nonzero(dtype: DType, buffer: &str, index: &str) -> String {
         DType::F32 => format!("{buffer}[{index}] != 0.0"),
         DType::I32 | DType::U8 => format!("{buffer}[{index}] != 0u"),
         DType::I64 => format!("({buffer}[2u * ({index})] | {buffer}[2u * ({index}) + 1u]) != 0u"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tiled_geometries_fit_the_webgpu_minimum_limits() {
+        for kernel in [MatMulKernel::Tiled64, MatMulKernel::Tiled32] {
+            let (wgx, wgy, _, rn, tk) = matmul_geometry(kernel);
+            assert_eq!(rn, 4, "tiled kernels keep one vec4 of columns per thread");
+            assert!(wgx * wgy <= 256 && tk > 0);
+            let key = KernelKey::MatMul {
+                kernel,
+                bias: true,
+                f16: false,
+            };
+            assert!(workgroup_storage_bytes(&key) <= 16384);
+            assert!(source(&key).contains("var<workgroup> a_tile"));
+        }
     }
 }

@@ -11,7 +11,7 @@ use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, UnaryOp,
 
 const CONFIG: KernelConfig = KernelConfig {
     workgroup_size: 256,
-    matmul: MatMulKernel::Tiled16,
+    matmul: MatMulKernel::Tiled64,
     f16: false,
 };
 
