@@ -8,5 +8,6 @@ pub mod api;
 pub mod convert;
 pub mod errors;
 pub mod js_backend;
+pub mod program_builder;
 pub mod types;
 pub mod webgpu;
