@@ -1,0 +1,3 @@
+//! Unit tests of the HTTP provider's pure parts.
+
+mod planner;
