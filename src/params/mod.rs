@@ -17,6 +17,7 @@
 mod buffer;
 pub mod http;
 mod index;
+pub mod interim_wgpu;
 mod list;
 mod memory;
 mod provider;

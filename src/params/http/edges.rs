@@ -54,37 +54,40 @@ impl EdgeStore {
     /// # Errors
     /// The destinations' write and read errors.
     pub async fn flush(self, destinations: &[Destination<'_>]) -> StatusResult<()> {
-        for ((target, word), mut patch) in self.words {
+        for ((target, word), patch) in self.words {
             let Some(destination) = destinations.get(target) else {
                 continue;
             };
             let start = word.saturating_mul(4);
-            let size = destination.buffer().size();
-            for (lane, known) in patch.known.iter_mut().enumerate() {
-                let position = start + lane as u64;
-                if !*known && destination.owned_from().is_some_and(|from| position >= from) {
-                    // Padding the load allocated: zeros, as a fresh buffer holds.
-                    *known = true;
-                }
-            }
-            let fits = start.checked_add(4).is_some_and(|end| end <= size);
-            if fits && patch.known.iter().all(|&k| k) {
+            let owned = |lane: usize| {
+                destination
+                    .owned_from()
+                    .is_some_and(|from| start.saturating_add(lane as u64) >= from)
+            };
+            // Lanes the load may write: its own edge bytes, and padding it allocated (zeros,
+            // as a fresh buffer holds).
+            let writable: [bool; 4] = std::array::from_fn(|lane| patch.known[lane] || owned(lane));
+            let fits = start
+                .checked_add(4)
+                .is_some_and(|end| end <= destination.buffer().size());
+            if fits && writable.iter().all(|&w| w) {
                 destination.write_host(start, &patch.bytes)?;
             } else if fits {
                 let current = destination.buffer().read(start, 4).await?;
-                let mut word_bytes = patch.bytes;
-                for lane in 0..4 {
-                    if !patch.known[lane] {
-                        word_bytes[lane] = current.get(lane).copied().unwrap_or(0);
+                let merged: [u8; 4] = std::array::from_fn(|lane| {
+                    if patch.known[lane] {
+                        patch.bytes[lane]
+                    } else {
+                        current.get(lane).copied().unwrap_or(0)
                     }
-                }
-                destination.write_host(start, &word_bytes)?;
+                });
+                destination.write_host(start, &merged)?;
             } else {
-                // The buffer ends inside this word (its size is not a multiple of 4): only an
-                // exact write can reach these bytes; buffers that need alignment refuse it.
-                for lane in 0..4 {
-                    if patch.known[lane] && !destination.owned_from().is_some_and(|from| start + lane as u64 >= from) {
-                        destination.write_host(start + lane as u64, &patch.bytes[lane..=lane])?;
+                // The buffer ends inside this word (its size is not a multiple of 4): only exact
+                // writes reach these bytes, and buffers that need alignment refuse them.
+                for (lane, byte) in patch.bytes.iter().enumerate() {
+                    if patch.known[lane] {
+                        destination.write_host(start + lane as u64, std::slice::from_ref(byte))?;
                     }
                 }
             }

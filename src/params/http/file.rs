@@ -99,7 +99,10 @@ impl<'t> HttpFile<'t> {
                     })?;
                 (true, range.end)
             }
-            200 => (false, validators.size.map_or(prefix, |size| size.min(prefix))),
+            200 => (
+                false,
+                validators.size.map_or(prefix, |size| size.min(prefix)),
+            ),
             416 if head
                 .header("content-range")
                 .is_some_and(|v| v.trim() == "bytes */0") =>

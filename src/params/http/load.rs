@@ -88,7 +88,10 @@ fn resolve<'i>(
         let source = match &entry.storage {
             EntryStorage::Data { offset } => Source::File {
                 offset: offset.checked_add(span.parameter_offset).ok_or_else(|| {
-                    Status::new(StatusCode::OutOfRange, format!("{what}: file offset overflows"))
+                    Status::new(
+                        StatusCode::OutOfRange,
+                        format!("{what}: file offset overflows"),
+                    )
                 })?,
             },
             EntryStorage::Splat { pattern } if !pattern.is_empty() => Source::Splat {
@@ -176,7 +179,13 @@ async fn run(
         if let Source::File { offset } = span.source {
             let expected = span
                 .whole
-                .then(|| scope.options.parameter_sha256.iter().find(|(k, _)| k == span.key))
+                .then(|| {
+                    scope
+                        .options
+                        .parameter_sha256
+                        .iter()
+                        .find(|(k, _)| k == span.key)
+                })
                 .flatten()
                 .map(|(key, sha256)| ExpectedDigest {
                     sha256: *sha256,
@@ -202,7 +211,10 @@ async fn run(
         (Some(_), None) => {
             return Err(Status::new(
                 StatusCode::FailedPrecondition,
-                format!("cannot check the SHA-256 of {}: its size is unknown", scope.url),
+                format!(
+                    "cannot check the SHA-256 of {}: its size is unknown",
+                    scope.url
+                ),
             ));
         }
         (None, _) => {

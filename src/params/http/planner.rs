@@ -202,7 +202,11 @@ fn trim(needed: &[(u64, u64)], start: u64, end: u64) -> Option<(u64, u64)> {
 /// # Errors
 /// `OUT_OF_RANGE` when a wanted range overflows or ends past the file; `INVALID_ARGUMENT` when
 /// `max_request_size` is 0.
-pub fn plan(wanted: &[Wanted], config: PlannerConfig, file_size: Option<u64>) -> StatusResult<Plan> {
+pub fn plan(
+    wanted: &[Wanted],
+    config: PlannerConfig,
+    file_size: Option<u64>,
+) -> StatusResult<Plan> {
     if config.max_request_size == 0 {
         return Err(Status::new(
             StatusCode::InvalidArgument,

@@ -17,8 +17,8 @@ use crate::params::http::sink::LoadTargets;
 use crate::params::http::staging::StagingPool;
 use crate::params::http::transport::Transport;
 use crate::params::{
-    BufferAllocator, LoadedSpan, ParameterBuffer, ParameterIndex, ParameterInfo,
-    ParameterProvider, Signal, SpanRequest, StatusResult,
+    BufferAllocator, LoadedSpan, ParameterBuffer, ParameterIndex, ParameterInfo, ParameterProvider,
+    Signal, SpanRequest, StatusResult,
 };
 use crate::registry::LocalBoxFuture;
 use std::cell::RefCell;
@@ -87,7 +87,12 @@ impl HttpProvider {
     ///
     /// # Errors
     /// The HTTP status of the first read (`NOT_FOUND` for 404, ...); the index parser's errors.
-    pub async fn add_scope(&self, scope: &str, url: &str, options: ScopeOptions) -> StatusResult<()> {
+    pub async fn add_scope(
+        &self,
+        scope: &str,
+        url: &str,
+        options: ScopeOptions,
+    ) -> StatusResult<()> {
         let file = self.open(url).await?;
         let index = super::index_source::read_index(&file, options.format.as_deref()).await?;
         self.insert(scope, &file, index, options);
@@ -140,7 +145,13 @@ impl HttpProvider {
         .await
     }
 
-    fn insert(&self, scope: &str, file: &HttpFile<'_>, index: ParameterIndex, options: ScopeOptions) {
+    fn insert(
+        &self,
+        scope: &str,
+        file: &HttpFile<'_>,
+        index: ParameterIndex,
+        options: ScopeOptions,
+    ) {
         if !file.validators().can_detect_changes()
             && let Some(observer) = &self.observer
         {
@@ -172,7 +183,10 @@ impl HttpProvider {
 
     fn require(&self, scope: &str) -> StatusResult<Arc<RemoteScope>> {
         self.scope(scope).ok_or_else(|| {
-            Status::new(StatusCode::NotFound, format!("no parameter scope {scope:?}"))
+            Status::new(
+                StatusCode::NotFound,
+                format!("no parameter scope {scope:?}"),
+            )
         })
     }
 
@@ -213,9 +227,13 @@ impl HttpProvider {
         let mut destinations = Vec::with_capacity(requests.len());
         for request in requests {
             // GPU writes are whole 4-byte words: round the buffer up; the padding is ours.
-            let size = request.span.length.checked_next_multiple_of(4).ok_or_else(|| {
-                Status::new(StatusCode::ResourceExhausted, "span too large to allocate")
-            })?;
+            let size = request
+                .span
+                .length
+                .checked_next_multiple_of(4)
+                .ok_or_else(|| {
+                    Status::new(StatusCode::ResourceExhausted, "span too large to allocate")
+                })?;
             let buffer = allocator.allocate(size, &request.key)?;
             destinations.push(Destination::shared(buffer, Some(request.span.length)));
         }
@@ -292,7 +310,9 @@ impl HttpProvider {
 
 fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every critical section is a single assignment or retain: a poisoned lock is consistent.
-    mutex.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 impl ParameterProvider for HttpProvider {

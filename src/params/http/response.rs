@@ -126,7 +126,7 @@ pub fn status_error(status: u16, url: &str, asked: &str) -> Status {
         429 => (StatusCode::Unavailable, "Too Many Requests"),
         501 => (StatusCode::Unimplemented, "Not Implemented"),
         500..=599 => (StatusCode::Unavailable, "server error"),
-        400..=499 => (StatusCode::FailedPrecondition, "client error"),
+        402..=499 => (StatusCode::FailedPrecondition, "client error"),
         _ => (StatusCode::Unknown, "unexpected status"),
     };
     Status::new(

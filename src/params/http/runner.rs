@@ -29,7 +29,9 @@ pub struct RetryPolicy {
 impl RetryPolicy {
     /// The wait before retry number `failures` (1-based).
     pub fn backoff(&self, failures: u32) -> Duration {
-        let factor = 1u32.checked_shl(failures.saturating_sub(1)).unwrap_or(u32::MAX);
+        let factor = 1u32
+            .checked_shl(failures.saturating_sub(1))
+            .unwrap_or(u32::MAX);
         self.backoff_base
             .saturating_mul(factor)
             .min(self.backoff_max)

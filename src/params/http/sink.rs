@@ -147,7 +147,9 @@ impl RequestSink {
                 )
             })?;
         if let Some((hash, _)) = &mut self.request_hash {
-            for_host_bytes(chunk, chunk_offset, length, &targets.pool, |bytes| hash.update(bytes));
+            for_host_bytes(chunk, chunk_offset, length, &targets.pool, |bytes| {
+                hash.update(bytes)
+            });
         }
         let mut index = self.first_open;
         while let Some(cursor) = self.cursors.get_mut(index) {
@@ -237,7 +239,9 @@ fn feed(
     hi: u64,
 ) -> StatusResult<()> {
     if let Some((hash, _)) = &mut cursor.hash {
-        for_host_bytes(chunk, at, (hi - lo) as usize, &targets.pool, |b| hash.update(b));
+        for_host_bytes(chunk, at, (hi - lo) as usize, &targets.pool, |b| {
+            hash.update(b)
+        });
     }
     let piece = cursor.piece;
     let Some(destination) = targets.destinations.get(piece.target) else {
@@ -278,7 +282,10 @@ fn feed(
     let mut from = mid_lo;
     if cursor.carry_len > 0 {
         let take = (4 - cursor.carry_len).min((mid_hi - from) as usize);
-        if let Some(window) = cursor.carry.get_mut(cursor.carry_len..cursor.carry_len + take) {
+        if let Some(window) = cursor
+            .carry
+            .get_mut(cursor.carry_len..cursor.carry_len + take)
+        {
             chunk.copy_to(at + (from - b_lo) as usize, window);
         }
         cursor.carry_len += take;

@@ -1,3 +1,5 @@
 //! Unit tests of the HTTP provider's pure parts.
 
 mod planner;
+mod sink;
+mod support;

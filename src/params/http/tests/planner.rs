@@ -2,9 +2,7 @@
 //! and overflow-safe bounds, on hand-made cases and on seeded random plans.
 
 use crate::error::StatusCode;
-use crate::params::http::planner::{
-    Plan, PlannerConfig, Wanted, plan, plan_whole_file,
-};
+use crate::params::http::planner::{Plan, PlannerConfig, Wanted, plan, plan_whole_file};
 
 fn wanted(file_offset: u64, length: u64, target: usize) -> Wanted {
     Wanted {
@@ -54,13 +52,23 @@ fn gaps_within_threshold_merge_and_count_as_overfetch() {
 fn requests_are_capped_and_a_long_tensor_is_split_across_them() {
     let w = [wanted(10, 1000, 7)];
     let p = plan(&w, config(0, 300), None).unwrap();
-    assert_eq!(ranges(&p), vec![(10, 310), (310, 610), (610, 910), (910, 1010)]);
+    assert_eq!(
+        ranges(&p),
+        vec![(10, 310), (310, 610), (610, 910), (910, 1010)]
+    );
     let pieces: Vec<_> = p
         .requests
         .iter()
-        .flat_map(|r| r.pieces.iter().map(|x| (x.target, x.target_offset, x.length)))
+        .flat_map(|r| {
+            r.pieces
+                .iter()
+                .map(|x| (x.target, x.target_offset, x.length))
+        })
         .collect();
-    assert_eq!(pieces, vec![(7, 0, 300), (7, 300, 300), (7, 600, 300), (7, 900, 100)]);
+    assert_eq!(
+        pieces,
+        vec![(7, 0, 300), (7, 300, 300), (7, 600, 300), (7, 900, 100)]
+    );
 }
 
 #[test]
@@ -76,7 +84,10 @@ fn request_count_meets_the_bench_bound_for_a_contiguous_file() {
     let bytes = offset - 4008;
     for max in [4096, 65_536, 1 << 20, 16 << 20] {
         let p = plan(&w, config(64 << 10, max), Some(offset)).unwrap();
-        assert!(p.requests.len() as u64 <= 1 + bytes.div_ceil(max), "max {max}");
+        assert!(
+            p.requests.len() as u64 <= 1 + bytes.div_ceil(max),
+            "max {max}"
+        );
         assert_eq!(p.bytes_fetched, bytes);
         assert!(p.requests.iter().all(|r| r.len() <= max));
     }
@@ -104,7 +115,11 @@ fn atomic_ranges_are_never_split() {
 
 #[test]
 fn overlapping_and_repeated_ranges_share_bytes() {
-    let mut w = vec![wanted(100, 100, 0), wanted(100, 100, 1), wanted(150, 100, 2)];
+    let mut w = vec![
+        wanted(100, 100, 0),
+        wanted(100, 100, 1),
+        wanted(150, 100, 2),
+    ];
     w[1].target_offset = 64;
     let p = plan(&w, config(0, 1 << 20), None).unwrap();
     assert_eq!(ranges(&p), vec![(100, 250)]);
@@ -135,7 +150,10 @@ fn bounds_are_checked_without_overflow() {
     assert!(plan(&[wanted(90, 10, 0)], config(0, 10), Some(100)).is_ok());
     let mut w = wanted(0, 10, 0);
     w.target_offset = u64::MAX - 5;
-    assert_eq!(plan(&[w], config(0, 10), None).unwrap_err().code(), StatusCode::OutOfRange);
+    assert_eq!(
+        plan(&[w], config(0, 10), None).unwrap_err().code(),
+        StatusCode::OutOfRange
+    );
     let err = plan(&[wanted(0, 1, 0)], config(0, 0), None).unwrap_err();
     assert_eq!(err.code(), StatusCode::InvalidArgument);
     // Huge but valid numbers do not overflow in the gap / cap arithmetic.
@@ -205,7 +223,12 @@ fn check_plan(p: &Plan, w: &[Wanted], cfg: PlannerConfig, round: usize) {
         assert!(pair[0].end <= pair[1].start, "round {round}: overlap");
     }
     let atomic_len = |r: &crate::params::http::planner::PlannedRequest| {
-        r.pieces.iter().filter(|x| w[x.wanted].atomic).map(|x| x.length).max().unwrap_or(0)
+        r.pieces
+            .iter()
+            .filter(|x| w[x.wanted].atomic)
+            .map(|x| x.length)
+            .max()
+            .unwrap_or(0)
     };
     for r in &p.requests {
         assert!(r.start < r.end, "round {round}: empty request");
@@ -238,10 +261,17 @@ fn check_plan(p: &Plan, w: &[Wanted], cfg: PlannerConfig, round: usize) {
         for piece in pieces {
             assert_eq!(piece.file_offset, cursor, "round {round}: hole or overlap");
             assert_eq!(piece.target, want.target);
-            assert_eq!(piece.target_offset, want.target_offset + (cursor - want.file_offset));
+            assert_eq!(
+                piece.target_offset,
+                want.target_offset + (cursor - want.file_offset)
+            );
             cursor += piece.length;
         }
-        assert_eq!(cursor, want.file_offset + want.length, "round {round}: not covered");
+        assert_eq!(
+            cursor,
+            want.file_offset + want.length,
+            "round {round}: not covered"
+        );
     }
     // Accounting: fetched = sum of requests; needed = size of the union.
     let mut bytes = vec![false; 20_001];
@@ -252,6 +282,9 @@ fn check_plan(p: &Plan, w: &[Wanted], cfg: PlannerConfig, round: usize) {
     }
     let needed = bytes.iter().filter(|&&b| b).count() as u64;
     assert_eq!(p.bytes_needed, needed, "round {round}");
-    assert_eq!(p.bytes_fetched, p.requests.iter().map(|r| r.len()).sum::<u64>());
+    assert_eq!(
+        p.bytes_fetched,
+        p.requests.iter().map(|r| r.len()).sum::<u64>()
+    );
     assert!(p.bytes_fetched >= p.bytes_needed);
 }
