@@ -14,7 +14,7 @@
 //   slow=MS          send the body in 16 KiB pieces, MS milliseconds apart
 //   short=N          send only N body bytes, chunked, and end the response cleanly
 //   extra=N          send N bytes past the requested range (Content-Length counts them)
-//   wrong-range      Content-Range one byte off from the bytes requested
+//   wrong-range      Content-Range one byte off from the bytes requested (earlier if it can)
 //   ignore-range     always 200 with the whole file (counts towards skip/times too)
 //   change-after=N   after N requests the file is a new version (bytes inverted, new ETag and
 //                    Last-Modified); If-Range is honoured (a stale validator gets a 200)
@@ -129,7 +129,7 @@ export async function startFaultyServer({ root, port = 0 } = {}) {
     if (range) {
       status = 206;
       ({ start, end } = range);
-      const shift = applies && faults['wrong-range'] ? 1 : 0;
+      const shift = applies && faults['wrong-range'] ? (start > 0 ? -1 : 1) : 0;
       res.setHeader('Content-Range', `bytes ${start + shift}-${end - 1 + shift}/${body.length}`);
     }
     let payload = body.subarray(start, end);
@@ -148,7 +148,13 @@ export async function startFaultyServer({ root, port = 0 } = {}) {
       const next = Math.min(offset + PIECE, limit, payload.length);
       const ok = res.write(payload.subarray(offset, next));
       offset = next;
-      if (!ok) await new Promise((r) => { res.once('drain', r); res.once('close', r); });
+      if (!ok) {
+        await new Promise((resolve) => {
+          const go = () => { res.off('drain', go); res.off('close', go); resolve(); };
+          res.on('drain', go);
+          res.on('close', go);
+        });
+      }
       if (delay) await new Promise((r) => setTimeout(r, delay));
     }
     if (applies && faults.drop !== undefined) return res.destroy();
