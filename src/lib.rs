@@ -11,9 +11,12 @@
 
 pub mod error;
 pub mod evalue;
+pub mod models;
 pub mod params;
 pub mod program;
 pub mod registry;
+#[cfg(feature = "text")]
+pub mod text;
 
 #[cfg(web)]
 pub mod web;

@@ -1,0 +1,4 @@
+//! Model builders: turn a checkpoint's config and weight index into a webdelegate program whose
+//! parameters reference the checkpoint's own keys.
+
+pub mod bert;
