@@ -7,5 +7,8 @@
 pub mod api;
 pub mod convert;
 pub mod errors;
+pub mod http_options;
+pub mod http_provider;
+mod http_types;
 pub mod js_backend;
 pub mod types;
