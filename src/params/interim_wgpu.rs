@@ -134,12 +134,21 @@ impl ParameterBuffer for WgpuParameterBuffer {
                     .unwrap_or_default()
             };
             staging.unmap();
+            staging.destroy();
             Ok(bytes)
         })
     }
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+}
+
+impl Drop for WgpuParameterBuffer {
+    fn drop(&mut self) {
+        // The webgpu backend leaves a dropped buffer to the JS garbage collector: free the GPU
+        // memory now.
+        self.buffer.destroy();
     }
 }
 
