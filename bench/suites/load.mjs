@@ -11,9 +11,10 @@
 //
 // Contract: `export async function run(ctx)` returns a flat object of numbers (merged by
 // bench/run.mjs into bench/results/latest.json). It starts its own nginx and Chromium; `ctx` is
-// not needed. Standalone: `node bench/suites/load.mjs` prints the object.
+// not needed. Standalone: `node bench/suites/load.mjs` prints the object and merges it into
+// bench/results/latest.json.
 import { existsSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BENCH_DIR, ROOT, ensureLargeWeights } from '../../scripts/make-bench-weights.mjs';
@@ -189,6 +190,12 @@ export async function run() {
   return out;
 }
 
+// Standalone: prints the numbers and merges them into bench/results/latest.json.
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
-  console.log(JSON.stringify(await run(), null, 2));
+  const numbers = await run();
+  console.log(JSON.stringify(numbers, null, 2));
+  const file = path.join(ROOT, 'bench', 'results', 'latest.json');
+  await mkdir(path.dirname(file), { recursive: true });
+  const previous = existsSync(file) ? JSON.parse(await readFile(file, 'utf8')) : {};
+  await writeFile(file, JSON.stringify({ ...previous, ...numbers }, null, 2) + '\n');
 }

@@ -3,18 +3,21 @@
 //! is `INVALID_ARGUMENT` naming the option.
 
 use crate::error::{Status, StatusCode};
-use crate::params::StatusResult;
-use crate::params::http::HttpProviderOptions;
 use crate::params::http::fetch::FetchOptions;
-use js_sys::Reflect;
+use crate::params::http::{HttpProvider, HttpProviderOptions, ScopeOptions, parse_sha256};
+use crate::params::{
+    EntryStorage, IndexEntry, ParameterIndex, ParameterProvider, SpanRequest, StatusResult,
+};
+use js_sys::{Array, Object, Reflect};
 use std::time::Duration;
+use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 /// Largest integer a JS number holds exactly.
 const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
-fn invalid(message: String) -> Status {
-    Status::new(StatusCode::InvalidArgument, message)
+fn invalid(message: impl Into<String>) -> Status {
+    Status::new(StatusCode::InvalidArgument, message.into())
 }
 
 /// `object[key]`, or `None` when absent, `undefined` or `null` (or `object` is not an object).
@@ -106,4 +109,129 @@ pub fn provider_options(options: &JsValue) -> StatusResult<(HttpProviderOptions,
         fetch.cache = cache_mode(&name)?;
     }
     Ok((settings.normalized(), fetch))
+}
+
+/// `addScope`'s options: format and digests.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed option.
+pub fn scope_options(options: &JsValue) -> StatusResult<ScopeOptions> {
+    let sha = |value: JsValue, what: &str| -> StatusResult<[u8; 32]> {
+        value
+            .as_string()
+            .and_then(|hex| parse_sha256(&hex))
+            .ok_or_else(|| invalid(format!("{what} must be 64 hex digits")))
+    };
+    let mut parsed = ScopeOptions {
+        format: string(options, "format")?,
+        sha256: optional(options, "sha256")
+            .map(|v| sha(v, "sha256"))
+            .transpose()?,
+        parameter_sha256: Vec::new(),
+    };
+    if let Some(map) = optional(options, "parameterSha256") {
+        let object = map
+            .dyn_into::<Object>()
+            .map_err(|_| invalid("parameterSha256 must be an object {key: hex}"))?;
+        for pair in Object::entries(&object).iter() {
+            let pair = Array::from(&pair);
+            let key = pair
+                .get(0)
+                .as_string()
+                .ok_or_else(|| invalid("parameterSha256 keys must be strings"))?;
+            let digest = sha(pair.get(1), &format!("parameterSha256[{key:?}]"))?;
+            parsed.parameter_sha256.push((key, digest));
+        }
+    }
+    Ok(parsed)
+}
+
+/// `addScope`'s `index` option, when given.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed entry.
+pub fn index_option(options: &JsValue) -> StatusResult<Option<ParameterIndex>> {
+    let Some(entries) = optional(options, "index") else {
+        return Ok(None);
+    };
+    if !Array::is_array(&entries) {
+        return Err(invalid("index must be an array of {key, offset, length}"));
+    }
+    let mut parsed = Vec::new();
+    for entry in Array::from(&entries).iter() {
+        let key = string(&entry, "key")?.ok_or_else(|| invalid("index entries need a key"))?;
+        let offset =
+            integer(&entry, "offset")?.ok_or_else(|| invalid("index entries need an offset"))?;
+        let length =
+            integer(&entry, "length")?.ok_or_else(|| invalid("index entries need a length"))?;
+        let shape = match optional(&entry, "shape") {
+            Some(shape) if Array::is_array(&shape) => Some(
+                Array::from(&shape)
+                    .iter()
+                    .map(|d| {
+                        d.as_f64()
+                            .filter(|d| *d >= 0.0 && d.fract() == 0.0)
+                            .map(|d| d as u64)
+                    })
+                    .collect::<Option<Vec<u64>>>()
+                    .ok_or_else(|| {
+                        invalid(format!("shape of {key:?} must hold non-negative integers"))
+                    })?,
+            ),
+            Some(_) => return Err(invalid(format!("shape of {key:?} must be an array"))),
+            None => None,
+        };
+        parsed.push(IndexEntry {
+            dtype: string(&entry, "dtype")?,
+            key,
+            length,
+            storage: EntryStorage::Data { offset },
+            shape,
+        });
+    }
+    Ok(Some(ParameterIndex::new(parsed, None)))
+}
+
+/// `loadToGpu`'s spans: keys (whole parameters) or `{key, offset?, length?}`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed span.
+pub fn span_requests(
+    provider: &HttpProvider,
+    scope: &str,
+    spans: &JsValue,
+) -> StatusResult<Vec<SpanRequest>> {
+    if !Array::is_array(spans) {
+        return Err(invalid(
+            "spans must be an array of keys or {key, offset?, length?}",
+        ));
+    }
+    let mut requests = Vec::new();
+    for item in Array::from(spans).iter() {
+        let (key, offset, length) = match item.as_string() {
+            Some(key) => (key, None, None),
+            None => (
+                string(&item, "key")?.ok_or_else(|| invalid("a span needs a key"))?,
+                integer(&item, "offset")?,
+                integer(&item, "length")?,
+            ),
+        };
+        let offset = offset.unwrap_or(0);
+        let length = match length {
+            Some(length) => length,
+            // The rest of the parameter (an unknown key fails in the load with NOT_FOUND).
+            None => provider
+                .describe(scope, &key)
+                .map_or(0, |info| info.length.saturating_sub(offset)),
+        };
+        requests.push(SpanRequest {
+            key,
+            span: crate::params::Span {
+                parameter_offset: offset,
+                buffer_offset: 0,
+                length,
+            },
+        });
+    }
+    Ok(requests)
 }

@@ -6,17 +6,16 @@
 use crate::error::{Status, StatusCode};
 use crate::params::http::fetch::FetchTransport;
 use crate::params::http::{
-    AbortHandle, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats, ScopeOptions,
-    parse_sha256,
+    AbortHandle, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
 };
 use crate::params::interim_wgpu::{WgpuAllocator, WgpuContext};
-use crate::params::{
-    EntryStorage, IndexEntry, LoadedSpan, ParameterIndex, ParameterProvider, Signal, SpanRequest,
-    StatusResult,
-};
+use crate::params::{ParameterProvider, Signal, StatusResult};
 use crate::web::errors::status_to_js;
-use crate::web::http_options::{integer, optional, provider_options, string};
-use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
+use crate::web::gpu_parameter::{AbortListener, GpuParameter};
+use crate::web::http_options::{
+    index_option, optional, provider_options, scope_options, span_requests,
+};
+use js_sys::{Array, Function, Object, Promise, Reflect};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -226,12 +225,7 @@ impl HttpParameterProvider {
             Ok(requests
                 .into_iter()
                 .zip(loaded)
-                .map(|(request, span)| {
-                    JsValue::from(GpuParameter {
-                        key: request.key,
-                        span,
-                    })
-                })
+                .map(|(request, span)| JsValue::from(GpuParameter::new(request.key, span)))
                 .collect::<Array>()
                 .into())
         })
@@ -284,204 +278,4 @@ async fn gpu_context(slot: &RefCell<Option<WgpuContext>>) -> StatusResult<WgpuCo
     let context = WgpuContext::new().await?;
     *slot.borrow_mut() = Some(context.clone());
     Ok(context)
-}
-
-/// Calls `abort` when a JS `AbortSignal` fires; detaches on drop.
-struct AbortListener {
-    signal: web_sys::AbortSignal,
-    callback: Closure<dyn FnMut()>,
-}
-
-impl AbortListener {
-    fn attach(signal: JsValue, abort: &AbortHandle) -> StatusResult<Self> {
-        let signal = signal
-            .dyn_into::<web_sys::AbortSignal>()
-            .map_err(|_| invalid("options.signal must be an AbortSignal"))?;
-        if signal.aborted() {
-            abort.abort();
-        }
-        let handle = abort.clone();
-        let callback = Closure::<dyn FnMut()>::new(move || handle.abort());
-        signal
-            .add_event_listener_with_callback("abort", callback.as_ref().unchecked_ref())
-            .map_err(|e| invalid(format!("cannot listen to the AbortSignal: {e:?}")))?;
-        Ok(Self { signal, callback })
-    }
-}
-
-impl Drop for AbortListener {
-    fn drop(&mut self) {
-        let _ = self
-            .signal
-            .remove_event_listener_with_callback("abort", self.callback.as_ref().unchecked_ref());
-    }
-}
-
-/// One loaded parameter in a GPU buffer.
-#[wasm_bindgen]
-pub struct GpuParameter {
-    key: String,
-    span: LoadedSpan,
-}
-
-#[wasm_bindgen]
-impl GpuParameter {
-    /// The parameter's key.
-    #[wasm_bindgen(getter)]
-    pub fn key(&self) -> String {
-        self.key.clone()
-    }
-
-    /// Bytes loaded.
-    #[wasm_bindgen(getter)]
-    pub fn length(&self) -> f64 {
-        self.span.length as f64
-    }
-
-    /// Size of the GPU buffer (the length rounded up to 4 bytes).
-    #[wasm_bindgen(getter, js_name = bufferSize)]
-    pub fn buffer_size(&self) -> f64 {
-        self.span.buffer.size() as f64
-    }
-
-    /// Reads the bytes back from the GPU (through wasm memory: for checks, not for speed).
-    #[wasm_bindgen(unchecked_return_type = "Promise<Uint8Array>")]
-    pub fn read(&self) -> Promise {
-        let span = self.span.clone();
-        wasm_bindgen_futures::future_to_promise(async move {
-            let bytes = span
-                .buffer
-                .read(span.offset, span.length)
-                .await
-                .map_err(status_to_js)?;
-            Ok(Uint8Array::from(bytes.as_slice()).into())
-        })
-    }
-}
-
-/// Bytes of this module's wasm linear memory (it only grows).
-#[wasm_bindgen(js_name = wasmMemoryBytes)]
-pub fn wasm_memory_bytes() -> f64 {
-    wasm_bindgen::memory()
-        .dyn_into::<js_sys::WebAssembly::Memory>()
-        .map(|memory| {
-            memory
-                .buffer()
-                .dyn_into::<js_sys::ArrayBuffer>()
-                .map_or(0.0, |b| b.byte_length() as f64)
-        })
-        .unwrap_or(0.0)
-}
-
-fn scope_options(options: &JsValue) -> StatusResult<ScopeOptions> {
-    let sha = |value: JsValue, what: &str| -> StatusResult<[u8; 32]> {
-        value
-            .as_string()
-            .and_then(|hex| parse_sha256(&hex))
-            .ok_or_else(|| invalid(format!("{what} must be 64 hex digits")))
-    };
-    let mut parsed = ScopeOptions {
-        format: string(options, "format")?,
-        sha256: optional(options, "sha256")
-            .map(|v| sha(v, "sha256"))
-            .transpose()?,
-        parameter_sha256: Vec::new(),
-    };
-    if let Some(map) = optional(options, "parameterSha256") {
-        let object = map
-            .dyn_into::<Object>()
-            .map_err(|_| invalid("parameterSha256 must be an object {key: hex}"))?;
-        for pair in Object::entries(&object).iter() {
-            let pair = Array::from(&pair);
-            let key = pair
-                .get(0)
-                .as_string()
-                .ok_or_else(|| invalid("parameterSha256 keys must be strings"))?;
-            let digest = sha(pair.get(1), &format!("parameterSha256[{key:?}]"))?;
-            parsed.parameter_sha256.push((key, digest));
-        }
-    }
-    Ok(parsed)
-}
-
-fn index_option(options: &JsValue) -> StatusResult<Option<ParameterIndex>> {
-    let Some(entries) = optional(options, "index") else {
-        return Ok(None);
-    };
-    if !Array::is_array(&entries) {
-        return Err(invalid("index must be an array of {key, offset, length}"));
-    }
-    let mut parsed = Vec::new();
-    for entry in Array::from(&entries).iter() {
-        let key = string(&entry, "key")?.ok_or_else(|| invalid("index entries need a key"))?;
-        let offset =
-            integer(&entry, "offset")?.ok_or_else(|| invalid("index entries need an offset"))?;
-        let length =
-            integer(&entry, "length")?.ok_or_else(|| invalid("index entries need a length"))?;
-        let shape = match optional(&entry, "shape") {
-            Some(shape) if Array::is_array(&shape) => Some(
-                Array::from(&shape)
-                    .iter()
-                    .map(|d| {
-                        d.as_f64()
-                            .filter(|d| *d >= 0.0 && d.fract() == 0.0)
-                            .map(|d| d as u64)
-                    })
-                    .collect::<Option<Vec<u64>>>()
-                    .ok_or_else(|| {
-                        invalid(format!("shape of {key:?} must hold non-negative integers"))
-                    })?,
-            ),
-            Some(_) => return Err(invalid(format!("shape of {key:?} must be an array"))),
-            None => None,
-        };
-        parsed.push(IndexEntry {
-            dtype: string(&entry, "dtype")?,
-            key,
-            length,
-            storage: EntryStorage::Data { offset },
-            shape,
-        });
-    }
-    Ok(Some(ParameterIndex::new(parsed, None)))
-}
-
-fn span_requests(
-    provider: &HttpProvider,
-    scope: &str,
-    spans: &JsValue,
-) -> StatusResult<Vec<SpanRequest>> {
-    if !Array::is_array(spans) {
-        return Err(invalid(
-            "spans must be an array of keys or {key, offset?, length?}",
-        ));
-    }
-    let mut requests = Vec::new();
-    for item in Array::from(spans).iter() {
-        let (key, offset, length) = match item.as_string() {
-            Some(key) => (key, None, None),
-            None => (
-                string(&item, "key")?.ok_or_else(|| invalid("a span needs a key"))?,
-                integer(&item, "offset")?,
-                integer(&item, "length")?,
-            ),
-        };
-        let offset = offset.unwrap_or(0);
-        let length = match length {
-            Some(length) => length,
-            // The rest of the parameter (an unknown key fails in the load with NOT_FOUND).
-            None => provider
-                .describe(scope, &key)
-                .map_or(0, |info| info.length.saturating_sub(offset)),
-        };
-        requests.push(SpanRequest {
-            key,
-            span: crate::params::Span {
-                parameter_offset: offset,
-                buffer_offset: 0,
-                length,
-            },
-        });
-    }
-    Ok(requests)
 }

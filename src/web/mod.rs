@@ -7,6 +7,7 @@
 pub mod api;
 pub mod convert;
 pub mod errors;
+pub mod gpu_parameter;
 pub mod http_options;
 pub mod http_provider;
 mod http_types;
