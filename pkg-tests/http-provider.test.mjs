@@ -172,3 +172,53 @@ test('faults from the browser: drop resumed with If-Range, Range ignored, file r
   assert.equal(r.error?.code, 'DATA_LOSS', JSON.stringify(r));
   assert.match(r.error.message, new RegExp(keys[1].replace('.', '\\.')));
 });
+
+test('a persistent cache serves the next load without data requests, and never a stale version', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const keys = index.slice(0, 12).map((e) => e.key);
+  const bytes = index.slice(0, 12).reduce((n, e) => n + e.length, 0);
+  const maxRequestSize = 512 << 10;
+  const dataRequests = Math.ceil(bytes / maxRequestSize);
+  const cacheName = `wd-test-${Date.now()}`;
+  const urlOf = (faults) => `${faulty.url}/f/${faults}/model.safetensors`;
+  const requestsTo = async (faults) => (await (await fetch(`${faulty.url}/__log`)).text())
+    .split('\n').filter((l) => l.includes(`/f/${faults}/`)).length;
+  const run = (url) => p.evaluate(async ({ url, index, keys, cacheName, maxRequestSize, dataRequests }) => {
+    const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+    const provider = new wd.HttpParameterProvider({ persistentCache: cacheName, maxRequestSize, concurrency: 1 });
+    return capture(async () => {
+      await provider.addScope('m', url, { index });
+      const params = await provider.loadToGpu('m', keys);
+      const sha = {};
+      for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
+      // Entries are written while the bodies stream: wait until they are all in.
+      const cache = await caches.open(cacheName);
+      for (let i = 0; i < 200 && (await cache.keys()).filter((r) => r.url.includes(encodeURIComponent(url))).length < dataRequests; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return sha;
+    });
+  }, { url, index, keys, cacheName, maxRequestSize, dataRequests });
+
+  let r = await run(urlOf('skip=0'));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  assert.equal(await requestsTo('skip=0'), 1 + dataRequests);
+  r = await run(urlOf('skip=0'));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  for (const key of keys) assert.equal(r.value[key], model.tensorSha256[key], key);
+  assert.equal(await requestsTo('skip=0'), 2 + dataRequests, 'the second load sends only its index read');
+
+  // The file changes after the first load: the second load must fetch the new version.
+  const changing = `change-after=${1 + dataRequests}`;
+  r = await run(urlOf(changing));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  r = await run(urlOf(changing));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  const { createHash } = await import('node:crypto');
+  for (const e of index.slice(0, 12)) {
+    const inverted = Buffer.from(model.bytes.subarray(e.offset, e.offset + e.length).map((b) => b ^ 0xff));
+    assert.equal(r.value[e.key], createHash('sha256').update(inverted).digest('hex'), `${e.key}: stale cached bytes`);
+  }
+  assert.equal(await requestsTo(changing), 2 * (1 + dataRequests), 'the new version came from the network');
+  await p.evaluate((name) => caches.delete(name), cacheName);
+});

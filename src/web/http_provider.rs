@@ -4,6 +4,7 @@
 //! the provider from Rust). Errors reject with a `StatusError` carrying the IREE code.
 
 use crate::error::{Status, StatusCode};
+use crate::params::http::cache::PersistentCache;
 use crate::params::http::fetch::FetchTransport;
 use crate::params::http::{
     AbortHandle, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
@@ -13,7 +14,7 @@ use crate::params::{ParameterProvider, Signal, StatusResult};
 use crate::web::errors::status_to_js;
 use crate::web::gpu_parameter::{AbortListener, GpuParameter};
 use crate::web::http_options::{
-    index_option, optional, provider_options, scope_options, span_requests,
+    index_option, optional, provider_options, scope_options, span_requests, string,
 };
 use js_sys::{Array, Function, Object, Promise, Reflect};
 use std::cell::RefCell;
@@ -76,13 +77,16 @@ impl LoadObserver for JsObserver {
 pub struct HttpParameterProvider {
     provider: Rc<HttpProvider>,
     gpu: Rc<RefCell<Option<WgpuContext>>>,
+    persistent: Option<Rc<PersistentCache>>,
 }
 
 #[wasm_bindgen]
 impl HttpParameterProvider {
     /// A provider. `options`: `concurrency` (1-8, default 4), `chunkSize`, `maxRequestSize`,
     /// `gapThreshold`, `retries`, `backoffMs`, `idleTimeoutMs`, `cache` (a `RequestCache` mode),
-    /// `onProgress(event)`, `onWarning(message)`. Throws `INVALID_ARGUMENT` for a bad option.
+    /// `persistentCache` (a Cache API cache name: data responses are kept there per file
+    /// version and range), `onProgress(event)`, `onWarning(message)`. Throws
+    /// `INVALID_ARGUMENT` for a bad option.
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "HttpProviderOptions")] options: Option<JsValue>,
@@ -102,12 +106,19 @@ impl HttpParameterProvider {
             on_warning: callback("onWarning").map_err(status_to_js)?,
         };
         #[allow(clippy::arc_with_non_send_sync)]
-        let transport = Arc::new(FetchTransport::new(fetch));
+        let mut transport = FetchTransport::new(fetch);
+        if let Some(name) = string(&options, "persistentCache").map_err(status_to_js)? {
+            transport = transport.with_persistent_cache(&name);
+        }
+        let persistent = transport.persistent_cache().cloned();
+        #[allow(clippy::arc_with_non_send_sync)]
+        let transport = Arc::new(transport);
         #[allow(clippy::arc_with_non_send_sync)]
         let observer = Arc::new(observer);
         Ok(Self {
             provider: Rc::new(HttpProvider::new(transport, settings).with_observer(observer)),
             gpu: Rc::new(RefCell::new(None)),
+            persistent,
         })
     }
 
@@ -238,6 +249,18 @@ impl HttpParameterProvider {
         self.provider
             .last_stats()
             .map_or(JsValue::NULL, stats_to_js)
+    }
+
+    /// Deletes the persistent cache (`persistentCache` option); resolves to whether it existed.
+    #[wasm_bindgen(js_name = clearPersistentCache, unchecked_return_type = "Promise<boolean>")]
+    pub fn clear_persistent_cache(&self) -> Promise {
+        let persistent = self.persistent.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            Ok(JsValue::from_bool(match persistent {
+                Some(cache) => cache.clear().await,
+                None => false,
+            }))
+        })
     }
 
     /// Host bytes the provider's staging pool holds now and at most so far: `{inUse, peak}`.

@@ -46,6 +46,12 @@ export interface HttpProviderOptions {
   backoffMs?: number;
   /** An attempt fails when nothing arrives for this long (default 30000). */
   idleTimeoutMs?: number;
+  /**
+   * A Cache API cache name: data responses are stored there per file version and byte range,
+   * so a later page load with the same requests reads them without the network (only the small
+   * index read, which learns the file's current version, goes out).
+   */
+  persistentCache?: string;
   /** The fetch cache mode (default 'default'). */
   cache?: 'default' | 'no-store' | 'reload' | 'no-cache' | 'force-cache';
   onProgress?: (event: LoadProgressEvent) => void;

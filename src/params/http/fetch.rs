@@ -8,6 +8,8 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
+use crate::params::http::cache::{PersistentCache, data_key};
+use crate::params::http::response::parse_content_range;
 use crate::params::http::staging::StagingPool;
 use crate::params::http::timer::{now_ms, sleep};
 use crate::params::http::transport::{
@@ -16,12 +18,14 @@ use crate::params::http::transport::{
 use crate::registry::LocalBoxFuture;
 use futures_util::future::{Either, select};
 use js_sys::{Reflect, Uint8Array};
+use std::rc::Rc;
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{
-    AbortController, Headers, ReadableStreamDefaultReader, Request, RequestInit, Response,
+    AbortController, Headers, ReadableStream, ReadableStreamDefaultReader, Request, RequestInit,
+    Response,
 };
 
 #[wasm_bindgen]
@@ -49,17 +53,46 @@ impl Default for FetchOptions {
     }
 }
 
-/// `fetch`-based [`Transport`].
+/// `fetch`-based [`Transport`], optionally keeping data responses in a persistent cache.
 #[derive(Clone, Debug, Default)]
 pub struct FetchTransport {
     options: FetchOptions,
+    persistent: Option<Rc<PersistentCache>>,
 }
 
 impl FetchTransport {
     /// A transport with `options`.
     pub fn new(options: FetchOptions) -> Self {
-        Self { options }
+        Self {
+            options,
+            persistent: None,
+        }
     }
+
+    /// The transport keeping data responses in the Cache API cache named `name`.
+    pub fn with_persistent_cache(mut self, name: &str) -> Self {
+        self.persistent = Some(Rc::new(PersistentCache::new(name)));
+        self
+    }
+
+    /// The persistent cache, when enabled.
+    pub fn persistent_cache(&self) -> Option<&Rc<PersistentCache>> {
+        self.persistent.as_ref()
+    }
+}
+
+/// Whether a 206 is exactly `[start, end)` of version `validator`: only then may it be cached.
+fn cacheable(head: &ResponseHead, validator: &str, start: u64, end: u64) -> bool {
+    let same_version =
+        head.header("etag") == Some(validator) || head.header("last-modified") == Some(validator);
+    let range = head.header("content-range").and_then(parse_content_range);
+    head.status == 206 && same_version && range.is_some_and(|r| r.start == start && r.end == end)
+}
+
+fn reader_of(stream: &ReadableStream) -> ReadableStreamDefaultReader {
+    stream
+        .get_reader()
+        .unchecked_into::<ReadableStreamDefaultReader>()
 }
 
 /// Headers a response is read for (fetch exposes only these cross-origin if the server lists
@@ -118,6 +151,20 @@ impl Transport for FetchTransport {
     ) -> LocalBoxFuture<'_, StatusResult<Box<dyn ResponseBody>>> {
         Box::pin(async move {
             let url = request.url.clone();
+            let cache_key = match (&self.persistent, request.range, &request.if_range) {
+                (Some(_), Some((start, end)), Some(validator)) if end > start => Some((
+                    data_key(&url, validator, start, end),
+                    validator.clone(),
+                    start,
+                    end,
+                )),
+                _ => None,
+            };
+            if let (Some(cache), Some((key, ..))) = (&self.persistent, &cache_key)
+                && let Some((head, stream)) = cache.lookup(key).await
+            {
+                return Ok(self.body(head, Some(reader_of(&stream)), None, url));
+            }
             let controller =
                 AbortController::new().map_err(|e| setup_error(e, "AbortController"))?;
             let init = RequestInit::new();
@@ -170,20 +217,47 @@ impl Transport for FetchTransport {
                     })
                     .collect(),
             };
-            let reader = response.body().map(|body| {
-                body.get_reader()
-                    .unchecked_into::<ReadableStreamDefaultReader>()
-            });
+            let mut stream = response.body();
+            if let (Some(cache), Some((key, validator, start, end)), Some(body)) =
+                (&self.persistent, cache_key, &stream)
+                && cacheable(&head, &validator, start, end)
+            {
+                let branches = body.tee();
+                let (Ok(ours), Ok(stored)) = (
+                    branches.get(0).dyn_into::<ReadableStream>(),
+                    branches.get(1).dyn_into::<ReadableStream>(),
+                ) else {
+                    return Err(Status::new(
+                        StatusCode::Internal,
+                        "ReadableStream.tee failed",
+                    ));
+                };
+                cache.store(key, &head, stored);
+                stream = Some(ours);
+            }
             guard.0 = None;
-            Ok(Box::new(FetchBody {
-                head,
-                reader,
-                controller: Some(controller),
-                idle: self.options.idle_timeout,
-                timer: None,
-                last_progress: now_ms(),
-                url,
-            }) as Box<dyn ResponseBody>)
+            Ok(self.body(head, stream.as_ref().map(reader_of), Some(controller), url))
+        })
+    }
+}
+
+impl FetchTransport {
+    fn body(
+        &self,
+        head: ResponseHead,
+        reader: Option<ReadableStreamDefaultReader>,
+        controller: Option<AbortController>,
+        url: String,
+    ) -> Box<dyn ResponseBody> {
+        Box::new(FetchBody {
+            head,
+            reader,
+            controller,
+            aborted: false,
+            idle: self.options.idle_timeout,
+            timer: None,
+            last_progress: now_ms(),
+            url,
         })
     }
 }
@@ -192,6 +266,7 @@ struct FetchBody {
     head: ResponseHead,
     reader: Option<ReadableStreamDefaultReader>,
     controller: Option<AbortController>,
+    aborted: bool,
     idle: Duration,
     timer: Option<LocalBoxFuture<'static, ()>>,
     last_progress: f64,
@@ -200,7 +275,7 @@ struct FetchBody {
 
 impl FetchBody {
     async fn read(&mut self) -> StatusResult<Option<BodyChunk>> {
-        if self.controller.is_none() {
+        if self.aborted {
             return Err(Status::new(StatusCode::Cancelled, "request was aborted"));
         }
         let Some(reader) = &self.reader else {
@@ -258,10 +333,19 @@ impl ResponseBody for FetchBody {
     }
 
     fn abort(&mut self) {
-        if let Some(controller) = self.controller.take() {
-            controller.abort();
+        self.aborted = true;
+        match (self.controller.take(), self.reader.take()) {
+            // Aborting the request errors its stream (and every tee branch).
+            (Some(controller), _) => controller.abort(),
+            // A cached body has no request: cancel its stream, ignoring how that settles.
+            (None, Some(reader)) => {
+                let cancelled = JsFuture::from(reader.cancel());
+                wasm_bindgen_futures::spawn_local(async move {
+                    let _ = cancelled.await;
+                });
+            }
+            (None, None) => {}
         }
-        self.reader = None;
         self.timer = None;
     }
 }

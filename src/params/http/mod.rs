@@ -17,6 +17,8 @@
 //! body chunks go from the `ReadableStream` straight to `GPUQueue.writeBuffer`, so wasm memory
 //! does not grow with the model.
 
+#[cfg(web)]
+pub mod cache;
 pub mod control;
 pub mod destination;
 pub mod edges;
