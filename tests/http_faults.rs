@@ -2,8 +2,8 @@
 //! for what nginx cannot do). Each fault either completes with every byte correct or fails with
 //! a clear status — never silent corruption, never a hang: drops mid-body (resumed from the last
 //! byte received, with If-Range), 5xx bursts, 200 instead of 206, a file replaced mid-load,
-//! stalled, trickling and short bodies, wrong Content-Range, bodies too long, 4xx; cancellation
-//! and suspend/resume leave no request running.
+//! stalled, trickling and short bodies, wrong Content-Range, bodies too long, 4xx.
+//! (Cancellation and suspend/resume: http_control.rs.)
 
 #![cfg(not(target_arch = "wasm32"))]
 
@@ -16,10 +16,10 @@ use support::files::{WrittenFile, random_tensors, write_safetensors};
 use support::{Rng, TempDir};
 use webdelegate::StatusCode;
 use webdelegate::params::http::{
-    AbortHandle, HttpProvider, HttpProviderOptions, LoadControl, LoadObserver, LoadProgress,
-    NativeTransport, NativeTransportOptions, RetryPolicy, ScopeOptions,
+    HttpProvider, HttpProviderOptions, LoadObserver, LoadProgress, NativeTransport,
+    NativeTransportOptions, RetryPolicy, ScopeOptions,
 };
-use webdelegate::params::{HostAllocator, ParameterProvider, Signal, SpanRequest, StatusResult};
+use webdelegate::params::{HostAllocator, ParameterProvider, SpanRequest, StatusResult};
 
 struct Fixture {
     _dir: TempDir,
@@ -311,114 +311,5 @@ fn files_without_validators_load_with_a_warning_and_no_if_range() {
             .unwrap()
             .iter()
             .any(|w| w.contains("neither ETag nor Last-Modified"))
-    );
-}
-
-#[test]
-fn cancelling_a_load_returns_cancelled_and_leaves_no_request_running() {
-    let f = fixture(18, 12, 300_000);
-    let recorder = Arc::new(Recorder::default());
-    let p = Arc::new(provider(options(), &recorder));
-    let url = f.server.file_url("slow=5", "m.safetensors");
-    pollster::block_on(p.add_scope_with_index(
-        "m",
-        &url,
-        f.file.index.clone(),
-        ScopeOptions::default(),
-    ))
-    .unwrap();
-    let abort = AbortHandle::new();
-    let trigger = abort.clone();
-    let watcher = recorder.clone();
-    let aborter = std::thread::spawn(move || {
-        while watcher.events.lock().unwrap().is_empty() {
-            std::thread::sleep(Duration::from_millis(5));
-        }
-        trigger.abort();
-    });
-    let requests = whole(&f.file);
-    let control = LoadControl { abort: Some(abort) };
-    let started = Instant::now();
-    let err =
-        pollster::block_on(p.load_with(&HostAllocator, "m", &requests, &control)).unwrap_err();
-    aborter.join().unwrap();
-    assert_eq!(err.code(), StatusCode::Cancelled, "{err}");
-    assert!(started.elapsed() < Duration::from_secs(10));
-    assert_eq!(
-        f.server.wait_idle(Duration::from_secs(3)),
-        0,
-        "a request is still being answered"
-    );
-    // An already-aborted handle sends nothing.
-    let before = f.server.log().len();
-    let err =
-        pollster::block_on(p.load_with(&HostAllocator, "m", &requests, &control)).unwrap_err();
-    assert_eq!(err.code(), StatusCode::Cancelled);
-    assert_eq!(f.server.log().len(), before);
-}
-
-#[test]
-fn suspend_stops_requests_and_resume_continues_from_the_first_uncommitted_byte() {
-    let f = fixture(19, 8, 600_000);
-    let recorder = Arc::new(Recorder::default());
-    let p = Arc::new(provider(
-        HttpProviderOptions {
-            concurrency: 1,
-            max_request_size: 4 << 20,
-            ..options()
-        },
-        &recorder,
-    ));
-    let url = f.server.file_url("slow=5", "m.safetensors");
-    pollster::block_on(p.add_scope_with_index(
-        "m",
-        &url,
-        f.file.index.clone(),
-        ScopeOptions::default(),
-    ))
-    .unwrap();
-    let controller = {
-        let p = p.clone();
-        let f_url = f.server.url.clone();
-        std::thread::spawn(move || {
-            // Let some bytes arrive, suspend, check nothing is being sent, resume.
-            std::thread::sleep(Duration::from_millis(150));
-            p.notify(Signal::Suspend).unwrap();
-            std::thread::sleep(Duration::from_millis(400));
-            let active: u32 = ureq::get(format!("{f_url}/__active"))
-                .call()
-                .unwrap()
-                .body_mut()
-                .read_to_string()
-                .unwrap()
-                .trim()
-                .parse()
-                .unwrap();
-            let idle_staging = p.staging_pool().idle_bytes();
-            p.notify(Signal::Resume).unwrap();
-            (active, idle_staging)
-        })
-    };
-    let requests = whole(&f.file);
-    let loaded =
-        pollster::block_on(p.load(&HostAllocator, "m", &requests)).expect("load after resume");
-    let (active_while_suspended, idle_staging) = controller.join().unwrap();
-    assert_eq!(active_while_suspended, 0, "no request runs while suspended");
-    assert_eq!(idle_staging, 0, "suspend releases the staging pool");
-    for (request, span) in requests.iter().zip(&loaded) {
-        let bytes = pollster::block_on(span.buffer.read(0, span.length)).unwrap();
-        assert!(bytes == f.file.tensor(&request.key));
-    }
-    let log = f.server.log();
-    let data: Vec<_> = log[1..].iter().collect();
-    assert_eq!(data.len(), 2, "one request, resumed once: {log:#?}");
-    let first = range_start(&data[0].range);
-    let resumed = range_start(&data[1].range);
-    assert!(resumed > first, "resumed at {resumed}, started at {first}");
-    assert!(data[1].if_range.is_some());
-    let stats = p.last_stats().unwrap();
-    assert_eq!(
-        stats.bytes_received, stats.bytes_planned,
-        "resumed from the first byte not consumed"
     );
 }

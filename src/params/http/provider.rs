@@ -320,9 +320,12 @@ impl ParameterProvider for HttpProvider {
         match signal {
             Signal::Suspend => {
                 self.gate.suspend();
-                self.pool.release();
+                self.pool.set_retaining(false);
             }
-            Signal::Resume => self.gate.resume(),
+            Signal::Resume => {
+                self.pool.set_retaining(true);
+                self.gate.resume();
+            }
             Signal::LowMemory => self.pool.release(),
         }
         Ok(())

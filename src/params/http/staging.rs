@@ -6,7 +6,7 @@
 //! The pool counts the bytes it has handed out and its peak, so tests can check the bound.
 
 use std::ops::Deref;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 struct PoolState {
@@ -18,6 +18,8 @@ struct PoolState {
     peak: AtomicUsize,
     /// Bumped by `release`: buffers taken before it are dropped, not kept, when they return.
     epoch: AtomicUsize,
+    /// Whether returned buffers are kept for reuse (not while the host is suspended).
+    retaining: AtomicBool,
 }
 
 /// A pool of `chunk_size`-byte host buffers. Cheap to clone (shared).
@@ -46,6 +48,7 @@ impl StagingPool {
                 in_use: AtomicUsize::new(0),
                 peak: AtomicUsize::new(0),
                 epoch: AtomicUsize::new(0),
+                retaining: AtomicBool::new(true),
             }),
         }
     }
@@ -73,6 +76,15 @@ impl StagingPool {
     pub fn release(&self) {
         self.state.epoch.fetch_add(1, Ordering::Relaxed);
         self.lock_idle().clear();
+    }
+
+    /// Whether buffers coming back are kept for reuse (`false` while suspended: they are
+    /// dropped, so a suspended provider holds no idle staging memory).
+    pub fn set_retaining(&self, retaining: bool) {
+        self.state.retaining.store(retaining, Ordering::Relaxed);
+        if !retaining {
+            self.release();
+        }
     }
 
     /// Bytes handed out and not yet returned.
@@ -151,7 +163,8 @@ impl Drop for StagingBuffer {
             let bytes = std::mem::take(&mut self.bytes);
             pool.in_use.fetch_sub(bytes.len(), Ordering::Relaxed);
             let mut idle = lock(&pool.idle);
-            let current = pool.epoch.load(Ordering::Relaxed) == self.epoch;
+            let current = pool.epoch.load(Ordering::Relaxed) == self.epoch
+                && pool.retaining.load(Ordering::Relaxed);
             if current && idle.len() < pool.max_idle && bytes.len() == pool.chunk_size {
                 idle.push(bytes);
             }
