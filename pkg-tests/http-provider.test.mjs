@@ -4,17 +4,22 @@
 // codes on errors; AbortSignal cancellation; and, against our fault-injecting server, a dropped
 // body resumed with If-Range, a server ignoring Range, a file replaced mid-load, SHA-256 checks.
 import assert from 'node:assert/strict';
-import { mkdtemp, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startFaultyServer } from './support/faulty-server.mjs';
 import { TEST_TIMEOUT, useBrowserHarness } from './support/fixture.mjs';
+import { REPO_ROOT } from './support/server.mjs';
 import { writeRandomSafetensors } from './support/weights.mjs';
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'webdelegate-weights-'));
 const model = await writeRandomSafetensors(path.join(dir, 'model.safetensors'), { seed: 3, count: 40, maxLen: 600_000 });
-const harness = useBrowserHarness({ locations: [{ prefix: '/weights/', dir }] });
+const FIXTURES = path.join(REPO_ROOT, 'tests', 'fixtures', 'formats');
+const manifest = JSON.parse(await readFile(path.join(FIXTURES, 'manifest.json'), 'utf8'));
+const harness = useBrowserHarness({
+  locations: [{ prefix: '/weights/', dir }, { prefix: '/fixtures/', dir: FIXTURES }],
+});
 let faulty;
 
 before(async () => { faulty = await startFaultyServer({ root: dir }); });
@@ -43,7 +48,7 @@ const loadInPage = async ({ url, index, keys, options, scopeOptions, abortAfterF
     onWarning: (m) => warnings.push(m),
   });
   return capture(async () => {
-    await provider.addScope('m', url, { index, ...scopeOptions });
+    await provider.addScope('m', url, index ? { index, ...scopeOptions } : scopeOptions);
     const before = wd.wasmMemoryBytes();
     const params = await provider.loadToGpu('m', keys, { signal: controller.signal });
     const growth = wd.wasmMemoryBytes() - before;
@@ -57,8 +62,9 @@ test('every tensor loads into GPU buffers byte-exact, in few requests, without g
   const p = await harness.openHarnessPage(t);
   const keys = index.map((e) => e.key);
   const maxRequestSize = 1 << 20;
+  // No index given: the provider reads the file's own (format detected from the extension).
   const r = await p.evaluate(loadInPage, {
-    url: `${harness.server.url}/weights/model.safetensors`, index, keys, options: { maxRequestSize },
+    url: `${harness.server.url}/weights/model.safetensors`, keys, options: { maxRequestSize },
   });
   assert.ok(r.ok, JSON.stringify(r.error));
   for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], `bytes of ${key}`);
@@ -73,6 +79,34 @@ test('every tensor loads into GPU buffers byte-exact, in few requests, without g
   assert.equal(last.bytesDone, last.bytesTotal);
   assert.equal(last.requestsDone, last.requestsTotal);
   assert.deepEqual(r.value.warnings, []);
+});
+
+test('safetensors, GGUF and IRPA files (peers\' writers) load byte-exact, splats included', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const files = ['mixed.safetensors', 'mixed_v3.gguf', 'align64_v3.gguf', 'mixed.irpa', 'chained.irpa'];
+  const r = await p.evaluate(async ({ base, files }) => {
+    const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+    const provider = new wd.HttpParameterProvider();
+    const out = {};
+    for (const name of files) {
+      out[name] = await capture(async () => {
+        await provider.addScope(name, `${base}/fixtures/${name}`);
+        const keys = provider.keys(name);
+        const params = await provider.loadToGpu(name, keys);
+        return Object.fromEntries(await Promise.all(params.map(async (q) => [q.key, hex(await q.read())])));
+      });
+    }
+    return out;
+  }, { base: harness.server.url, files });
+  for (const name of files) {
+    assert.ok(r[name].ok, `${name}: ${JSON.stringify(r[name].error)}`);
+    const entries = manifest.files[name].entries;
+    assert.equal(Object.keys(r[name].value).length, entries.length, name);
+    for (const e of entries) {
+      const want = e.bytes_hex ?? e.splat_pattern_hex.repeat(e.length / (e.splat_pattern_hex.length / 2));
+      assert.equal(r[name].value[e.key], want, `${name}: ${e.key}`);
+    }
+  }
 });
 
 test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, async (t) => {
@@ -143,10 +177,11 @@ test('faults from the browser: drop resumed with If-Range, Range ignored, file r
   const logOf = async (faults) => (await (await fetch(`${faulty.url}/__log`)).text())
     .split('\n').filter((l) => l.includes(`/f/${faults}/`)).map((l) => l.split('\t'));
 
-  let r = await load('drop=200000,skip=1,times=1');
+  // Trickled so the page reads what arrives before the drop (a stream that errors drops its queue).
+  let r = await load('slow=3,drop=200000,skip=1,times=1');
   assert.ok(r.ok, JSON.stringify(r.error));
   for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
-  const log = await logOf('drop=200000,skip=1,times=1');
+  const log = await logOf('slow=3,drop=200000,skip=1,times=1');
   const start = (range) => Number(/bytes=(\d+)-/.exec(range)[1]);
   assert.ok(start(log[2][1]) > start(log[1][1]), `resumed past the bytes received: ${JSON.stringify(log)}`);
   assert.ok(start(log[2][1]) <= start(log[1][1]) + 200000);

@@ -14,7 +14,7 @@
 // not needed. Standalone: `node bench/suites/load.mjs` prints the object and merges it into
 // bench/results/latest.json.
 import { existsSync } from 'node:fs';
-import { mkdir, open, readFile, writeFile } from 'node:fs/promises';
+import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { BENCH_DIR, ROOT, ensureLargeWeights } from '../../scripts/make-bench-weights.mjs';
@@ -23,28 +23,8 @@ import { startServer } from '../../pkg-tests/support/server.mjs';
 
 const MODEL_DIR = path.join(ROOT, '.cache', 'models', 'all-MiniLM-L6-v2');
 
-/** The index of a safetensors file (bench tooling: the provider reads it itself in real use). */
-async function safetensorsIndex(file) {
-  const handle = await open(file, 'r');
-  try {
-    const prefix = Buffer.alloc(8);
-    await handle.read(prefix, 0, 8, 0);
-    const length = Number(prefix.readBigUInt64LE(0));
-    const json = Buffer.alloc(length);
-    await handle.read(json, 0, length, 8);
-    const header = JSON.parse(json.toString('utf8'));
-    return Object.entries(header)
-      .filter(([key]) => key !== '__metadata__')
-      .map(([key, t]) => ({
-        key, offset: 8 + length + t.data_offsets[0], length: t.data_offsets[1] - t.data_offsets[0], dtype: t.dtype, shape: t.shape,
-      }));
-  } finally {
-    await handle.close();
-  }
-}
-
 /** Runs in the page: every contender `runs` times (after one warm-up each), rotating the order. */
-async function benchInPage({ url, index, runs }) {
+async function benchInPage({ url, runs }) {
   const adapter = await navigator.gpu.requestAdapter();
   const device = await adapter.requestDevice({ requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize } });
   const { COPY_DST, STORAGE } = GPUBufferUsage;
@@ -109,8 +89,8 @@ async function benchInPage({ url, index, runs }) {
   }
 
   const provider = new wd.HttpParameterProvider({ cache: 'no-store' });
-  await provider.addScope('m', url, { index });
-  const keys = index.map((e) => e.key);
+  await provider.addScope('m', url); // reads the file's own index (one 64 KiB request)
+  const keys = provider.keys('m');
   const memoryBefore = wd.wasmMemoryBytes();
   let heapPeak = 0;
   async function ours() {
@@ -157,15 +137,14 @@ export async function run() {
   const browser = await startBrowser({ baseUrl: server.url });
   const out = {};
   try {
-    for (const [label, file, urlPath, runs] of [
-      ['90mb', model, '/bench-model/model.safetensors', 5],
-      ['1gb', large, `/bench-weights/${path.basename(large)}`, 2],
+    for (const [label, urlPath, runs] of [
+      ['90mb', '/bench-model/model.safetensors', 5],
+      ['1gb', `/bench-weights/${path.basename(large)}`, 2],
     ]) {
-      const index = await safetensorsIndex(file);
       const page = await browser.openPage(null, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
       const failure = await page.evaluate(() => window.harnessError ?? null);
       if (failure) throw new Error(`harness could not load the package: ${failure}`);
-      const r = await page.evaluate(benchInPage, { url: `${server.url}${urlPath}`, index, runs });
+      const r = await page.evaluate(benchInPage, { url: `${server.url}${urlPath}`, runs });
       await page.page.close();
       const faster = Math.max(r.arrayBuffer, r.stream);
       Object.assign(out, {

@@ -15,6 +15,7 @@
 //! without a guard), and `load`/`gather`/`scatter` are async instead of semaphore-ordered.
 
 mod buffer;
+pub mod formats;
 pub mod http;
 mod index;
 pub mod interim_wgpu;

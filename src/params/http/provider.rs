@@ -94,7 +94,12 @@ impl HttpProvider {
         options: ScopeOptions,
     ) -> StatusResult<()> {
         let file = self.open(url).await?;
-        let index = super::index_source::read_index(&file, options.format.as_deref()).await?;
+        let (format, index) =
+            super::index_source::read_index(&file, options.format.as_deref()).await?;
+        let options = ScopeOptions {
+            format: Some(format.to_string()),
+            ..options
+        };
         self.insert(scope, &file, index, options);
         Ok(())
     }
