@@ -169,6 +169,19 @@ fn sub_spans_and_gathers_at_unaligned_offsets_are_exact() {
         pollster::block_on(provider.gather("model", &*gpu, &requests)).expect("gpu gather");
         let back = pollster::block_on(gpu.read(0, size)).expect("read back");
         assert!(back == expected, "round {round}: GPU gather differs");
+        // `read` (a gather of one span) at an odd offset.
+        let first = &requests[0];
+        let target = HostBuffer::from_bytes(background.clone());
+        let (p, b, n) = (
+            first.span.parameter_offset,
+            first.span.buffer_offset,
+            first.span.length,
+        );
+        pollster::block_on(provider.read("model", &first.key, p, &target, b, n)).expect("read");
+        let source = served.file.tensor(&first.key);
+        let mut want = background.clone();
+        want[b as usize..(b + n) as usize].copy_from_slice(&source[p as usize..(p + n) as usize]);
+        assert!(target.to_vec() == want, "round {round}: read differs");
         // Sub-span loads: each span in a buffer of its own.
         let loaded =
             pollster::block_on(provider.load(&HostAllocator, "model", &requests)).expect("load");

@@ -139,7 +139,7 @@ export async function run() {
   try {
     for (const [label, urlPath, runs] of [
       ['90mb', '/bench-model/model.safetensors', 5],
-      ['1gb', `/bench-weights/${path.basename(large)}`, 2],
+      ['1gb', `/bench-weights/${path.basename(large)}`, 3],
     ]) {
       const page = await browser.openPage(null, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
       const failure = await page.evaluate(() => window.harnessError ?? null);

@@ -17,7 +17,7 @@ use crate::params::http::transport::{
 };
 use crate::registry::LocalBoxFuture;
 use futures_util::future::{Either, select};
-use js_sys::{Reflect, Uint8Array};
+use js_sys::Uint8Array;
 use std::rc::Rc;
 use std::time::Duration;
 use wasm_bindgen::JsCast;
@@ -33,6 +33,16 @@ extern "C" {
     /// The global `fetch` (window and worker scopes alike).
     #[wasm_bindgen(js_name = fetch)]
     fn global_fetch(request: &Request) -> js_sys::Promise;
+
+    /// What `ReadableStreamDefaultReader.read()` resolves to: `{done, value}`. Read through
+    /// getters (no per-chunk property-name strings crossing into JS).
+    type ReadResult;
+
+    #[wasm_bindgen(method, getter)]
+    fn done(this: &ReadResult) -> Option<bool>;
+
+    #[wasm_bindgen(method, getter)]
+    fn value(this: &ReadResult) -> JsValue;
 }
 
 /// Settings of the browser transport.
@@ -304,15 +314,11 @@ impl FetchBody {
         };
         self.last_progress = now_ms();
         let result = result.map_err(|e| rejection(&e, &format!("body of {}", self.url)))?;
-        let done = Reflect::get(&result, &JsValue::from_str("done"))
-            .ok()
-            .and_then(|d| d.as_bool())
-            .unwrap_or(true);
-        if done {
+        let result = result.unchecked_into::<ReadResult>();
+        if result.done().unwrap_or(true) {
             return Ok(None);
         }
-        let value = Reflect::get(&result, &JsValue::from_str("value"))
-            .map_err(|e| rejection(&e, "chunk"))?;
+        let value = result.value();
         let array = value.dyn_into::<Uint8Array>().map_err(|v| {
             Status::new(
                 StatusCode::DataLoss,
