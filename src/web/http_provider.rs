@@ -82,7 +82,7 @@ pub struct HttpParameterProvider {
 
 #[wasm_bindgen]
 impl HttpParameterProvider {
-    /// A provider. `options`: `concurrency` (1-8, default 4), `chunkSize`, `maxRequestSize`,
+    /// A provider. `options`: `concurrency` (1-8, default 2), `chunkSize`, `maxRequestSize`,
     /// `gapThreshold`, `retries`, `backoffMs`, `idleTimeoutMs`, `cache` (a `RequestCache` mode),
     /// `persistentCache` (a Cache API cache name: data responses are kept there per file
     /// version and range), `onProgress(event)`, `onWarning(message)`. Throws

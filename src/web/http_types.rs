@@ -32,11 +32,11 @@ export interface LoadProgressEvent {
 
 /** Options of `new HttpParameterProvider(...)`. */
 export interface HttpProviderOptions {
-  /** Requests in flight at once, 1 to 8 (default 4). */
+  /** Requests in flight at once, 1 to 8 (default 2). */
   concurrency?: number;
   /** Host staging buffer size in bytes (default 1 MiB). */
   chunkSize?: number;
-  /** Most bytes in one Range request (default 16 MiB). */
+  /** Most bytes in one Range request (default 64 MiB). */
   maxRequestSize?: number;
   /** Ranges at most this many bytes apart share a request (default 64 KiB). */
   gapThreshold?: number;

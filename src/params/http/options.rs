@@ -25,12 +25,16 @@ pub struct HttpProviderOptions {
     pub index_prefetch: u64,
 }
 
+/// Defaults measured in headless Chromium against nginx on one machine (bench/suites/load.mjs):
+/// two requests of up to 64 MiB in flight matched one plain streaming fetch of the whole file
+/// (a single stream pays a round trip between requests; four streams of 16 MiB ran 20-30%
+/// slower, competing for the same cores).
 impl Default for HttpProviderOptions {
     fn default() -> Self {
         Self {
-            concurrency: 4,
+            concurrency: 2,
             chunk_size: 1 << 20,
-            max_request_size: 16 << 20,
+            max_request_size: 64 << 20,
             gap_threshold: 64 << 10,
             retry: RetryPolicy {
                 retries: 4,
