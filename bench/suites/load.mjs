@@ -10,15 +10,16 @@
 // the wire vs needed, wasm memory growth (wasm memory never shrinks, so the growth over a fresh
 // page's load is its peak) and the JS heap after each load.
 //
-// Contract: `export async function run(ctx)` returns a flat object of numbers (merged by
-// bench/run.mjs into bench/results/latest.json). It starts its own nginx and Chromium; `ctx` is
-// not needed. Standalone: `node bench/suites/load.mjs` prints the object and merges it into
+// Contract (bench/run.mjs): `export async function run(ctx)` resolves to a flat object of numbers.
+// With ctx it uses ctx.openHarnessPage() and ctx.serverUrl (whose nginx serves the repo root, so
+// the weights are same-origin under /.cache/); without, it starts its own nginx and Chromium.
+// Standalone: `node bench/suites/load.mjs` prints the object and merges it into
 // bench/results/latest.json.
 import { existsSync } from 'node:fs';
 import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { BENCH_DIR, ROOT, ensureLargeWeights } from '../../scripts/make-bench-weights.mjs';
+import { ROOT, ensureLargeWeights } from '../../scripts/make-bench-weights.mjs';
 import { startBrowser } from '../../pkg-tests/support/browser.mjs';
 import { startServer } from '../../pkg-tests/support/server.mjs';
 
@@ -131,25 +132,47 @@ async function benchInPage({ url, runs }) {
   };
 }
 
-export async function run() {
+/**
+ * Where the pages come from: bench/run.mjs's ctx when given (its nginx serves the repo root, so
+ * the weights in .cache/ are same-origin at /.cache/...), else a server and browser of our own.
+ */
+async function pages(ctx) {
+  if (ctx?.openHarnessPage && ctx.serverUrl) {
+    return { base: `${ctx.serverUrl}/.cache`, open: () => ctx.openHarnessPage(), close: async () => {} };
+  }
+  const server = await startServer({ locations: [{ prefix: '/.cache/', dir: path.join(ROOT, '.cache') }] });
+  const browser = await startBrowser({ baseUrl: server.url });
+  return {
+    base: `${server.url}/.cache`,
+    async open() {
+      const page = await browser.openPage(null, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+      const failure = await page.evaluate(() => window.harnessError ?? null);
+      if (failure) throw new Error(`harness could not load the package: ${failure}`);
+      return page;
+    },
+    async close() {
+      await browser.close();
+      await server.stop();
+    },
+  };
+}
+
+export async function run(ctx) {
   const model = path.join(MODEL_DIR, 'model.safetensors');
   if (!existsSync(model)) throw new Error(`${model} is missing: run \`npm run setup\``);
   if (!existsSync(path.join(ROOT, 'pkg', 'webdelegate.js'))) throw new Error('pkg/ is missing: run `npm run build:pkg`');
   const large = await ensureLargeWeights();
-  const server = await startServer({
-    locations: [{ prefix: '/bench-model/', dir: MODEL_DIR }, { prefix: '/bench-weights/', dir: BENCH_DIR }],
-  });
-  const browser = await startBrowser({ baseUrl: server.url });
+  const source = await pages(ctx);
   const out = {};
   try {
-    for (const [label, urlPath, runs] of [
-      ['90mb', '/bench-model/model.safetensors', 5],
-      ['1gb', `/bench-weights/${path.basename(large)}`, 3],
+    for (const [label, file, runs] of [
+      ['90mb', model, 5],
+      ['1gb', large, 3],
     ]) {
-      const page = await browser.openPage(null, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
-      const failure = await page.evaluate(() => window.harnessError ?? null);
-      if (failure) throw new Error(`harness could not load the package: ${failure}`);
-      const r = await page.evaluate(benchInPage, { url: `${server.url}${urlPath}`, runs });
+      ctx?.log?.(`loading ${path.relative(ROOT, file)} (${runs} runs of each contender)`);
+      const page = await source.open();
+      const url = `${source.base}/${path.relative(path.join(ROOT, '.cache'), file)}`;
+      const r = await page.evaluate(benchInPage, { url, runs });
       await page.page.close();
       const faster = Math.max(r.arrayBuffer, r.stream);
       Object.assign(out, {
@@ -170,8 +193,7 @@ export async function run() {
       });
     }
   } finally {
-    await browser.close();
-    await server.stop();
+    await source.close();
   }
   return out;
 }
