@@ -355,3 +355,69 @@ fn interface_errors_carry_iree_codes() {
     .unwrap_err();
     assert_eq!(err.code(), StatusCode::Unavailable, "{err}");
 }
+
+#[test]
+fn sha256_of_the_file_and_of_parameters_is_checked() {
+    use sha2::{Digest, Sha256};
+    let served = serve(5, 10, 30_000);
+    let url = format!("{}/model.safetensors", served.server.url);
+    let keys = served.file.keys();
+    let digest = |bytes: &[u8]| -> [u8; 32] { Sha256::digest(bytes).into() };
+    let file_sha = digest(&served.file.bytes);
+    let load = |options: ScopeOptions| {
+        let provider = provider(HttpProviderOptions {
+            max_request_size: 8 << 10,
+            ..HttpProviderOptions::default()
+        });
+        pollster::block_on(provider.add_scope_with_index(
+            "m",
+            &url,
+            served.file.index.clone(),
+            options,
+        ))
+        .expect("add");
+        let result = pollster::block_on(provider.load(&HostAllocator, "m", &whole(&served.file)));
+        (result, provider.last_stats())
+    };
+    // The whole file streams through the digest, in one request, whatever the request cap.
+    let (result, stats) = load(ScopeOptions {
+        sha256: Some(file_sha),
+        ..ScopeOptions::default()
+    });
+    let loaded = result.expect("matching file digest");
+    assert_eq!(loaded.len(), keys.len());
+    let stats = stats.expect("stats");
+    assert_eq!(
+        (stats.requests_planned, stats.bytes_received),
+        (1, served.file.bytes.len() as u64)
+    );
+    let mut wrong = file_sha;
+    wrong[0] ^= 1;
+    let (result, _) = load(ScopeOptions {
+        sha256: Some(wrong),
+        ..ScopeOptions::default()
+    });
+    let error = result.unwrap_err();
+    assert_eq!(error.code(), StatusCode::DataLoss, "{error}");
+    assert!(error.message().contains("file "), "{error}");
+    // Per parameter: a long parameter is not split even though it exceeds the request cap.
+    let long = keys
+        .iter()
+        .max_by_key(|k| served.file.tensor(k).len())
+        .expect("a key")
+        .clone();
+    let good = vec![(long.clone(), digest(served.file.tensor(&long)))];
+    let (result, _) = load(ScopeOptions {
+        parameter_sha256: good,
+        ..ScopeOptions::default()
+    });
+    result.expect("matching parameter digest");
+    let bad = vec![(long.clone(), digest(served.file.tensor(&keys[0])))];
+    let (result, _) = load(ScopeOptions {
+        parameter_sha256: bad,
+        ..ScopeOptions::default()
+    });
+    let error = result.unwrap_err();
+    assert_eq!(error.code(), StatusCode::DataLoss, "{error}");
+    assert!(error.message().contains(&long), "{error}");
+}
