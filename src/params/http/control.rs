@@ -47,19 +47,23 @@ impl Flag {
         FlagWait {
             flag: self.clone(),
             value,
+            registered: None,
         }
     }
 }
 
+/// Waits for a flag value; unregisters its waker when dropped, so waits that never fire (one
+/// per chunk read, one per load) leave nothing behind.
 struct FlagWait {
     flag: Flag,
     value: bool,
+    registered: Option<Waker>,
 }
 
 impl Future for FlagWait {
     type Output = ();
 
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
         let mut state = self.flag.lock();
         if state.set == self.value {
             return Poll::Ready(());
@@ -67,7 +71,17 @@ impl Future for FlagWait {
         if !state.wakers.iter().any(|w| w.will_wake(cx.waker())) {
             state.wakers.push(cx.waker().clone());
         }
+        drop(state);
+        self.registered = Some(cx.waker().clone());
         Poll::Pending
+    }
+}
+
+impl Drop for FlagWait {
+    fn drop(&mut self) {
+        if let Some(waker) = self.registered.take() {
+            self.flag.lock().wakers.retain(|w| !w.will_wake(&waker));
+        }
     }
 }
 
@@ -106,10 +120,16 @@ impl AbortHandle {
     pub fn aborted(&self) -> impl Future<Output = ()> + 'static {
         self.flag.wait(true)
     }
+
+    /// Wakers registered by pending waits (tests check that dropped waits leave none).
+    #[cfg(test)]
+    pub(crate) fn waiters(&self) -> usize {
+        self.flag.lock().wakers.len()
+    }
 }
 
 /// Open while the host runs, closed while it is suspended: loads wait at the gate before every
-/// request they issue, and stop streaming at the next chunk when it closes.
+/// request they issue, and stop streaming (aborting the request) the moment it closes.
 #[derive(Clone, Default)]
 pub struct SuspendGate {
     closed: Flag,
@@ -142,5 +162,10 @@ impl SuspendGate {
     /// Resolves once the gate is open.
     pub fn opened(&self) -> impl Future<Output = ()> + 'static {
         self.closed.wait(false)
+    }
+
+    /// Resolves once the gate is closed.
+    pub fn closed(&self) -> impl Future<Output = ()> + 'static {
+        self.closed.wait(true)
     }
 }

@@ -1,8 +1,8 @@
 //! Runs one planned request to completion: sends the ranged GET (with `If-Range`), checks the
 //! response head, streams the body into the request's [`RequestSink`], and on a network error,
 //! idle timeout or 5xx waits (exponential backoff) and **resumes from the first byte not yet
-//! consumed** with a new Range request. A suspended provider stops streaming at the next chunk
-//! and resumes the same way once resumed. Attempts are bounded: a failure counts against the
+//! consumed** with a new Range request. Suspending the provider aborts the request at once;
+//! after the resume it continues the same way, from the first byte not consumed. Attempts are bounded: a failure counts against the
 //! retry budget unless the attempt had made real progress first.
 
 use crate::error::{Status, StatusCode};
@@ -13,6 +13,7 @@ use crate::params::http::response::{BodyLayout, Validators, check_data_response,
 use crate::params::http::sink::{LoadTargets, RequestSink};
 use crate::params::http::timer::sleep;
 use crate::params::http::transport::{HttpRequest, ResponseBody, Transport};
+use futures_util::future::{Either, select};
 use std::time::Duration;
 
 /// How failed attempts are retried.
@@ -132,11 +133,23 @@ async fn attempt(
         }
     };
     loop {
-        if env.gate.is_suspended() {
+        // A chunk, or the gate closing first (then the request is dropped where it stands and
+        // resumed later from the first byte not consumed).
+        let next = {
+            let chunk = body.next_chunk();
+            let closed = env.gate.closed();
+            futures_util::pin_mut!(chunk);
+            futures_util::pin_mut!(closed);
+            match select(chunk, closed).await {
+                Either::Left((chunk, _)) => Some(chunk?),
+                Either::Right(((), _)) => None,
+            }
+        };
+        let Some(next) = next else {
             body.abort();
             return Ok(Attempt::Suspended);
-        }
-        let Some(chunk) = body.next_chunk().await? else {
+        };
+        let Some(chunk) = next else {
             break;
         };
         let length = chunk.len() as u64;

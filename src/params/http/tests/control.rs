@@ -47,3 +47,17 @@ fn backoff_doubles_up_to_its_cap_without_overflow() {
     assert_eq!(waits, vec![100, 200, 400, 800, 1600, 2000, 2000]);
     assert_eq!(policy.backoff(u32::MAX), Duration::from_secs(2));
 }
+
+#[test]
+fn dropped_waits_leave_no_waker_behind() {
+    use std::future::Future;
+    use std::task::{Context, Poll, Waker};
+    let handle = AbortHandle::new();
+    let mut context = Context::from_waker(Waker::noop());
+    for _ in 0..1000 {
+        let mut wait = Box::pin(handle.aborted());
+        assert_eq!(wait.as_mut().poll(&mut context), Poll::Pending);
+        assert_eq!(handle.waiters(), 1);
+    }
+    assert_eq!(handle.waiters(), 0);
+}
