@@ -257,3 +257,33 @@ test('a persistent cache serves the next load without data requests, and never a
   assert.equal(await requestsTo(changing), 2 * (1 + dataRequests), 'the new version came from the network');
   await p.evaluate((name) => caches.delete(name), cacheName);
 });
+
+test('notify("suspend") stops every request; notify("resume") finishes the load byte-exact', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const keys = index.slice(0, 12).map((e) => e.key);
+  const r = await p.evaluate(async ({ url, base, keys }) => {
+    const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+    let suspended = null;
+    const provider = new wd.HttpParameterProvider({
+      concurrency: 1,
+      onProgress: () => { if (!suspended) { suspended = true; provider.notify('suspend'); } },
+    });
+    return capture(async () => {
+      await provider.addScope('m', url);
+      const loading = provider.loadToGpu('m', keys);
+      while (!suspended) await new Promise((res) => setTimeout(res, 10));
+      await new Promise((res) => setTimeout(res, 300));
+      const activeWhileSuspended = Number(await (await fetch(`${base}/__active`)).text());
+      provider.notify('resume');
+      const params = await loading;
+      const sha = {};
+      for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
+      return { activeWhileSuspended, sha, stats: provider.lastStats() };
+    });
+  }, { url: `${faulty.url}/f/slow=4/model.safetensors`, base: faulty.url, keys });
+  assert.ok(r.ok, JSON.stringify(r.error));
+  assert.equal(r.value.activeWhileSuspended, 0, 'a request kept running while suspended');
+  for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
+  assert.ok(r.value.stats.requestsSent > r.value.stats.requestsPlanned, 'the interrupted request was resumed');
+  assert.equal(r.value.stats.bytesReceived, r.value.stats.bytesPlanned, 'resumed from the first byte not consumed');
+});
