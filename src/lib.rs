@@ -9,6 +9,7 @@
 //! values that cross a delegate call. The `web` module (wasm32 only) is the only code that speaks
 //! JavaScript.
 
+pub mod backends;
 pub mod error;
 pub mod evalue;
 pub mod models;

@@ -75,6 +75,13 @@ impl HostBuffer {
         self.lock().clone()
     }
 
+    /// The contents, without a copy.
+    pub fn into_bytes(self) -> Vec<u8> {
+        self.bytes
+            .into_inner()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<u8>> {
         // Every mutation is one `copy_from_slice`, so a poisoned lock holds consistent bytes.
         self.bytes

@@ -2,11 +2,14 @@
 //! tensor its concrete shape.
 //!
 //! Validation (at init) proved that the ops agree with the declared shapes *symbolically*;
-//! substituting one consistent value per symbol therefore yields shapes every op accepts.
+//! substituting one consistent value per symbol therefore yields shapes every op accepts, with
+//! one exception that depends on the values: a slice with an explicit end along a symbolic dim
+//! needs the symbol to be at least that end. Binding checks that too, so a successful bind means
+//! every op can run.
 
 use crate::error::{Error, Result};
 use crate::evalue::element_count;
-use crate::program::ir::{Dim, Program};
+use crate::program::ir::{Dim, Op, Program};
 
 /// Concrete shapes for one execution.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -119,5 +122,34 @@ pub fn bind_shapes(program: &Program, input_shapes: &[&[usize]]) -> Result<Bound
             Ok(shape)
         })
         .collect::<Result<Vec<_>>>()?;
+    check_slices(program, &shapes)?;
     Ok(BoundShapes { symbols, shapes })
+}
+
+/// Slices along symbolic dims: the bound extent must reach the slice's end.
+fn check_slices(program: &Program, shapes: &[Vec<usize>]) -> Result<()> {
+    for (index, op) in program.ops.iter().enumerate() {
+        let Op::Slice {
+            x,
+            axis,
+            start,
+            end,
+            ..
+        } = op
+        else {
+            continue;
+        };
+        let extent = shapes
+            .get(*x as usize)
+            .and_then(|shape| shape.get(*axis as usize))
+            .copied()
+            .ok_or_else(|| Error::internal(format!("op {index} (slice) names a missing dim")))?;
+        let end = end.unwrap_or(extent as u64);
+        if *start > end || end > extent as u64 {
+            return Err(Error::invalid_argument(format!(
+                "op {index} (slice) takes {start}..{end} of dim {axis} of tensor {x}, whose extent is {extent} for these inputs"
+            )));
+        }
+    }
+    Ok(())
 }

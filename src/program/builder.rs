@@ -1,7 +1,9 @@
-//! Building programs in code: declare symbols and tensors, append ops, mark outputs, then
-//! `finish` (which validates) or `encode`.
+//! Building programs in code: declare symbols, inputs and params, append ops (the methods in
+//! `builder_ops` infer each output's shape; [`ProgramBuilder::op`] appends a hand-made op),
+//! mark outputs, then [`finish`](ProgramBuilder::finish) or [`encode`](ProgramBuilder::encode)
+//! (both validate).
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::program::ir::{DType, Dim, Op, ParamRef, Program, TensorDecl, TensorId};
 
 /// Builds a [`Program`] step by step.
@@ -64,7 +66,34 @@ impl ProgramBuilder {
         id
     }
 
-    /// Appends an op (its output tensor must already be declared).
+    /// Renames tensor `id` (names appear in messages and dumps).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `id` does not exist.
+    pub fn set_name(&mut self, id: TensorId, name: &str) -> Result<()> {
+        let decl = self
+            .program
+            .tensors
+            .get_mut(id as usize)
+            .ok_or_else(|| Error::invalid_argument(format!("tensor {id} does not exist")))?;
+        decl.name = name.to_owned();
+        Ok(())
+    }
+
+    /// Renames a tensor the builder itself just declared.
+    pub(crate) fn rename(&mut self, id: TensorId, name: String) {
+        if let Some(decl) = self.program.tensors.get_mut(id as usize) {
+            decl.name = name;
+        }
+    }
+
+    /// Removes the last declared tensor (undoing a failed op method).
+    pub(crate) fn pop_tensor(&mut self) {
+        self.program.tensors.pop();
+    }
+
+    /// Appends an op whose output tensor is already declared (unchecked until
+    /// [`finish`](ProgramBuilder::finish); the op methods check at once).
     pub fn op(&mut self, op: Op) -> &mut Self {
         self.program.ops.push(op);
         self
@@ -94,11 +123,97 @@ impl ProgramBuilder {
         self.program
     }
 
-    /// The program, encoded as a blob (unvalidated).
+    /// The program, validated.
+    ///
+    /// # Errors
+    /// `InvalidProgram` as [`crate::program::validate`] finds.
+    pub fn finish(&self) -> Result<Program> {
+        crate::program::validate(&self.program)?;
+        Ok(self.program.clone())
+    }
+
+    /// The program, validated and encoded as a blob.
+    ///
+    /// # Errors
+    /// `InvalidProgram` as [`crate::program::validate`] finds.
+    pub fn encode(&self) -> Result<Vec<u8>> {
+        crate::program::validate(&self.program)?;
+        crate::program::encode(&self.program)
+    }
+
+    /// The program encoded without validation (for tests that make bad blobs on purpose).
     ///
     /// # Errors
     /// As [`crate::program::encode`].
-    pub fn encode(&self) -> Result<Vec<u8>> {
+    pub fn encode_unchecked(&self) -> Result<Vec<u8>> {
         crate::program::encode(&self.program)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+    use crate::program::ir::Dim::Fixed as F;
+
+    #[test]
+    fn op_methods_infer_shapes_and_name_outputs() {
+        let mut b = ProgramBuilder::new();
+        let seq = b.symbol("seq");
+        assert_eq!(b.symbol("seq"), seq);
+        let x = b.input("x", DType::F32, vec![seq, F(4)]);
+        let w = b.param("w", DType::F32, vec![F(3), F(4)], "s", "w");
+        let y = b.matmul(x, w, None, false, true).unwrap();
+        assert_eq!(b.shape_of(y), Some(&[seq, F(3)][..]));
+        assert_eq!(b.program().tensors[y as usize].name, "matmul.0");
+        let ids = b.input("ids", DType::I32, vec![seq]);
+        let positions = b.range(seq, DType::I64).unwrap();
+        assert_eq!(b.shape_of(positions), Some(&[seq][..]));
+        let cast = b.cast(ids, DType::F32).unwrap();
+        let joined = b.concat(vec![cast, cast], 0).err().map(|e| e.code());
+        assert_eq!(joined, Some(ErrorCode::InvalidArgument));
+        b.output(y);
+        let program = b.finish().unwrap();
+        assert_eq!(program.ops.len(), 3);
+    }
+
+    #[test]
+    fn failed_op_methods_leave_the_builder_unchanged() {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, vec![F(2), F(3)]);
+        let ids = b.input("ids", DType::I64, vec![F(2)]);
+        let before = b.program().clone();
+        let failures = [
+            b.matmul(x, x, None, false, false),
+            b.gelu(ids),
+            b.add(x, 77),
+            b.range(F(4), DType::U8),
+            b.layer_norm(x, x, x, 1e-5),
+            b.l2_normalize(x, -1.0),
+            b.reshape(x, vec![F(5)]),
+            b.concat(vec![], 0),
+        ];
+        for failure in failures {
+            let error = failure.unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidArgument, "{error}");
+        }
+        assert_eq!(b.program(), &before);
+        assert!(b.set_name(99, "x").is_err());
+    }
+
+    #[test]
+    fn encode_validates_and_encode_unchecked_does_not() {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, vec![F(2)]);
+        let orphan = b.tensor("orphan", DType::F32, vec![F(2)]);
+        b.output(x);
+        let _ = orphan;
+        assert_eq!(b.encode().unwrap_err().code(), ErrorCode::InvalidProgram);
+        let blob = b.encode_unchecked().unwrap();
+        assert_eq!(
+            crate::program::load(&blob).unwrap_err().code(),
+            ErrorCode::InvalidProgram
+        );
+        assert_eq!(crate::program::decode(&blob).unwrap(), b.into_program());
     }
 }

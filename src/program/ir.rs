@@ -131,7 +131,7 @@ pub enum Op {
         b: TensorId,
         out: TensorId,
     },
-    /// `out = x * scale + bias`, f32, element-wise.
+    /// `out = x * scale + bias`, f32, element-wise (`scale`, `bias` finite).
     Scale {
         x: TensorId,
         scale: f32,
@@ -156,7 +156,7 @@ pub enum Op {
         out: TensorId,
     },
     /// Layer normalisation over the last dim `H`: `(x - mean) / sqrt(var + eps) * gamma + beta`
-    /// with the biased variance; `gamma`, `beta` are `[H]`. f32.
+    /// with the biased variance; `gamma`, `beta` are `[H]`; `eps` finite and >= 0. f32.
     LayerNorm {
         x: TensorId,
         gamma: TensorId,
@@ -179,7 +179,9 @@ pub enum Op {
         perm: Vec<u32>,
         out: TensorId,
     },
-    /// Elements `start..end` (end `None` = the dim's extent) along `axis`, step 1.
+    /// Elements `start..end` (end `None` = the dim's extent) along `axis`, step 1. Along a
+    /// symbolic dim an explicit `end` gives a fixed extent and execute-time binding requires the
+    /// symbol to be at least `end` (else `InvalidArgument`); an open end needs `start` 0.
     Slice {
         x: TensorId,
         axis: u32,
@@ -187,25 +189,29 @@ pub enum Op {
         end: Option<u64>,
         out: TensorId,
     },
-    /// Concatenation along `axis`; all other dims equal; same dtype.
+    /// Concatenation along `axis`; all other dims equal; same dtype. The result's extent along
+    /// `axis` must be one dim: all inputs fixed there, or one symbolic and the others 0.
     Concat {
         inputs: Vec<TensorId>,
         axis: u32,
         out: TensorId,
     },
-    /// Element-wise type conversion to `out`'s dtype (float -> int truncates toward zero and
-    /// saturates).
+    /// Element-wise type conversion to `out`'s dtype: float -> int truncates toward zero and
+    /// saturates (NaN becomes 0); int -> int saturates; int -> f32 rounds to nearest.
     Cast { x: TensorId, out: TensorId },
-    /// `out` (1-D integer or f32 tensor of extent `n`) = `0, 1, ..., n-1` (position ids).
+    /// `out` (1-D i32, i64 or f32 tensor of extent `n`) = `0, 1, ..., n-1` (position ids).
     Range { out: TensorId },
-    /// Masked mean over the sequence: `x` f32 `[B, S, H]`, `mask` `[B, S]` (non-zero = keep) ->
-    /// `out` `[B, H]` = `sum_s x * m / max(sum_s m, 1e-9)` (sentence-transformers' pooling).
+    /// Masked mean over the sequence: `x` f32 `[B, S, H]`, `mask` u8/i32/i64/f32 `[B, S]` ->
+    /// `out` `[B, H]` = `sum_s x * m / max(sum_s m, 1e-9)` with `m` = 1 where the mask is
+    /// non-zero and 0 elsewhere (sentence-transformers' pooling; masked positions contribute
+    /// nothing, whatever their values).
     MeanPool {
         x: TensorId,
         mask: TensorId,
         out: TensorId,
     },
-    /// `x / max(||x||_2, eps)` over the last dim (PyTorch's `F.normalize`). f32.
+    /// `x / max(||x||_2, eps)` over the last dim (PyTorch's `F.normalize`); `eps` finite and
+    /// >= 0. f32.
     L2Normalize {
         x: TensorId,
         eps: f32,

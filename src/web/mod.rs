@@ -12,4 +12,5 @@ pub mod http_options;
 pub mod http_provider;
 mod http_types;
 pub mod js_backend;
+pub mod program_builder;
 pub mod types;

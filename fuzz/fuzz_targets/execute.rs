@@ -1,0 +1,66 @@
+//! Arbitrary blobs through the CPU backend: init (no parameters are provided, so programs with
+//! params fail with NotFound) and, when init succeeds, one execute with small inputs (every
+//! symbol bound to 2, integer inputs holding small ids). Nothing may panic; sizes are capped so
+//! a legitimately huge program is skipped rather than allocated.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use std::sync::Arc;
+use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::program::{DType, Dim, load};
+use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
+use webdelegate::{EValue, ScalarType, Tensor};
+
+const MAX_ELEMENTS: u64 = 1 << 16;
+
+fuzz_target!(|blob: &[u8]| {
+    let Ok(program) = load(blob) else { return };
+    // Skip programs whose tensors would be large when every symbol is 2.
+    let numel = |shape: &[Dim]| {
+        shape.iter().try_fold(1u64, |acc, dim| match dim {
+            Dim::Fixed(n) => acc.checked_mul(*n),
+            Dim::Symbol(_) => acc.checked_mul(2),
+        })
+    };
+    if program.tensors.iter().any(|t| numel(&t.shape).is_none_or(|n| n > MAX_ELEMENTS)) {
+        return;
+    }
+    let inputs: Vec<EValue> = program
+        .inputs
+        .iter()
+        .map(|&id| {
+            let decl = &program.tensors[id as usize];
+            let shape: Vec<usize> = decl
+                .shape
+                .iter()
+                .map(|dim| match dim {
+                    Dim::Fixed(n) => *n as usize,
+                    Dim::Symbol(_) => 2,
+                })
+                .collect();
+            let dtype = match decl.dtype {
+                DType::F32 => ScalarType::Float32,
+                DType::I32 => ScalarType::Int32,
+                DType::I64 => ScalarType::Int64,
+                DType::U8 => ScalarType::UInt8,
+            };
+            EValue::Tensor(Tensor::zeros(dtype, shape).expect("small tensor"))
+        })
+        .collect();
+    pollster::block_on(async {
+        let Ok(mut delegate) = LoadedDelegate::init_with_backend(
+            "cpu",
+            Arc::new(CpuBackend::new()),
+            FreeableBuffer::new(blob.to_vec()),
+            &[],
+            &BackendInitContext::new(),
+        )
+        .await
+        else {
+            return;
+        };
+        let mut args = inputs;
+        args.extend(program.outputs.iter().map(|_| EValue::None));
+        let _ = delegate.execute(&mut args).await;
+    });
+});

@@ -1,0 +1,199 @@
+//! [`CpuBackend`]: the registry's `BackendInterface` over the CPU kernels.
+//!
+//! - `init` reads the compile specs (only `precision = "f32"`; any other key or value is
+//!   refused), refuses every runtime spec (it has none), decodes and validates the blob
+//!   (`program::load`), frees it, fetches every parameter through the context's provider into
+//!   typed host vectors, and plans execution (dead ops skipped, intermediates released after
+//!   their last use).
+//! - `execute` checks and binds the arguments, runs the plan and writes the outputs.
+//! - `destroy` drops the handle; [`CpuBackend::live_programs`] counts handles not yet dropped.
+//!
+//! Options: `get_option` answers `precision` (`"f32"`), `simd128` (whether the build vectorises
+//! with wasm SIMD) and `live_programs`; unknown keys are `NotFound`. `set_option` has no
+//! settable keys and reports any key as `NotFound`.
+
+use crate::backends::compile_specs::{
+    CompileSpecs, PRECISION, Precision, check_runtime_specs, unsupported_precision,
+};
+use crate::backends::cpu::executor::{self, PreparedProgram, Scratch};
+use crate::backends::cpu::plan::Plan;
+use crate::backends::cpu::values::Values;
+use crate::backends::parameters::fetch_to_host;
+use crate::error::{Error, ErrorCode, Result};
+use crate::evalue::EValue;
+use crate::program;
+use crate::registry::{
+    BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
+    BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, OptionValue,
+};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The compile spec keys the CPU backend understands.
+pub const CPU_COMPILE_SPEC_KEYS: &[&str] = &[PRECISION];
+
+/// The pure-Rust CPU backend (the fallback when WebGPU is missing, and the reference the GPU
+/// kernels are compared with).
+#[derive(Debug, Default)]
+pub struct CpuBackend {
+    live: Arc<AtomicUsize>,
+}
+
+impl CpuBackend {
+    /// The name the backend is registered under by default.
+    pub const NAME: &'static str = "cpu";
+
+    /// A backend with no programs.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// How many programs this backend initialised that have not been destroyed yet.
+    pub fn live_programs(&self) -> usize {
+        self.live.load(Ordering::SeqCst)
+    }
+
+    async fn prepare(
+        &self,
+        context: &BackendInitContext,
+        processed: FreeableBuffer,
+        compile_specs: &[CompileSpec],
+    ) -> Result<CpuHandle> {
+        let specs = CompileSpecs::new(Self::NAME, compile_specs, CPU_COMPILE_SPEC_KEYS)?;
+        match specs.precision()? {
+            Precision::F32 => {}
+            other => return Err(unsupported_precision(Self::NAME, other)),
+        }
+        check_runtime_specs(Self::NAME, context.runtime_specs(), &[])?;
+        let program = program::load(processed.data())?;
+        drop(processed);
+        let mut params: Vec<Option<Values>> = (0..program.tensors.len()).map(|_| None).collect();
+        fetch_to_host(context, &program, |position, bytes| {
+            let param = program
+                .params
+                .get(position)
+                .ok_or_else(|| Error::internal("parameter position out of range"))?;
+            let dtype = program
+                .tensors
+                .get(param.tensor as usize)
+                .map(|decl| decl.dtype)
+                .ok_or_else(|| Error::internal("parameter names a missing tensor"))?;
+            if let Some(slot) = params.get_mut(param.tensor as usize) {
+                *slot = Some(Values::from_le_bytes(dtype, bytes)?);
+            }
+            Ok(())
+        })
+        .await?;
+        let plan = Plan::new(&program);
+        Ok(CpuHandle {
+            prepared: PreparedProgram {
+                program,
+                params,
+                plan,
+            },
+            scratch: Scratch::default(),
+            _live: LiveGuard::new(&self.live),
+        })
+    }
+}
+
+/// Counts a handle as live from creation until it drops.
+#[derive(Debug)]
+struct LiveGuard(Arc<AtomicUsize>);
+
+impl LiveGuard {
+    fn new(counter: &Arc<AtomicUsize>) -> Self {
+        counter.fetch_add(1, Ordering::SeqCst);
+        Self(Arc::clone(counter))
+    }
+}
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// What `init` returns inside the `DelegateHandle`.
+#[derive(Debug)]
+struct CpuHandle {
+    prepared: PreparedProgram,
+    scratch: Scratch,
+    _live: LiveGuard,
+}
+
+impl BackendInterface for CpuBackend {
+    fn is_available(&self) -> bool {
+        true
+    }
+
+    fn init<'a>(
+        &'a self,
+        context: &'a BackendInitContext,
+        processed: FreeableBuffer,
+        compile_specs: &'a [CompileSpec],
+    ) -> LocalBoxFuture<'a, Result<DelegateHandle>> {
+        Box::pin(async move {
+            let handle = self.prepare(context, processed, compile_specs).await?;
+            Ok(DelegateHandle::new(handle))
+        })
+    }
+
+    fn execute<'a>(
+        &'a self,
+        _context: &'a BackendExecutionContext,
+        handle: &'a mut DelegateHandle,
+        args: &'a mut [EValue],
+    ) -> LocalBoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let handle = handle.downcast_mut::<CpuHandle>().ok_or_else(|| {
+                Error::new(
+                    ErrorCode::DelegateInvalidHandle,
+                    "the handle was not made by the CPU backend",
+                )
+            })?;
+            executor::execute(&handle.prepared, &mut handle.scratch, args)
+        })
+    }
+
+    fn set_option(
+        &self,
+        _context: &mut BackendOptionContext,
+        options: &[BackendOption],
+    ) -> Result<()> {
+        match options.first() {
+            None => Ok(()),
+            Some(option) => Err(Error::not_found(format!(
+                "the CPU backend has no settable option {:?}",
+                option.key()
+            ))),
+        }
+    }
+
+    fn get_option(
+        &self,
+        _context: &mut BackendOptionContext,
+        options: &mut [BackendOption],
+    ) -> Result<()> {
+        for option in options.iter_mut() {
+            let value = match option.key() {
+                PRECISION => OptionValue::from("f32"),
+                "simd128" => OptionValue::from(cfg!(target_feature = "simd128")),
+                "live_programs" => {
+                    OptionValue::from(i64::try_from(self.live_programs()).unwrap_or(i64::MAX))
+                }
+                other => {
+                    return Err(Error::not_found(format!(
+                        "the CPU backend has no option {other:?} (it has \"precision\", \"simd128\", \"live_programs\")"
+                    )));
+                }
+            };
+            option.set_value(value)?;
+        }
+        Ok(())
+    }
+
+    fn destroy(&self, handle: DelegateHandle) {
+        drop(handle);
+    }
+}

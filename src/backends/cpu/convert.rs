@@ -1,0 +1,150 @@
+//! Type conversion, position ranges and embedding lookup.
+//!
+//! Cast semantics (see `Op::Cast`): float -> integer truncates toward zero and saturates, NaN
+//! becomes 0; integer -> integer saturates; anything -> f32 rounds to nearest.
+
+use crate::backends::cpu::values::{Values, ValuesRef, filled};
+use crate::error::{Error, Result};
+use crate::program::DType;
+
+/// Saturating conversion to every element type.
+trait Element: Copy {
+    fn to_f32(self) -> f32;
+    fn to_i32(self) -> i32;
+    fn to_i64(self) -> i64;
+    fn to_u8(self) -> u8;
+}
+
+impl Element for f32 {
+    fn to_f32(self) -> f32 {
+        self
+    }
+    // `as` from float truncates toward zero, saturates and maps NaN to 0.
+    fn to_i32(self) -> i32 {
+        self as i32
+    }
+    fn to_i64(self) -> i64 {
+        self as i64
+    }
+    fn to_u8(self) -> u8 {
+        self as u8
+    }
+}
+
+macro_rules! integer_element {
+    ($t:ty) => {
+        impl Element for $t {
+            fn to_f32(self) -> f32 {
+                self as f32
+            }
+            fn to_i32(self) -> i32 {
+                i32::try_from(self).unwrap_or(if self > 0 { i32::MAX } else { i32::MIN })
+            }
+            fn to_i64(self) -> i64 {
+                i64::from(self)
+            }
+            fn to_u8(self) -> u8 {
+                u8::try_from(self).unwrap_or(if self > 0 { u8::MAX } else { 0 })
+            }
+        }
+    };
+}
+
+integer_element!(i32);
+integer_element!(i64);
+integer_element!(u8);
+
+/// `f` of each element of `x`, allocated fallibly.
+fn map<T: Copy, U: Copy + Default>(x: &[T], f: impl Fn(T) -> U) -> Result<Vec<U>> {
+    let mut out = filled(x.len(), U::default())?;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = f(v);
+    }
+    Ok(out)
+}
+
+fn cast_from<T: Element>(x: &[T], dtype: DType) -> Result<Values> {
+    Ok(match dtype {
+        DType::F32 => Values::F32(map(x, T::to_f32)?),
+        DType::I32 => Values::I32(map(x, T::to_i32)?),
+        DType::I64 => Values::I64(map(x, T::to_i64)?),
+        DType::U8 => Values::U8(map(x, T::to_u8)?),
+    })
+}
+
+/// `x` converted to `dtype`.
+///
+/// # Errors
+/// `MemoryAllocationFailed` when the result cannot be allocated.
+pub fn cast(x: ValuesRef<'_>, dtype: DType) -> Result<Values> {
+    match x {
+        ValuesRef::F32(v) => cast_from(v, dtype),
+        ValuesRef::I32(v) => cast_from(v, dtype),
+        ValuesRef::I64(v) => cast_from(v, dtype),
+        ValuesRef::U8(v) => cast_from(v, dtype),
+    }
+}
+
+/// `0, 1, ..., len - 1` as `dtype` (i32, i64 or f32; validation refuses u8).
+///
+/// # Errors
+/// `MemoryAllocationFailed` when the result cannot be allocated.
+pub fn range(len: usize, dtype: DType) -> Result<Values> {
+    fn fill<T: Copy + Default>(len: usize, f: impl Fn(usize) -> T) -> Result<Vec<T>> {
+        let mut out = filled(len, T::default())?;
+        for (i, o) in out.iter_mut().enumerate() {
+            *o = f(i);
+        }
+        Ok(out)
+    }
+    Ok(match dtype {
+        DType::F32 => Values::F32(fill(len, |i| i as f32)?),
+        DType::I32 => Values::I32(fill(len, |i| i as i32)?),
+        DType::I64 => Values::I64(fill(len, |i| i as i64)?),
+        DType::U8 => Values::U8(fill(len, |i| i as u8)?),
+    })
+}
+
+/// Row `ids[s]` of the `[vocab, width]` `table` for every id, into `out` (`ids.len() * width`).
+///
+/// # Errors
+/// `InvalidArgument` naming the first id outside `0..vocab` (before anything is written);
+/// `Internal` when lengths disagree.
+pub fn gather(table: &[f32], width: usize, ids: ValuesRef<'_>, out: &mut [f32]) -> Result<()> {
+    let vocab = table.len().checked_div(width).unwrap_or(0);
+    if out.len() != ids.len() * width || (width > 0 && table.len() != vocab * width) {
+        return Err(Error::internal("gather operands disagree in length"));
+    }
+    let rows: Vec<usize> = match ids {
+        ValuesRef::I32(v) => checked_rows(v.iter().map(|&id| i64::from(id)), vocab)?,
+        ValuesRef::I64(v) => checked_rows(v.iter().copied(), vocab)?,
+        other => {
+            return Err(Error::internal(format!(
+                "gather ids are {}",
+                other.dtype().name()
+            )));
+        }
+    };
+    if width == 0 {
+        return Ok(());
+    }
+    for (row, target) in rows.into_iter().zip(out.chunks_exact_mut(width)) {
+        target.copy_from_slice(&table[row * width..(row + 1) * width]);
+    }
+    Ok(())
+}
+
+fn checked_rows(ids: impl Iterator<Item = i64>, vocab: usize) -> Result<Vec<usize>> {
+    ids.enumerate()
+        .map(|(position, id)| {
+            usize::try_from(id)
+                .ok()
+                .filter(|&row| row < vocab)
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "gather: id {id} at position {position} is outside the table's 0..{vocab}"
+                    ))
+                })
+        })
+        .collect()
+}

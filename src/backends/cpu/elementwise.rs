@@ -1,0 +1,132 @@
+//! Element-wise kernels: broadcasting binaries, scale, GELU / tanh / ReLU.
+//!
+//! Binaries walk the output row by row ([`for_each_row`]) with specialised inner loops for the
+//! common stride patterns (both contiguous, one side a broadcast scalar), which LLVM
+//! vectorises; other patterns fall back to a strided loop.
+
+use crate::backends::cpu::fast_math;
+use crate::backends::cpu::walk::{Row, for_each_row};
+use crate::error::{Error, Result};
+use crate::program::geometry::StridedWalk;
+use crate::program::{BinaryOp, UnaryOp};
+
+fn row_of(values: &[f32], start: usize, len: usize) -> Result<&[f32]> {
+    values
+        .get(start..start.saturating_add(len))
+        .ok_or_else(|| Error::internal("element-wise row past the end of its operand"))
+}
+
+/// `out = a (op) b`, broadcasting `a` of `a_shape` and `b` of `b_shape` to `out_shape`.
+///
+/// # Errors
+/// `Internal` when the shapes do not broadcast to `out_shape` or `out` has the wrong length
+/// (validation and binding rule both out).
+pub fn binary(
+    op: BinaryOp,
+    (a, a_shape): (&[f32], &[usize]),
+    (b, b_shape): (&[f32], &[usize]),
+    out_shape: &[usize],
+    out: &mut [f32],
+) -> Result<()> {
+    let walk = StridedWalk::binary(a_shape, b_shape, out_shape)?;
+    match op {
+        BinaryOp::Add => binary_with(|x, y| x + y, a, b, &walk, out),
+        BinaryOp::Sub => binary_with(|x, y| x - y, a, b, &walk, out),
+        BinaryOp::Mul => binary_with(|x, y| x * y, a, b, &walk, out),
+        BinaryOp::Div => binary_with(|x, y| x / y, a, b, &walk, out),
+    }
+}
+
+fn binary_with(
+    f: impl Fn(f32, f32) -> f32 + Copy,
+    a: &[f32],
+    b: &[f32],
+    walk: &StridedWalk,
+    out: &mut [f32],
+) -> Result<()> {
+    for_each_row(walk, [a.len(), b.len()], |row: Row<2>| {
+        let target = out
+            .get_mut(row.out..row.out + row.len)
+            .ok_or_else(|| Error::internal("binary output is too short"))?;
+        let [offset_a, offset_b] = row.offsets;
+        match row.strides {
+            [1, 1] => {
+                let (xs, ys) = (row_of(a, offset_a, row.len)?, row_of(b, offset_b, row.len)?);
+                for ((o, &x), &y) in target.iter_mut().zip(xs).zip(ys) {
+                    *o = f(x, y);
+                }
+            }
+            [1, 0] => {
+                let (xs, y) = (row_of(a, offset_a, row.len)?, row_of(b, offset_b, 1)?[0]);
+                for (o, &x) in target.iter_mut().zip(xs) {
+                    *o = f(x, y);
+                }
+            }
+            [0, 1] => {
+                let (x, ys) = (row_of(a, offset_a, 1)?[0], row_of(b, offset_b, row.len)?);
+                for (o, &y) in target.iter_mut().zip(ys) {
+                    *o = f(x, y);
+                }
+            }
+            [stride_a, stride_b] => {
+                for (i, o) in target.iter_mut().enumerate() {
+                    let x = a.get(offset_a + i * stride_a).copied().unwrap_or(f32::NAN);
+                    let y = b.get(offset_b + i * stride_b).copied().unwrap_or(f32::NAN);
+                    *o = f(x, y);
+                }
+            }
+        }
+        Ok(())
+    })
+}
+
+fn same_len(x: &[f32], out: &[f32]) -> Result<()> {
+    if x.len() == out.len() {
+        Ok(())
+    } else {
+        Err(Error::internal(format!(
+            "element-wise op of {} elements into {}",
+            x.len(),
+            out.len()
+        )))
+    }
+}
+
+/// `out = x * scale + bias`.
+///
+/// # Errors
+/// `Internal` when `out`'s length differs from `x`'s.
+pub fn scale(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) -> Result<()> {
+    same_len(x, out)?;
+    for (o, &v) in out.iter_mut().zip(x) {
+        *o = v * scale + bias;
+    }
+    Ok(())
+}
+
+/// `out = f(x)`.
+///
+/// # Errors
+/// `Internal` when `out`'s length differs from `x`'s.
+pub fn unary(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
+    same_len(x, out)?;
+    match op {
+        UnaryOp::Gelu => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = fast_math::gelu(v);
+            }
+        }
+        UnaryOp::Tanh => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = v.tanh();
+            }
+        }
+        UnaryOp::Relu => {
+            // NaN stays NaN, as in PyTorch.
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = if v < 0.0 { 0.0 } else { v };
+            }
+        }
+    }
+    Ok(())
+}

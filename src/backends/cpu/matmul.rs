@@ -1,0 +1,288 @@
+//! Matrix multiplication: a cache-blocked GEMM in the Goto/BLIS style.
+//!
+//! For each `NC`-column panel of `B` and `KC`-deep slab, `B` is packed into `NR`-wide column
+//! strips, then for each `MC`-row block `A` is packed into `MR`-tall row strips; a fixed-size
+//! `MR x NR` micro-kernel accumulates in registers over the slab and adds into `C`. Packing
+//! reads through the [`MatMulGeometry`] strides, so transposed operands cost nothing extra, and
+//! the micro-kernel's fixed-size loops are what LLVM turns into SIMD (SSE natively, simd128 in
+//! the browser). Edges are zero-padded in the packed strips and written back partially.
+//!
+//! Every operand offset is checked against its slice before any arithmetic, so the inner loops
+//! need no per-element checks that could fail.
+
+use crate::error::{Error, Result};
+use crate::program::geometry::MatMulGeometry;
+
+/// Rows of the register tile.
+pub const MR: usize = 2;
+/// Columns of the register tile.
+pub const NR: usize = 16;
+/// Depth of a packed slab.
+const KC: usize = 256;
+/// Rows of a packed `A` block (a multiple of `MR`).
+const MC: usize = 64;
+/// Columns of a packed `B` panel (a multiple of `NR`).
+const NC: usize = 512;
+
+/// Reusable packing buffers (kept between executions to avoid reallocating).
+#[derive(Debug, Default)]
+pub struct GemmScratch {
+    packed_a: Vec<f32>,
+    packed_b: Vec<f32>,
+}
+
+/// A strided matrix view: element `(row, col)` is `data[offset + row * rows + col * cols]`.
+#[derive(Clone, Copy)]
+struct View<'a> {
+    data: &'a [f32],
+    offset: usize,
+    rows: usize,
+    cols: usize,
+}
+
+impl View<'_> {
+    /// Checks that every element of a `height x width` view lies in `data`.
+    fn check(&self, height: usize, width: usize, what: &str) -> Result<()> {
+        if height == 0 || width == 0 {
+            return Ok(());
+        }
+        let last = (height - 1)
+            .checked_mul(self.rows)
+            .and_then(|r| {
+                (width - 1)
+                    .checked_mul(self.cols)
+                    .and_then(|c| r.checked_add(c))
+            })
+            .and_then(|span| span.checked_add(self.offset));
+        match last {
+            Some(last) if last < self.data.len() => Ok(()),
+            _ => Err(Error::internal(format!(
+                "matmul operand {what} is too short for its geometry"
+            ))),
+        }
+    }
+
+    #[inline(always)]
+    fn at(&self, row: usize, col: usize) -> f32 {
+        // In range: `check` covered every (row, col) this view is asked for.
+        self.data
+            .get(self.offset + row * self.rows + col * self.cols)
+            .copied()
+            .unwrap_or(0.0)
+    }
+}
+
+/// `out = a @ b (+ bias)` for every batch of `geometry`; `out` is contiguous
+/// `batch x m x n`.
+///
+/// # Errors
+/// `Internal` when an operand or `out` is too short for the geometry (validation and binding
+/// rule that out).
+pub fn matmul(
+    a: &[f32],
+    b: &[f32],
+    bias: Option<&[f32]>,
+    geometry: &MatMulGeometry,
+    out: &mut [f32],
+    scratch: &mut GemmScratch,
+) -> Result<()> {
+    let (m, k, n) = (geometry.m, geometry.k, geometry.n);
+    let block = m * n;
+    if out.len() != block * geometry.batch_count() {
+        return Err(Error::internal("matmul output has the wrong length"));
+    }
+    if let Some(bias) = bias
+        && bias.len() != n
+    {
+        return Err(Error::internal("matmul bias has the wrong length"));
+    }
+    for (batch, c) in out.chunks_exact_mut(block.max(1)).enumerate() {
+        let (offset_a, offset_b) = geometry.batch_offsets(batch);
+        let view_a = View {
+            data: a,
+            offset: offset_a,
+            rows: geometry.a_row_stride,
+            cols: geometry.a_col_stride,
+        };
+        let view_b = View {
+            data: b,
+            offset: offset_b,
+            rows: geometry.b_row_stride,
+            cols: geometry.b_col_stride,
+        };
+        view_a.check(m, k, "a")?;
+        view_b.check(k, n, "b")?;
+        gemm(m, k, n, view_a, view_b, bias, c, scratch);
+    }
+    Ok(())
+}
+
+/// One product `c (m x n, contiguous) = a @ b + bias`.
+#[allow(clippy::too_many_arguments)]
+fn gemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: View<'_>,
+    b: View<'_>,
+    bias: Option<&[f32]>,
+    c: &mut [f32],
+    scratch: &mut GemmScratch,
+) {
+    for row in c.chunks_exact_mut(n.max(1)) {
+        match bias {
+            Some(bias) => row.copy_from_slice(bias),
+            None => row.fill(0.0),
+        }
+    }
+    if m == 0 || n == 0 || k == 0 {
+        return;
+    }
+    let kc_max = k.min(KC);
+    let nc_max = n.min(NC).div_ceil(NR) * NR;
+    let mc_max = m.min(MC).div_ceil(MR) * MR;
+    scratch.packed_b.resize(kc_max * nc_max, 0.0);
+    scratch.packed_a.resize(kc_max * mc_max, 0.0);
+    for jc in (0..n).step_by(NC) {
+        let nc = (n - jc).min(NC);
+        for pc in (0..k).step_by(KC) {
+            let kc = (k - pc).min(KC);
+            pack_b(b, pc, kc, jc, nc, &mut scratch.packed_b);
+            for ic in (0..m).step_by(MC) {
+                let mc = (m - ic).min(MC);
+                pack_a(a, ic, mc, pc, kc, &mut scratch.packed_a);
+                macro_tile(
+                    &scratch.packed_a,
+                    &scratch.packed_b,
+                    kc,
+                    (ic, mc),
+                    (jc, nc),
+                    n,
+                    c,
+                );
+            }
+        }
+    }
+}
+
+/// Packs `B[pc..pc+kc, jc..jc+nc]` as `NR`-wide strips: strip `s`, depth `p`, column `j` at
+/// `s * kc * NR + p * NR + j`, zero beyond `nc`.
+fn pack_b(b: View<'_>, pc: usize, kc: usize, jc: usize, nc: usize, packed: &mut [f32]) {
+    for (strip, chunk) in packed
+        .chunks_exact_mut(kc * NR)
+        .take(nc.div_ceil(NR))
+        .enumerate()
+    {
+        let j0 = jc + strip * NR;
+        let width = (nc - strip * NR).min(NR);
+        for (p, dst) in chunk.chunks_exact_mut(NR).enumerate() {
+            if b.cols == 1 && width == NR {
+                let start = b.offset + (pc + p) * b.rows + j0;
+                if let Some(src) = b.data.get(start..start + NR) {
+                    dst.copy_from_slice(src);
+                    continue;
+                }
+            }
+            for (j, slot) in dst.iter_mut().enumerate() {
+                *slot = if j < width { b.at(pc + p, j0 + j) } else { 0.0 };
+            }
+        }
+    }
+}
+
+/// Packs `A[ic..ic+mc, pc..pc+kc]` as `MR`-tall strips: strip `s`, depth `p`, row `i` at
+/// `s * kc * MR + p * MR + i`, zero beyond `mc`.
+fn pack_a(a: View<'_>, ic: usize, mc: usize, pc: usize, kc: usize, packed: &mut [f32]) {
+    for (strip, chunk) in packed
+        .chunks_exact_mut(kc * MR)
+        .take(mc.div_ceil(MR))
+        .enumerate()
+    {
+        let i0 = ic + strip * MR;
+        let height = (mc - strip * MR).min(MR);
+        for i in 0..MR {
+            if i >= height {
+                for p in 0..kc {
+                    chunk[p * MR + i] = 0.0;
+                }
+                continue;
+            }
+            let row_start = a.offset + (i0 + i) * a.rows + pc * a.cols;
+            match (a.cols == 1)
+                .then(|| a.data.get(row_start..row_start + kc))
+                .flatten()
+            {
+                Some(src) => {
+                    for (p, &value) in src.iter().enumerate() {
+                        chunk[p * MR + i] = value;
+                    }
+                }
+                None => {
+                    for p in 0..kc {
+                        chunk[p * MR + i] = a.at(i0 + i, pc + p);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Runs the micro-kernel over every `MR x NR` tile of the block and adds into `c`.
+fn macro_tile(
+    packed_a: &[f32],
+    packed_b: &[f32],
+    kc: usize,
+    (ic, mc): (usize, usize),
+    (jc, nc): (usize, usize),
+    n: usize,
+    c: &mut [f32],
+) {
+    for (strip_b, b_strip) in packed_b
+        .chunks_exact(kc * NR)
+        .take(nc.div_ceil(NR))
+        .enumerate()
+    {
+        let j0 = jc + strip_b * NR;
+        let width = (nc - strip_b * NR).min(NR);
+        for (strip_a, a_strip) in packed_a
+            .chunks_exact(kc * MR)
+            .take(mc.div_ceil(MR))
+            .enumerate()
+        {
+            let i0 = ic + strip_a * MR;
+            let height = (mc - strip_a * MR).min(MR);
+            let tile = micro_kernel(a_strip, b_strip);
+            for (i, tile_row) in tile.iter().enumerate().take(height) {
+                let start = (i0 + i) * n + j0;
+                if let Some(c_row) = c.get_mut(start..start + width) {
+                    for (dst, &value) in c_row.iter_mut().zip(tile_row) {
+                        *dst += value;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// `sum_p a[p] (outer) b[p]` over a packed `A` strip (`kc x MR`) and `B` strip (`kc x NR`).
+#[inline(always)]
+fn micro_kernel(a_strip: &[f32], b_strip: &[f32]) -> [[f32; NR]; MR] {
+    let mut acc = [[0.0f32; NR]; MR];
+    for (a_col, b_row) in a_strip.chunks_exact(MR).zip(b_strip.chunks_exact(NR)) {
+        let (Ok(a_col), Ok(b_row)) = (<&[f32; MR]>::try_from(a_col), <&[f32; NR]>::try_from(b_row))
+        else {
+            continue;
+        };
+        for i in 0..MR {
+            let a_value = a_col[i];
+            for j in 0..NR {
+                acc[i][j] += a_value * b_row[j];
+            }
+        }
+    }
+    acc
+}
+
+#[cfg(test)]
+#[path = "matmul_tests.rs"]
+mod tests;

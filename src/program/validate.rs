@@ -1,0 +1,355 @@
+//! Program validation: everything a backend may rely on without checking again.
+//!
+//! A program that passes [`validate`]:
+//! - stays within [`Limits`] (so validation itself, and anything linear in the program, is
+//!   cheap);
+//! - names only tensors and symbols that exist;
+//! - gives every tensor exactly one role: an input, a parameter, or the output of exactly one op;
+//!   outputs are inputs or op outputs;
+//! - orders its ops so that each reads only inputs, parameters and outputs of earlier ops (which
+//!   rules out cycles and use before definition);
+//! - has, for every op, the dtypes the op takes and a declared output shape equal to the shape
+//!   [`infer`](super::infer) computes (symbolically, so for every binding of the symbols);
+//! - gives parameters fully fixed shapes, binds every symbol from some input dim, and has no
+//!   tensor whose fixed dims alone overflow `u64`/`usize` bytes.
+//!
+//! Every failure is `InvalidProgram` with a message naming the op (index and name) or tensor
+//! (id and name).
+
+use crate::error::{Error, ErrorCode, Result};
+use crate::program::infer::{MAX_RANK, shape_text};
+use crate::program::ir::{Dim, Op, Program, TensorId};
+use crate::program::op_check::check_op;
+
+/// Caps that keep a hostile program from making validation or execution planning explode.
+pub struct Limits;
+
+impl Limits {
+    /// Most tensors a program may declare.
+    pub const MAX_TENSORS: usize = 1 << 20;
+    /// Most ops a program may have.
+    pub const MAX_OPS: usize = 1 << 20;
+    /// Most symbols a program may declare.
+    pub const MAX_SYMBOLS: usize = 1 << 16;
+    /// Most tensor reads, summed over all ops (concat may read many).
+    pub const MAX_OP_READS: usize = 1 << 22;
+    /// Most dims a tensor may have.
+    pub const MAX_RANK: usize = MAX_RANK;
+}
+
+fn invalid(message: impl Into<String>) -> Error {
+    Error::new(ErrorCode::InvalidProgram, message.into())
+}
+
+/// `tensor 5 "hidden"` (or just `tensor 5` when it does not exist).
+fn tensor_label(program: &Program, id: TensorId) -> String {
+    match program.tensors.get(id as usize) {
+        Some(decl) => format!("tensor {id} {:?}", decl.name),
+        None => format!("tensor {id}"),
+    }
+}
+
+fn op_label(index: usize, op: &Op) -> String {
+    format!("op {index} ({})", op.name())
+}
+
+/// The role a tensor plays.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Undefined,
+    Input(usize),
+    Param(usize),
+    Produced(usize),
+}
+
+impl Role {
+    fn describe(self) -> String {
+        match self {
+            Self::Undefined => "undefined".into(),
+            Self::Input(position) => format!("input {position}"),
+            Self::Param(position) => format!("param {position}"),
+            Self::Produced(op) => format!("the output of op {op}"),
+        }
+    }
+}
+
+/// Validates `program` (see the module docs for what that proves).
+///
+/// # Errors
+/// `InvalidProgram` naming the first problem found.
+pub fn validate(program: &Program) -> Result<()> {
+    check_limits(program)?;
+    check_declarations(program)?;
+    let roles = assign_roles(program)?;
+    check_order(program, &roles)?;
+    for (index, op) in program.ops.iter().enumerate() {
+        check_op(op, &program.tensors)
+            .map_err(|message| invalid(format!("{}: {message}", op_label(index, op))))?;
+    }
+    check_outputs(program, &roles)?;
+    check_symbols_bound(program)
+}
+
+fn check_limits(program: &Program) -> Result<()> {
+    let counts = [
+        ("symbols", program.symbols.len(), Limits::MAX_SYMBOLS),
+        ("tensors", program.tensors.len(), Limits::MAX_TENSORS),
+        ("ops", program.ops.len(), Limits::MAX_OPS),
+        ("inputs", program.inputs.len(), Limits::MAX_TENSORS),
+        ("outputs", program.outputs.len(), Limits::MAX_TENSORS),
+        ("params", program.params.len(), Limits::MAX_TENSORS),
+    ];
+    for (what, count, limit) in counts {
+        if count > limit {
+            return Err(invalid(format!(
+                "program has {count} {what}, more than the limit {limit}"
+            )));
+        }
+    }
+    let mut reads: usize = 0;
+    for op in &program.ops {
+        if let Op::Concat { inputs, .. } = op {
+            reads = reads.saturating_add(inputs.len());
+        } else {
+            reads = reads.saturating_add(3);
+        }
+    }
+    if reads > Limits::MAX_OP_READS {
+        return Err(invalid(format!(
+            "ops read {reads} tensors in total, more than the limit {}",
+            Limits::MAX_OP_READS
+        )));
+    }
+    Ok(())
+}
+
+/// Ranks, symbol indices and the byte size of each tensor's fixed dims.
+fn check_declarations(program: &Program) -> Result<()> {
+    for (id, decl) in program.tensors.iter().enumerate() {
+        let label = || tensor_label(program, id as TensorId);
+        if decl.shape.len() > Limits::MAX_RANK {
+            return Err(invalid(format!(
+                "{} has rank {}, more than {}",
+                label(),
+                decl.shape.len(),
+                Limits::MAX_RANK
+            )));
+        }
+        let mut bytes = decl.dtype.size() as u64;
+        for dim in &decl.shape {
+            match *dim {
+                Dim::Fixed(extent) => {
+                    bytes = bytes.checked_mul(extent).ok_or_else(|| {
+                        invalid(format!(
+                            "{} of shape {} has a byte size that overflows 64 bits",
+                            label(),
+                            shape_text(&decl.shape)
+                        ))
+                    })?;
+                }
+                Dim::Symbol(symbol) if (symbol as usize) < program.symbols.len() => {}
+                Dim::Symbol(symbol) => {
+                    return Err(invalid(format!(
+                        "{} uses symbol {symbol}, but the program declares {} symbols",
+                        label(),
+                        program.symbols.len()
+                    )));
+                }
+            }
+        }
+        if usize::try_from(bytes).is_err() {
+            return Err(invalid(format!(
+                "{} of shape {} needs {bytes} bytes, more than this platform can address",
+                label(),
+                shape_text(&decl.shape)
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Gives each tensor its one role; fails on a second role or none.
+fn assign_roles(program: &Program) -> Result<Vec<Role>> {
+    let mut roles = vec![Role::Undefined; program.tensors.len()];
+    let mut claim = |id: TensorId, role: Role, what: &str| -> Result<()> {
+        let slot = roles.get_mut(id as usize).ok_or_else(|| {
+            invalid(format!(
+                "{what} names tensor {id}, but the program declares {} tensors",
+                program.tensors.len()
+            ))
+        })?;
+        if *slot != Role::Undefined {
+            return Err(invalid(format!(
+                "{what} names {}, which is already {}",
+                tensor_label(program, id),
+                slot.describe()
+            )));
+        }
+        *slot = role;
+        Ok(())
+    };
+    for (position, &id) in program.inputs.iter().enumerate() {
+        claim(id, Role::Input(position), &format!("input {position}"))?;
+    }
+    for (position, param) in program.params.iter().enumerate() {
+        claim(
+            param.tensor,
+            Role::Param(position),
+            &format!("param {position}"),
+        )?;
+        if param.key.is_empty() {
+            return Err(invalid(format!("param {position} has an empty key")));
+        }
+        let shape = program
+            .tensors
+            .get(param.tensor as usize)
+            .map_or(&[][..], |decl| decl.shape.as_slice());
+        if shape.iter().any(|dim| matches!(dim, Dim::Symbol(_))) {
+            return Err(invalid(format!(
+                "param {position} ({}) has shape {}; parameters need fixed shapes",
+                tensor_label(program, param.tensor),
+                shape_text(shape)
+            )));
+        }
+    }
+    for (index, op) in program.ops.iter().enumerate() {
+        claim(
+            op.output(),
+            Role::Produced(index),
+            &format!("{} output", op_label(index, op)),
+        )?;
+    }
+    if let Some(id) = roles.iter().position(|role| *role == Role::Undefined) {
+        return Err(invalid(format!(
+            "{} is never defined: it is not an input, a param or an op's output",
+            tensor_label(program, id as TensorId)
+        )));
+    }
+    Ok(roles)
+}
+
+/// Each op reads only tensors defined before it.
+fn check_order(program: &Program, roles: &[Role]) -> Result<()> {
+    let mut defined: Vec<bool> = roles
+        .iter()
+        .map(|role| matches!(role, Role::Input(_) | Role::Param(_)))
+        .collect();
+    for (index, op) in program.ops.iter().enumerate() {
+        for id in op.inputs() {
+            match defined.get(id as usize) {
+                Some(true) => {}
+                Some(false) => return Err(order_error(program, roles, index, op, id)),
+                None => {
+                    return Err(invalid(format!(
+                        "{} reads tensor {id}, but the program declares {} tensors",
+                        op_label(index, op),
+                        program.tensors.len()
+                    )));
+                }
+            }
+        }
+        if let Some(flag) = defined.get_mut(op.output() as usize) {
+            *flag = true;
+        }
+    }
+    Ok(())
+}
+
+/// Says whether reading `id` at op `index` closes a cycle or merely uses it too early.
+fn order_error(program: &Program, roles: &[Role], index: usize, op: &Op, id: TensorId) -> Error {
+    let reader = op_label(index, op);
+    let tensor = tensor_label(program, id);
+    let Some(Role::Produced(producer)) = roles.get(id as usize).copied() else {
+        return invalid(format!("{reader} reads {tensor}, which is never defined"));
+    };
+    if producer == index {
+        return invalid(format!("cycle: {reader} reads its own output {tensor}"));
+    }
+    if depends_on(program, roles, producer, index) {
+        return invalid(format!(
+            "cycle: {reader} reads {tensor}, which op {producer} produces from {reader}'s output"
+        ));
+    }
+    invalid(format!(
+        "use before definition: {reader} reads {tensor}, which op {producer} produces later"
+    ))
+}
+
+/// Whether op `from` depends (transitively) on the output of op `target`.
+fn depends_on(program: &Program, roles: &[Role], from: usize, target: usize) -> bool {
+    let mut visited = vec![false; program.ops.len()];
+    let mut stack = vec![from];
+    while let Some(index) = stack.pop() {
+        let Some(op) = program.ops.get(index) else {
+            continue;
+        };
+        for id in op.inputs() {
+            if let Some(Role::Produced(producer)) = roles.get(id as usize).copied() {
+                if producer == target {
+                    return true;
+                }
+                if let Some(seen) = visited.get_mut(producer)
+                    && !*seen
+                {
+                    *seen = true;
+                    stack.push(producer);
+                }
+            }
+        }
+    }
+    false
+}
+
+fn check_outputs(program: &Program, roles: &[Role]) -> Result<()> {
+    for (position, &id) in program.outputs.iter().enumerate() {
+        match roles.get(id as usize) {
+            Some(Role::Input(_) | Role::Produced(_)) => {}
+            Some(role) => {
+                return Err(invalid(format!(
+                    "output {position} names {}, which is {}; outputs must be inputs or op outputs",
+                    tensor_label(program, id),
+                    role.describe()
+                )));
+            }
+            None => {
+                return Err(invalid(format!(
+                    "output {position} names tensor {id}, but the program declares {} tensors",
+                    program.tensors.len()
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn check_symbols_bound(program: &Program) -> Result<()> {
+    let mut bound = vec![false; program.symbols.len()];
+    for decl in program
+        .inputs
+        .iter()
+        .filter_map(|&id| program.tensors.get(id as usize))
+    {
+        for dim in &decl.shape {
+            if let Dim::Symbol(symbol) = *dim
+                && let Some(flag) = bound.get_mut(symbol as usize)
+            {
+                *flag = true;
+            }
+        }
+    }
+    if let Some((symbol, name)) = program
+        .symbols
+        .iter()
+        .enumerate()
+        .find(|(symbol, _)| !bound.get(*symbol).copied().unwrap_or(false))
+    {
+        return Err(invalid(format!(
+            "symbol {symbol} {name:?} is not a dim of any input, so nothing binds it"
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+#[path = "validate_tests.rs"]
+mod tests;

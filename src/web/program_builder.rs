@@ -1,0 +1,317 @@
+//! `ProgramBuilder` for JavaScript: the Rust [`crate::program::ProgramBuilder`] with JS-friendly
+//! arguments. Shapes are arrays whose entries are extents (non-negative safe integers) or
+//! symbol names (strings; a new name declares the symbol). Dtypes are `"float32"`, `"int32"`,
+//! `"int64"`, `"uint8"` (or `"f32"`, `"i32"`, `"i64"`, `"u8"`). Every op method returns the id of
+//! the tensor it creates; every failure throws a `WebDelegateError` (`InvalidArgument` for bad
+//! arguments, `InvalidProgram` from `encode` for a program that does not validate).
+//!
+//! ```js
+//! const b = new ProgramBuilder();
+//! const x = b.input('x', 'float32', ['batch', 384]);
+//! const w = b.param('w', 'float32', [384, 384], 'model', 'dense.weight');
+//! b.output(b.gelu(b.matmul(x, w, undefined, false, true)));
+//! const blob = b.encode(); // Uint8Array for Delegate.init
+//! ```
+
+use crate::error::{Error, Result};
+use crate::program::{self, DType, Dim, ProgramBuilder as RustBuilder, TensorId};
+use crate::web::errors::to_js_error;
+use js_sys::{Array, Uint8Array};
+use wasm_bindgen::prelude::*;
+
+type JsResult<T> = std::result::Result<T, JsValue>;
+
+/// Builds a program blob from JavaScript.
+#[wasm_bindgen(js_name = ProgramBuilder)]
+#[derive(Default)]
+pub struct JsProgramBuilder {
+    inner: RustBuilder,
+}
+
+fn js<T>(result: Result<T>) -> JsResult<T> {
+    result.map_err(to_js_error)
+}
+
+/// A program dtype from its JS name.
+///
+/// # Errors
+/// `InvalidArgument` for an unknown name.
+pub fn dtype_from_name(name: &str) -> Result<DType> {
+    match name {
+        "float32" | "f32" => Ok(DType::F32),
+        "int32" | "i32" => Ok(DType::I32),
+        "int64" | "i64" => Ok(DType::I64),
+        "uint8" | "u8" => Ok(DType::U8),
+        other => Err(Error::invalid_argument(format!(
+            "unknown dtype {other:?}; expected \"float32\", \"int32\", \"int64\" or \"uint8\""
+        ))),
+    }
+}
+
+fn safe_integer(value: f64, what: &str) -> Result<u64> {
+    if value.fract() == 0.0 && (0.0..=9_007_199_254_740_991.0).contains(&value) {
+        Ok(value as u64)
+    } else {
+        Err(Error::invalid_argument(format!(
+            "{what} must be a non-negative integer, got {value}"
+        )))
+    }
+}
+
+#[wasm_bindgen(js_class = ProgramBuilder)]
+impl JsProgramBuilder {
+    /// An empty program.
+    #[wasm_bindgen(constructor)]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn dim(&mut self, entry: &JsValue, axis: usize) -> Result<Dim> {
+        if let Some(name) = entry.as_string() {
+            return Ok(self.inner.symbol(&name));
+        }
+        match entry.as_f64() {
+            Some(value) => safe_integer(value, &format!("shape entry {axis}")).map(Dim::Fixed),
+            None => Err(Error::invalid_argument(format!(
+                "shape entry {axis} must be a number or a symbol name"
+            ))),
+        }
+    }
+
+    fn shape(&mut self, shape: &JsValue) -> Result<Vec<Dim>> {
+        if !Array::is_array(shape) {
+            return Err(Error::invalid_argument(
+                "a shape must be an array of numbers and symbol names",
+            ));
+        }
+        Array::from(shape)
+            .iter()
+            .enumerate()
+            .map(|(axis, entry)| self.dim(&entry, axis))
+            .collect()
+    }
+
+    fn check_tensor(&self, id: TensorId) -> Result<()> {
+        if self.inner.shape_of(id).is_some() {
+            Ok(())
+        } else {
+            Err(Error::invalid_argument(format!(
+                "tensor {id} does not exist"
+            )))
+        }
+    }
+
+    /// Declares the symbolic dim `name` (e.g. `"batch"`) and returns its index.
+    pub fn symbol(&mut self, name: &str) -> u32 {
+        match self.inner.symbol(name) {
+            Dim::Symbol(index) => index,
+            Dim::Fixed(_) => 0,
+        }
+    }
+
+    /// Declares an input (inputs are passed to `execute` in declaration order).
+    pub fn input(
+        &mut self,
+        name: &str,
+        dtype: &str,
+        #[wasm_bindgen(unchecked_param_type = "(number | string)[]")] shape: JsValue,
+    ) -> JsResult<u32> {
+        let dtype = js(dtype_from_name(dtype))?;
+        let shape = js(self.shape(&shape))?;
+        Ok(self.inner.input(name, dtype, shape))
+    }
+
+    /// Declares a parameter fetched from the provider (`key` in `scope`); its shape must be fixed.
+    pub fn param(
+        &mut self,
+        name: &str,
+        dtype: &str,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+        scope: &str,
+        key: &str,
+    ) -> JsResult<u32> {
+        let dtype = js(dtype_from_name(dtype))?;
+        let shape = js(self.shape(&shape))?;
+        Ok(self.inner.param(name, dtype, shape, scope, key))
+    }
+
+    /// Embedding lookup: rows of `table` (`[V, H]`) picked by `ids`.
+    pub fn gather(&mut self, table: u32, ids: u32) -> JsResult<u32> {
+        js(self.inner.gather(table, ids))
+    }
+
+    /// `a + b` with broadcasting.
+    pub fn add(&mut self, a: u32, b: u32) -> JsResult<u32> {
+        js(self.inner.add(a, b))
+    }
+
+    /// `a - b` with broadcasting.
+    pub fn sub(&mut self, a: u32, b: u32) -> JsResult<u32> {
+        js(self.inner.sub(a, b))
+    }
+
+    /// `a * b` with broadcasting.
+    pub fn mul(&mut self, a: u32, b: u32) -> JsResult<u32> {
+        js(self.inner.mul(a, b))
+    }
+
+    /// `a / b` with broadcasting.
+    pub fn div(&mut self, a: u32, b: u32) -> JsResult<u32> {
+        js(self.inner.div(a, b))
+    }
+
+    /// `x * scale + bias`.
+    pub fn scale(&mut self, x: u32, scale: f32, bias: Option<f32>) -> JsResult<u32> {
+        js(self.inner.scale(x, scale, bias.unwrap_or(0.0)))
+    }
+
+    /// GELU (erf form).
+    pub fn gelu(&mut self, x: u32) -> JsResult<u32> {
+        js(self.inner.gelu(x))
+    }
+
+    /// Hyperbolic tangent.
+    pub fn tanh(&mut self, x: u32) -> JsResult<u32> {
+        js(self.inner.tanh(x))
+    }
+
+    /// `max(x, 0)`.
+    pub fn relu(&mut self, x: u32) -> JsResult<u32> {
+        js(self.inner.relu(x))
+    }
+
+    /// Batched `a @ b` (optionally transposed) plus an optional `[N]` bias.
+    pub fn matmul(
+        &mut self,
+        a: u32,
+        b: u32,
+        bias: Option<u32>,
+        #[wasm_bindgen(js_name = transposeA)] transpose_a: Option<bool>,
+        #[wasm_bindgen(js_name = transposeB)] transpose_b: Option<bool>,
+    ) -> JsResult<u32> {
+        js(self.inner.matmul(
+            a,
+            b,
+            bias,
+            transpose_a.unwrap_or(false),
+            transpose_b.unwrap_or(false),
+        ))
+    }
+
+    /// Layer normalisation over the last dim.
+    #[wasm_bindgen(js_name = layerNorm)]
+    pub fn layer_norm(&mut self, x: u32, gamma: u32, beta: u32, eps: f32) -> JsResult<u32> {
+        js(self.inner.layer_norm(x, gamma, beta, eps))
+    }
+
+    /// Softmax over the last dim of `x` (plus an additive `mask`).
+    pub fn softmax(&mut self, x: u32, mask: Option<u32>) -> JsResult<u32> {
+        js(self.inner.softmax(x, mask))
+    }
+
+    /// `x` with a new shape of the same element count.
+    pub fn reshape(
+        &mut self,
+        x: u32,
+        #[wasm_bindgen(unchecked_param_type = "(number | string)[]")] shape: JsValue,
+    ) -> JsResult<u32> {
+        let shape = js(self.shape(&shape))?;
+        js(self.inner.reshape(x, shape))
+    }
+
+    /// `x` with its dims reordered (`out` dim `i` = `x` dim `perm[i]`).
+    pub fn permute(&mut self, x: u32, perm: Vec<u32>) -> JsResult<u32> {
+        js(self.inner.permute(x, perm))
+    }
+
+    /// Elements `start..end` along `axis` (`end` omitted: to the end).
+    pub fn slice(&mut self, x: u32, axis: u32, start: f64, end: Option<f64>) -> JsResult<u32> {
+        let start = js(safe_integer(start, "start"))?;
+        let end = js(end.map(|end| safe_integer(end, "end")).transpose())?;
+        js(self.inner.slice(x, axis, start, end))
+    }
+
+    /// Concatenation of `inputs` along `axis`.
+    pub fn concat(&mut self, inputs: Vec<u32>, axis: u32) -> JsResult<u32> {
+        js(self.inner.concat(inputs, axis))
+    }
+
+    /// `x` converted to `dtype`.
+    pub fn cast(&mut self, x: u32, dtype: &str) -> JsResult<u32> {
+        let dtype = js(dtype_from_name(dtype))?;
+        js(self.inner.cast(x, dtype))
+    }
+
+    /// `0, 1, ..., extent - 1` (`extent` a number or a symbol name) as `dtype`.
+    pub fn range(
+        &mut self,
+        #[wasm_bindgen(unchecked_param_type = "number | string")] extent: JsValue,
+        dtype: &str,
+    ) -> JsResult<u32> {
+        let dtype = js(dtype_from_name(dtype))?;
+        let extent = js(self.dim(&extent, 0))?;
+        js(self.inner.range(extent, dtype))
+    }
+
+    /// Masked mean over the sequence: `x` `[B, S, H]`, `mask` `[B, S]` -> `[B, H]`.
+    #[wasm_bindgen(js_name = meanPool)]
+    pub fn mean_pool(&mut self, x: u32, mask: u32) -> JsResult<u32> {
+        js(self.inner.mean_pool(x, mask))
+    }
+
+    /// `x / max(||x||, eps)` over the last dim.
+    #[wasm_bindgen(js_name = l2Normalize)]
+    pub fn l2_normalize(&mut self, x: u32, eps: f32) -> JsResult<u32> {
+        js(self.inner.l2_normalize(x, eps))
+    }
+
+    /// Marks `id` as the next output.
+    pub fn output(&mut self, id: u32) -> JsResult<()> {
+        js(self.check_tensor(id))?;
+        self.inner.output(id);
+        Ok(())
+    }
+
+    /// Renames tensor `id`.
+    #[wasm_bindgen(js_name = setName)]
+    pub fn set_name(&mut self, id: u32, name: &str) -> JsResult<()> {
+        js(self.inner.set_name(id, name))
+    }
+
+    /// The shape of tensor `id`: extents as numbers, symbols by name.
+    #[wasm_bindgen(js_name = shapeOf, unchecked_return_type = "(number | string)[]")]
+    pub fn shape_of(&self, id: u32) -> JsResult<JsValue> {
+        let shape = js(self
+            .inner
+            .shape_of(id)
+            .ok_or_else(|| Error::invalid_argument(format!("tensor {id} does not exist"))))?;
+        let symbols = &self.inner.program().symbols;
+        let array = Array::new();
+        for dim in shape {
+            match *dim {
+                Dim::Fixed(extent) => array.push(&JsValue::from_f64(extent as f64)),
+                Dim::Symbol(symbol) => array.push(&JsValue::from_str(
+                    symbols.get(symbol as usize).map_or("?", String::as_str),
+                )),
+            };
+        }
+        Ok(array.into())
+    }
+
+    /// Number of tensors declared so far.
+    #[wasm_bindgen(getter, js_name = tensorCount)]
+    pub fn tensor_count(&self) -> u32 {
+        self.inner.program().tensors.len() as u32
+    }
+
+    /// Validates and encodes the program (the blob `Delegate.init` takes).
+    pub fn encode(&self) -> JsResult<Uint8Array> {
+        let blob = js(self.inner.encode())?;
+        Ok(Uint8Array::from(blob.as_slice()))
+    }
+
+    /// The program's stable text form (see `program::dump`).
+    pub fn dump(&self) -> String {
+        program::dump(self.inner.program())
+    }
+}

@@ -1,0 +1,137 @@
+//! The op suite on the CPU backend, natively.
+#![cfg(not(target_arch = "wasm32"))]
+
+mod common;
+
+use common::harness::SuiteConfig;
+use std::sync::Arc;
+use webdelegate::backends::cpu::CpuBackend;
+
+op_suite!(Arc::new(CpuBackend::new()), SuiteConfig::CPU);
+
+mod cpu_specific {
+    use super::common::harness::{Model, execute, f32_tensor};
+    use std::sync::Arc;
+    use webdelegate::ErrorCode;
+    use webdelegate::backends::cpu::CpuBackend;
+    use webdelegate::registry::{
+        BackendInterface, BackendOption, BackendOptionContext, OptionValue, SharedBackend,
+    };
+
+    fn relu_model() -> Model {
+        let mut m = Model::new();
+        let x = m.input("x", &[3]);
+        let y = m.b.relu(x).unwrap();
+        m.b.output(y);
+        m
+    }
+
+    #[test]
+    fn destroy_releases_every_program() {
+        let cpu = Arc::new(CpuBackend::new());
+        let backend: SharedBackend = cpu.clone();
+        pollster::block_on(async {
+            let model = relu_model();
+            let mut first = model.init(&backend).await.unwrap();
+            let second = model.init(&backend).await.unwrap();
+            assert_eq!(cpu.live_programs(), 2);
+            // A failed init leaves nothing behind.
+            let mut broken = relu_model();
+            broken.b.output(99);
+            let blob = broken.b.encode_unchecked().unwrap();
+            let failed = webdelegate::registry::LoadedDelegate::init_with_backend(
+                "cpu",
+                backend.clone(),
+                webdelegate::registry::FreeableBuffer::new(blob),
+                &[],
+                &Default::default(),
+            )
+            .await;
+            assert_eq!(failed.unwrap_err().code(), ErrorCode::InvalidProgram);
+            assert_eq!(cpu.live_programs(), 2);
+            let got = execute(&mut first, vec![f32_tensor(&[3], vec![-1.0, 0.5, 2.0])], 1)
+                .await
+                .unwrap();
+            assert_eq!(got[0].as_f32().unwrap(), &[0.0, 0.5, 2.0]);
+            drop(second);
+            assert_eq!(cpu.live_programs(), 1);
+            drop(first);
+            assert_eq!(cpu.live_programs(), 0);
+        });
+    }
+
+    #[test]
+    fn options_report_precision_and_refuse_unknown_keys() {
+        let cpu = CpuBackend::new();
+        let mut context = BackendOptionContext::default();
+        let mut options = vec![
+            BackendOption::new("precision", "").unwrap(),
+            BackendOption::new("live_programs", 7).unwrap(),
+            BackendOption::new("simd128", true).unwrap(),
+        ];
+        cpu.get_option(&mut context, &mut options).unwrap();
+        assert_eq!(options[0].value(), &OptionValue::String("f32".into()));
+        assert_eq!(options[1].value(), &OptionValue::Int(0));
+        // Natively there is no wasm SIMD.
+        assert_eq!(options[2].value(), &OptionValue::Bool(false));
+        let mut unknown = vec![BackendOption::new("threads", 4).unwrap()];
+        let error = cpu.get_option(&mut context, &mut unknown).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::NotFound);
+        let error = cpu.set_option(&mut context, &unknown).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::NotFound);
+        cpu.set_option(&mut context, &[]).unwrap();
+        assert!(cpu.is_available());
+    }
+
+    #[test]
+    fn the_sample_encoder_runs_and_normalises() {
+        use webdelegate::program::{self, samples};
+        use webdelegate::{EValue, Tensor, TensorData};
+        let shape = samples::EncoderShape {
+            vocab: 50,
+            max_positions: 16,
+            hidden: 16,
+            heads: 4,
+            intermediate: 32,
+            layers: 2,
+        };
+        let program = samples::encoder(shape).unwrap();
+        assert_eq!(program.outputs.len(), 2);
+        let provider = samples::random_parameters(&program, 1);
+        let context =
+            webdelegate::registry::BackendInitContext::new().with_parameters(Arc::new(provider));
+        pollster::block_on(async {
+            let mut delegate = webdelegate::registry::LoadedDelegate::init_with_backend(
+                "cpu",
+                Arc::new(CpuBackend::new()),
+                webdelegate::registry::FreeableBuffer::new(program::encode(&program).unwrap()),
+                &[],
+                &context,
+            )
+            .await
+            .unwrap();
+            let ids = Tensor::new(vec![2, 5], TensorData::Int64((0..10).collect())).unwrap();
+            let mask = Tensor::new(
+                vec![2, 5],
+                TensorData::Int64(vec![1, 1, 1, 1, 1, 1, 1, 1, 0, 0]),
+            )
+            .unwrap();
+            let mut args = vec![
+                EValue::Tensor(ids),
+                EValue::Tensor(mask),
+                EValue::None,
+                EValue::None,
+            ];
+            delegate.execute(&mut args).await.unwrap();
+            assert_eq!(args[2].as_tensor().unwrap().shape(), &[2, 5, 16]);
+            let embedding = args[3].as_tensor().unwrap();
+            assert_eq!(embedding.shape(), &[2, 16]);
+            for row in embedding.as_f32().unwrap().chunks(16) {
+                let norm: f32 = row.iter().map(|v| v * v).sum::<f32>().sqrt();
+                assert!((norm - 1.0).abs() < 1e-5, "{norm}");
+            }
+        });
+        assert!(samples::encoder(samples::EncoderShape { heads: 5, ..shape }).is_err());
+        samples::encoder(samples::EncoderShape::default()).unwrap();
+    }
+}
