@@ -6,8 +6,8 @@
 //!
 //! Zero-copy is shown by the load's own counters: nearly every byte went from a JavaScript chunk
 //! to the queue (`bytes_written_direct`); only the few bytes carried across chunk boundaries
-//! and the unaligned mask passed through wasm memory (`bytes_written_via_host`), and the staging
-//! pool was never used.
+//! and the unaligned mask passed through wasm memory (`bytes_written_via_host`), the staging
+//! pool was never used, and wasm memory did not grow by the weights' size.
 //!
 //! nginx is started by scripts/test-wasm.sh, which passes its URL at compile time
 //! (`WEBDELEGATE_TEST_FIXTURES_URL`); the test fails, saying so, when it is missing.
@@ -23,6 +23,7 @@ use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::params::http::fetch::{FetchOptions, FetchTransport};
 use webdelegate::params::http::{HttpProvider, HttpProviderOptions, ScopeOptions};
 use webdelegate::registry::BackendInterface;
+use webdelegate::web::gpu_parameter::wasm_memory_bytes;
 
 wasm_bindgen_test_configure!(run_in_browser);
 
@@ -60,9 +61,11 @@ async fn webgpu_init_streams_parameters_over_fetch_into_its_buffers_and_matches_
         gpu.unavailable_reason()
     );
     let program = seam::program();
+    let memory_before = wasm_memory_bytes();
     let mut handle = seam::init(&gpu, &program, provider.clone())
         .await
         .expect("WebGPU init with parameters over fetch");
+    let growth = wasm_memory_bytes() - memory_before;
 
     let stats = provider
         .last_stats()
@@ -84,6 +87,12 @@ async fn webgpu_init_streams_parameters_over_fetch_into_its_buffers_and_matches_
         provider.staging_pool().peak_bytes(),
         0,
         "no chunk was copied into a staging buffer"
+    );
+    // Measured: 0 bytes (the heap had room). Copying the weights through wasm memory would need
+    // their size at least.
+    assert!(
+        growth < data as f64,
+        "wasm memory grew {growth} bytes while {data} bytes of parameters loaded"
     );
     let program_stats = gpu.program_stats(&handle).expect("stats");
     assert_eq!(
