@@ -9,8 +9,8 @@
 //   matmul_gflops_webgpu_384, matmul_gflops_webgpu_naive_384, matmul_tiled_over_naive_webgpu
 //   matmul_gflops_webgpu_128x384x1536, ..._naive_128x384x1536, matmul_tiled_over_naive_webgpu_128x384x1536
 //   matmul_gflops_webgpu_1536x384x128, ..._naive_1536x384x128, matmul_tiled_over_naive_webgpu_1536x384x128
-// The CPU backend's numbers (matmul_gflops_cpu_*) join once that backend is registered by the
-// package (it is not yet).
+//   matmul_gflops_cpu_384, matmul_gflops_cpu_128x384x1536, matmul_gflops_cpu_1536x384x128 (the
+//   CPU backend, wasm + SIMD autovectorisation, same harness)
 const SHAPES = [
   { m: 384, k: 384, n: 384, suffix: '384' },
   { m: 128, k: 384, n: 1536, suffix: '128x384x1536' },
@@ -24,7 +24,7 @@ export async function run(ctx) {
   const measured = await p.evaluate(
     async ({ shapes, repeats, minMs }) => {
       const wd = window.wd;
-      if (!(await wd.registerWebGpuBackend('webgpu'))) throw new Error('no WebGPU device in the benchmark browser');
+      if (!(await wd.ready())) throw new Error('no WebGPU device in the benchmark browser');
       async function gflops(backend, { m, k, n }, compileSpecs) {
         const bench = await wd.MatmulBench.create(backend, m, k, n, repeats, compileSpecs);
         try {
@@ -46,15 +46,17 @@ export async function run(ctx) {
       for (const shape of shapes) {
         const tiled = await gflops('webgpu', shape, []);
         const naive = await gflops('webgpu', shape, [{ key: 'matmul_kernel', value: 'naive' }]);
-        rows.push({ suffix: shape.suffix, tiled, naive });
+        const cpu = await gflops('cpu', shape, []);
+        rows.push({ suffix: shape.suffix, tiled, naive, cpu });
       }
       return rows;
     },
     { shapes: SHAPES, repeats: REPEATS, minMs: MIN_MS },
   );
   const result = {};
-  for (const { suffix, tiled, naive } of measured) {
-    ctx.log(`${suffix}: tiled ${tiled.toFixed(2)} GFLOP/s, naive ${naive.toFixed(2)} GFLOP/s`);
+  for (const { suffix, tiled, naive, cpu } of measured) {
+    ctx.log(`${suffix}: tiled ${tiled.toFixed(2)} GFLOP/s, naive ${naive.toFixed(2)} GFLOP/s, cpu ${cpu.toFixed(2)} GFLOP/s`);
+    result[`matmul_gflops_cpu_${suffix}`] = cpu;
     result[`matmul_gflops_webgpu_${suffix}`] = tiled;
     result[`matmul_gflops_webgpu_naive_${suffix}`] = naive;
     result[suffix === '384' ? 'matmul_tiled_over_naive_webgpu' : `matmul_tiled_over_naive_webgpu_${suffix}`] = tiled / naive;

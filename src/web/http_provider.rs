@@ -33,7 +33,7 @@ fn invalid(message: impl Into<String>) -> Status {
 
 /// Calls the page's `onProgress` / `onWarning` callbacks (warnings go to `console.warn` when no
 /// callback is given). A callback that throws is ignored: it must not fail a load.
-struct JsObserver {
+pub(crate) struct JsObserver {
     on_progress: Option<Function>,
     on_warning: Option<Function>,
 }
@@ -73,6 +73,40 @@ impl LoadObserver for JsObserver {
     }
 }
 
+/// An [`HttpProvider`] over `fetch` configured from a JS options object (see
+/// [`HttpParameterProvider::new`] for the keys), and its persistent cache when one is asked for.
+pub(crate) fn provider_from_options(
+    options: &JsValue,
+) -> StatusResult<(HttpProvider, Option<Rc<PersistentCache>>)> {
+    let (settings, fetch) = provider_options(options)?;
+    let callback = |key: &str| -> StatusResult<Option<Function>> {
+        optional(options, key)
+            .map(|f| {
+                f.dyn_into::<Function>()
+                    .map_err(|_| invalid(format!("{key} must be a function")))
+            })
+            .transpose()
+    };
+    let observer = JsObserver {
+        on_progress: callback("onProgress")?,
+        on_warning: callback("onWarning")?,
+    };
+    let mut transport = FetchTransport::new(fetch);
+    if let Some(name) = string(options, "persistentCache")? {
+        transport = transport.with_persistent_cache(&name);
+    }
+    let persistent = transport.persistent_cache().cloned();
+    // Shared through `Arc` as the provider requires; on wasm there is one thread.
+    #[allow(clippy::arc_with_non_send_sync)]
+    let transport = Arc::new(transport);
+    #[allow(clippy::arc_with_non_send_sync)]
+    let observer = Arc::new(observer);
+    Ok((
+        HttpProvider::new(transport, settings).with_observer(observer),
+        persistent,
+    ))
+}
+
 /// Parameters of weights files on HTTP servers (IREE's parameter provider), streamed with Range
 /// requests straight into GPU buffers.
 #[wasm_bindgen]
@@ -104,31 +138,10 @@ impl HttpParameterProvider {
         #[wasm_bindgen(unchecked_param_type = "HttpProviderOptions")] options: Option<JsValue>,
     ) -> JsResult<HttpParameterProvider> {
         let options = options.unwrap_or(JsValue::UNDEFINED);
-        let (settings, fetch) = provider_options(&options).map_err(status_to_js)?;
-        let callback = |key: &str| -> StatusResult<Option<Function>> {
-            optional(&options, key)
-                .map(|f| {
-                    f.dyn_into::<Function>()
-                        .map_err(|_| invalid(format!("{key} must be a function")))
-                })
-                .transpose()
-        };
-        let observer = JsObserver {
-            on_progress: callback("onProgress").map_err(status_to_js)?,
-            on_warning: callback("onWarning").map_err(status_to_js)?,
-        };
+        let (provider, persistent) = provider_from_options(&options).map_err(status_to_js)?;
+        // Shared through `Arc` (see `shared_provider`); on wasm there is one thread.
         #[allow(clippy::arc_with_non_send_sync)]
-        let mut transport = FetchTransport::new(fetch);
-        if let Some(name) = string(&options, "persistentCache").map_err(status_to_js)? {
-            transport = transport.with_persistent_cache(&name);
-        }
-        let persistent = transport.persistent_cache().cloned();
-        #[allow(clippy::arc_with_non_send_sync)]
-        let transport = Arc::new(transport);
-        #[allow(clippy::arc_with_non_send_sync)]
-        let observer = Arc::new(observer);
-        #[allow(clippy::arc_with_non_send_sync)]
-        let provider = Arc::new(HttpProvider::new(transport, settings).with_observer(observer));
+        let provider = Arc::new(provider);
         Ok(Self {
             provider,
             gpu: Rc::new(RefCell::new(None)),

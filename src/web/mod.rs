@@ -6,6 +6,9 @@
 
 pub mod api;
 pub mod convert;
+pub mod defaults;
+#[cfg(feature = "text")]
+pub mod embedder;
 pub mod errors;
 pub mod gpu_parameter;
 pub mod http_options;
