@@ -17,6 +17,8 @@ async function main() {
   try {
     await init();
     document.getElementById('version').textContent = `package v${wd.version()}`;
+    // The default backends are registered at start; WebGPU's device arrives asynchronously.
+    await wd.ready();
     renderBackends(backends, wd);
   } catch (e) {
     showError(backends, 'Could not load the webdelegate package', e);

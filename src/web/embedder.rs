@@ -320,12 +320,12 @@ impl Embedder {
     pub fn backend_info(&self) -> JsValue {
         let keys: &[&str] = if self.backend == WEBGPU {
             &[
-                "adapter_vendor",
-                "adapter_architecture",
-                "adapter_device",
-                "adapter_description",
-                "fallback_adapter",
-                "backend",
+                "adapter.vendor",
+                "adapter.architecture",
+                "adapter.device",
+                "adapter.description",
+                "adapter.fallback",
+                "adapter.backend",
             ]
         } else {
             &[]
