@@ -189,9 +189,15 @@ fn run_op<'a>(
     let pool = &mut scratch.pool;
     let f = &*frame;
     match op {
-        Op::Gather { table, ids, .. } => f32_result(pool, len, |o| {
-            convert::gather(f.f32(*table)?, f.last_dim(*table)?, f.get(*ids)?, o)
-        }),
+        Op::Gather { table, ids, .. } => {
+            let dims = match *f.shape(*table)? {
+                [vocab, width] => [vocab, width],
+                _ => return Err(Error::internal("gather table is not 2-D")),
+            };
+            f32_result(pool, len, |o| {
+                convert::gather(f.f32(*table)?, dims, f.get(*ids)?, o)
+            })
+        }
         Op::Binary { op, a, b, .. } => f32_result(pool, len, |o| {
             elementwise::binary(
                 *op,
