@@ -4,9 +4,11 @@
 //! mistakes.
 //!
 //! Nothing here registers itself: callers (or the crate's default registration) put
-//! [`cpu::CpuBackend`] into the registry under [`cpu::CpuBackend::NAME`].
+//! [`cpu::CpuBackend`] into the registry under [`cpu::CpuBackend::NAME`], and
+//! [`webgpu::WebGpuBackend`] (created asynchronously: it acquires a device) under `"webgpu"`.
 
 pub mod arguments;
 pub mod compile_specs;
 pub mod cpu;
 pub mod parameters;
+pub mod webgpu;

@@ -10,3 +10,4 @@ pub mod errors;
 pub mod js_backend;
 pub mod program_builder;
 pub mod types;
+pub mod webgpu;

@@ -1,0 +1,136 @@
+// Benchmark runner (`npm run bench`, after the package is built into pkg/): runs every suite in
+// bench/suites/*.mjs in headless Chromium against a real nginx serving the repo root, merges
+// their results into one flat JSON object of numbers, writes it to bench/results/latest.json
+// (git-ignored) and prints a table.
+//
+// Suite contract: a suite module exports `async function run(ctx)` that resolves to a flat
+// object `{ key: number }` (finite numbers; keys unique across suites, snake_case, units in the
+// name, e.g. `matmul_gflops_webgpu_384`). Suites run one after another, in file-name order.
+// `ctx` holds:
+//   serverUrl              the origin nginx serves the repo root at, e.g. http://127.0.0.1:PORT
+//   root                   absolute path of the repo root (what nginx serves)
+//   openPage(path, ready?) opens `path` in a fresh page; `ready` (a function evaluated in the
+//                          page) is awaited when given. Resolves to { page, evaluate(fn, arg) }.
+//                          Pages close when the suite ends; an uncaught page error fails it.
+//   openHarnessPage()      opens pkg-tests/harness.html: the built package as `window.wd`
+//   startServer(options)   another nginx (see pkg-tests/support/server.mjs), stopped when the
+//                          suite ends: e.g. to serve weight files from another directory
+//   log(message)           a progress line on stderr
+// Environment: BENCH_FILTER=<regex> runs only the suites whose file name matches.
+import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { startBrowser } from '../pkg-tests/support/browser.mjs';
+import { REPO_ROOT, startServer } from '../pkg-tests/support/server.mjs';
+
+const HERE = path.dirname(fileURLToPath(import.meta.url));
+const SUITES = path.join(HERE, 'suites');
+const RESULTS = path.join(HERE, 'results');
+
+function log(message) {
+  process.stderr.write(`[bench] ${message}\n`);
+}
+
+/** A ctx for one suite and the cleanup that closes what the suite opened. */
+function suiteContext(name, server, browser) {
+  const cleanups = [];
+  // browser.openPage ties pages to a node:test context; this stand-in collects their cleanups.
+  const owner = { name, after: (fn) => cleanups.push(fn) };
+  const ctx = {
+    serverUrl: server.url,
+    root: REPO_ROOT,
+    openPage: (urlPath, ready) => browser.openPage(owner, urlPath, ready),
+    async openHarnessPage() {
+      const p = await browser.openPage(owner, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+      const failure = await p.evaluate(() => window.harnessError ?? null);
+      if (failure) throw new Error(`harness could not load the package (run npm run build:pkg): ${failure}`);
+      return p;
+    },
+    async startServer(options) {
+      const extra = await startServer(options);
+      cleanups.push(() => extra.stop());
+      return extra;
+    },
+    log: (message) => log(`${name}: ${message}`),
+  };
+  async function close() {
+    const errors = [];
+    for (const fn of cleanups.reverse()) {
+      try {
+        await fn();
+      } catch (error) {
+        errors.push(error);
+      }
+    }
+    if (errors.length) throw errors[0];
+  }
+  return { ctx, close };
+}
+
+function checkResult(name, result, merged) {
+  if (result === null || typeof result !== 'object' || Array.isArray(result)) {
+    throw new Error(`suite ${name} must resolve to a flat object of numbers, got ${typeof result}`);
+  }
+  for (const [key, value] of Object.entries(result)) {
+    if (typeof value !== 'number' || !Number.isFinite(value)) {
+      throw new Error(`suite ${name}: ${key} = ${value} is not a finite number`);
+    }
+    if (key in merged) throw new Error(`suite ${name}: key ${key} is already reported by another suite`);
+  }
+}
+
+function table(results) {
+  const keys = Object.keys(results).sort();
+  const width = Math.max(...keys.map((k) => k.length), 6);
+  const lines = [`${'metric'.padEnd(width)}  value`, `${'-'.repeat(width)}  ${'-'.repeat(12)}`];
+  for (const key of keys) {
+    const value = results[key];
+    lines.push(`${key.padEnd(width)}  ${Number.isInteger(value) ? value : value.toFixed(3)}`);
+  }
+  return lines.join('\n');
+}
+
+async function main() {
+  const filter = process.env.BENCH_FILTER ? new RegExp(process.env.BENCH_FILTER) : null;
+  const files = (await readdir(SUITES))
+    .filter((f) => f.endsWith('.mjs') && (!filter || filter.test(f)))
+    .sort();
+  if (files.length === 0) throw new Error(`no benchmark suites in ${SUITES}${filter ? ` matching ${filter}` : ''}`);
+  const server = await startServer();
+  let browser;
+  const merged = {};
+  try {
+    browser = await startBrowser({ baseUrl: server.url });
+    for (const file of files) {
+      const name = path.basename(file, '.mjs');
+      const suite = await import(path.join(SUITES, file));
+      if (typeof suite.run !== 'function') throw new Error(`suite ${file} does not export run(ctx)`);
+      log(`running ${name}`);
+      const started = Date.now();
+      const { ctx, close } = suiteContext(name, server, browser);
+      let result;
+      try {
+        result = await suite.run(ctx);
+      } finally {
+        await close();
+      }
+      checkResult(name, result, merged);
+      Object.assign(merged, result);
+      log(`${name} done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
+    }
+  } finally {
+    await browser?.close();
+    await server.stop();
+  }
+  const sorted = Object.fromEntries(Object.keys(merged).sort().map((k) => [k, merged[k]]));
+  await mkdir(RESULTS, { recursive: true });
+  const out = path.join(RESULTS, 'latest.json');
+  await writeFile(out, `${JSON.stringify(sorted, null, 2)}\n`);
+  console.log(table(sorted));
+  log(`wrote ${path.relative(REPO_ROOT, out)}`);
+}
+
+main().catch((error) => {
+  console.error(error?.stack ?? error);
+  process.exit(1);
+});

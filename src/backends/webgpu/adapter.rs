@@ -1,0 +1,200 @@
+//! What the backend tells users about its adapter and device: identity (vendor, architecture,
+//! device, description, fallback or not, graphics backend), the limits the kernels depend on,
+//! and the optional features it uses, as [`OptionValue`]s under documented `get_option` keys.
+//!
+//! Natively the identity comes from wgpu's `AdapterInfo` (PCI vendor ids named where known). In
+//! the browser wgpu leaves vendor and architecture empty, so they are read from the page's
+//! `GPUDevice.adapterInfo` (vendor, architecture, device, description, isFallbackAdapter).
+
+use crate::registry::OptionValue;
+
+/// Identity of the adapter a device came from.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct AdapterReport {
+    /// Vendor, e.g. `"google"` in Chromium or `"mesa"` natively.
+    pub vendor: String,
+    /// Architecture, e.g. `"swiftshader"`, or the driver natively (e.g. `"llvmpipe"`).
+    pub architecture: String,
+    /// Device, e.g. a PCI device id natively.
+    pub device: String,
+    /// Human-readable description.
+    pub description: String,
+    /// Whether the adapter is a fallback (software / CPU) adapter.
+    pub fallback: bool,
+    /// The graphics backend: `"vulkan"`, `"metal"`, `"dx12"`, `"gl"` or `"webgpu"`.
+    pub backend: String,
+}
+
+fn vendor_name(id: u32) -> Option<&'static str> {
+    Some(match id {
+        0x1002 => "amd",
+        0x10de => "nvidia",
+        0x8086 => "intel",
+        0x13b5 => "arm",
+        0x5143 => "qualcomm",
+        0x106b => "apple",
+        0x1010 => "imagination",
+        0x10005 => "mesa",
+        _ => return None,
+    })
+}
+
+impl AdapterReport {
+    /// The report for a native adapter.
+    #[cfg(native)]
+    pub(crate) fn from_info(info: &wgpu::AdapterInfo) -> Self {
+        Self {
+            vendor: vendor_name(info.vendor)
+                .map(str::to_owned)
+                .unwrap_or_else(|| format!("0x{:04x}", info.vendor)),
+            architecture: info.driver.clone(),
+            device: format!("0x{:04x}", info.device),
+            description: if info.driver_info.is_empty() {
+                info.name.clone()
+            } else {
+                format!("{} ({})", info.name, info.driver_info)
+            },
+            fallback: info.device_type == wgpu::DeviceType::Cpu,
+            backend: info.backend.to_str().to_owned(),
+        }
+    }
+
+    /// The report for a browser device, from `GPUDevice.adapterInfo` where the browser has it.
+    #[cfg(web)]
+    pub(crate) fn from_device(info: &wgpu::AdapterInfo, device: &wgpu::Device) -> Self {
+        use wasm_bindgen::JsValue;
+        let adapter_info = device
+            .as_webgpu()
+            .and_then(|d| js_sys::Reflect::get(d.as_ref(), &JsValue::from_str("adapterInfo")).ok())
+            .filter(|v| v.is_object());
+        let text = |key: &str| {
+            adapter_info
+                .as_ref()
+                .and_then(|o| js_sys::Reflect::get(o, &JsValue::from_str(key)).ok())
+                .and_then(|v| v.as_string())
+                .unwrap_or_default()
+        };
+        let fallback = adapter_info
+            .as_ref()
+            .and_then(|o| js_sys::Reflect::get(o, &JsValue::from_str("isFallbackAdapter")).ok())
+            .and_then(|v| v.as_bool())
+            .unwrap_or(info.device_type == wgpu::DeviceType::Cpu);
+        let _ = vendor_name;
+        let description = text("description");
+        Self {
+            vendor: text("vendor"),
+            architecture: text("architecture"),
+            device: text("device"),
+            description: if description.is_empty() {
+                info.name.clone()
+            } else {
+                description
+            },
+            fallback,
+            backend: "webgpu".to_owned(),
+        }
+    }
+}
+
+/// The `get_option` keys that describe the adapter and device, in documentation order.
+pub const ADAPTER_KEYS: [&str; 16] = [
+    "adapter.vendor",
+    "adapter.architecture",
+    "adapter.device",
+    "adapter.description",
+    "adapter.fallback",
+    "adapter.backend",
+    "limits.max_buffer_size",
+    "limits.max_storage_buffer_binding_size",
+    "limits.max_compute_invocations_per_workgroup",
+    "limits.max_compute_workgroup_size_x",
+    "limits.max_compute_workgroups_per_dimension",
+    "limits.max_compute_workgroup_storage_size",
+    "limits.min_storage_buffer_offset_alignment",
+    "limits.max_storage_buffers_per_shader_stage",
+    "features.shader_f16",
+    "features.timestamp_query",
+];
+
+/// The value of adapter/limit/feature `key` for a device, or `None` for another key.
+pub(crate) fn adapter_option(
+    key: &str,
+    report: &AdapterReport,
+    limits: &wgpu::Limits,
+    features: wgpu::Features,
+) -> Option<OptionValue> {
+    let int = |v: u64| OptionValue::Int(i64::try_from(v).unwrap_or(i64::MAX));
+    Some(match key {
+        "adapter.vendor" => OptionValue::String(clip(&report.vendor)),
+        "adapter.architecture" => OptionValue::String(clip(&report.architecture)),
+        "adapter.device" => OptionValue::String(clip(&report.device)),
+        "adapter.description" => OptionValue::String(clip(&report.description)),
+        "adapter.fallback" => OptionValue::Bool(report.fallback),
+        "adapter.backend" => OptionValue::String(clip(&report.backend)),
+        "limits.max_buffer_size" => int(limits.max_buffer_size),
+        "limits.max_storage_buffer_binding_size" => int(limits.max_storage_buffer_binding_size),
+        "limits.max_compute_invocations_per_workgroup" => {
+            int(limits.max_compute_invocations_per_workgroup.into())
+        }
+        "limits.max_compute_workgroup_size_x" => int(limits.max_compute_workgroup_size_x.into()),
+        "limits.max_compute_workgroups_per_dimension" => {
+            int(limits.max_compute_workgroups_per_dimension.into())
+        }
+        "limits.max_compute_workgroup_storage_size" => {
+            int(limits.max_compute_workgroup_storage_size.into())
+        }
+        "limits.min_storage_buffer_offset_alignment" => {
+            int(limits.min_storage_buffer_offset_alignment.into())
+        }
+        "limits.max_storage_buffers_per_shader_stage" => {
+            int(limits.max_storage_buffers_per_shader_stage.into())
+        }
+        "features.shader_f16" => OptionValue::Bool(features.contains(wgpu::Features::SHADER_F16)),
+        "features.timestamp_query" => {
+            OptionValue::Bool(features.contains(wgpu::Features::TIMESTAMP_QUERY))
+        }
+        _ => return None,
+    })
+}
+
+/// `text` cut to the longest option string (255 bytes) at a character boundary.
+fn clip(text: &str) -> String {
+    let limit = crate::registry::MAX_OPTION_STRING_BYTES;
+    if text.len() <= limit {
+        return text.to_owned();
+    }
+    let mut end = limit;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    text[..end].to_owned()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_documented_key_has_a_value() {
+        let report = AdapterReport::default();
+        let limits = wgpu::Limits::default();
+        for key in ADAPTER_KEYS {
+            assert!(
+                adapter_option(key, &report, &limits, wgpu::Features::empty()).is_some(),
+                "{key}"
+            );
+        }
+        assert!(
+            adapter_option("adapter.nope", &report, &limits, wgpu::Features::empty()).is_none()
+        );
+    }
+
+    #[test]
+    fn long_strings_are_clipped_on_a_char_boundary() {
+        let long = "é".repeat(200);
+        let clipped = clip(&long);
+        assert!(clipped.len() <= 255);
+        assert!(long.starts_with(&clipped));
+        assert_eq!(vendor_name(0x10de), Some("nvidia"));
+    }
+}

@@ -1,0 +1,356 @@
+//! [`WebGpuBackend`]: the [`BackendInterface`] implementation, its backend-wide options and the
+//! queries tests and tools use (live buffers, per-program stats and profiles).
+//!
+//! `get_option` keys: the adapter, limit and feature keys of [`ADAPTER_KEYS`] (need a device),
+//! plus [`BACKEND_KEYS`]: `available` (bool), `unavailable_reason` (string, empty when
+//! available), `power_preference` (string), `profiling` (bool), `live_buffers`,
+//! `live_buffer_bytes`, `arena_bytes` (activation arenas of live programs), `programs` and
+//! `pipelines` (ints). `set_option` keys: `power_preference` (`"none"`, `"low-power"`,
+//! `"high-performance"`; used by the next device acquisition, see
+//! [`WebGpuBackend::reacquire`]) and `profiling` (bool). Any other key, or a value of the wrong
+//! type, is `InvalidArgument`; `set_option` checks every option before applying any.
+
+use crate::backends::webgpu::adapter::{ADAPTER_KEYS, AdapterReport, adapter_option};
+use crate::backends::webgpu::buffers::GpuAllocator;
+use crate::backends::webgpu::device::{GpuContext, share, unavailable};
+use crate::backends::webgpu::profiling::Profile;
+use crate::backends::webgpu::program::{LoadedProgram, ProgramStats};
+use crate::backends::webgpu::spec::{kernel_config, parse_specs};
+use crate::error::{Error, ErrorCode, Result};
+use crate::evalue::EValue;
+use crate::program::decode;
+use crate::registry::{
+    BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
+    BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, OptionValue,
+};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+
+/// Backend-wide `get_option` keys (besides [`ADAPTER_KEYS`]).
+pub const BACKEND_KEYS: [&str; 9] = [
+    "available",
+    "unavailable_reason",
+    "power_preference",
+    "profiling",
+    "live_buffers",
+    "live_buffer_bytes",
+    "arena_bytes",
+    "programs",
+    "pipelines",
+];
+
+struct State {
+    ctx: Option<Arc<GpuContext>>,
+    failure: Option<String>,
+    power: wgpu::PowerPreference,
+}
+
+/// The WebGPU delegate backend (wgpu: WebGPU in the browser, Vulkan/Metal/DX12 natively).
+pub struct WebGpuBackend {
+    state: Mutex<State>,
+    profiling: AtomicBool,
+}
+
+impl std::fmt::Debug for WebGpuBackend {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WebGpuBackend")
+            .field("available", &self.is_available())
+            .field("adapter", &self.adapter())
+            .finish_non_exhaustive()
+    }
+}
+
+fn power_name(power: wgpu::PowerPreference) -> &'static str {
+    match power {
+        wgpu::PowerPreference::LowPower => "low-power",
+        wgpu::PowerPreference::HighPerformance => "high-performance",
+        wgpu::PowerPreference::None => "none",
+    }
+}
+
+fn power_from(name: &str) -> Option<wgpu::PowerPreference> {
+    Some(match name {
+        "none" => wgpu::PowerPreference::None,
+        "low-power" => wgpu::PowerPreference::LowPower,
+        "high-performance" => wgpu::PowerPreference::HighPerformance,
+        _ => return None,
+    })
+}
+
+fn program_of(handle: &DelegateHandle) -> Result<&LoadedProgram> {
+    handle.downcast_ref::<LoadedProgram>().ok_or_else(|| {
+        Error::new(
+            ErrorCode::DelegateInvalidHandle,
+            "the handle was not made by the webgpu backend",
+        )
+    })
+}
+
+impl WebGpuBackend {
+    /// A backend with a device from the default adapter. It is created even when no device can
+    /// be had; [`is_available`](BackendInterface::is_available) is then false and
+    /// [`unavailable_reason`](Self::unavailable_reason) says why.
+    pub async fn new() -> Self {
+        Self::with_power_preference(wgpu::PowerPreference::None).await
+    }
+
+    /// As [`new`](Self::new), asking for an adapter with the given power preference.
+    pub async fn with_power_preference(power: wgpu::PowerPreference) -> Self {
+        let (ctx, failure) = match GpuContext::acquire(power).await {
+            Ok(ctx) => (Some(share(ctx)), None),
+            Err(reason) => (None, Some(reason)),
+        };
+        Self {
+            state: Mutex::new(State {
+                ctx,
+                failure,
+                power,
+            }),
+            profiling: AtomicBool::new(false),
+        }
+    }
+
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // Updates replace whole fields; a poisoned state is still consistent.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn context(&self) -> Option<Arc<GpuContext>> {
+        self.state().ctx.clone()
+    }
+
+    /// Acquires a new device with the current power preference, replacing the current one.
+    ///
+    /// # Errors
+    /// `InvalidState` while programs initialised on the current (not lost) device are alive,
+    /// or when no device can be had.
+    pub async fn reacquire(&self) -> Result<()> {
+        let power = {
+            let state = self.state();
+            if let Some(ctx) = &state.ctx
+                && ctx.lost().is_none()
+                && ctx.programs.load(Ordering::Relaxed) > 0
+            {
+                return Err(Error::invalid_state(
+                    "programs are still initialised on the current device; destroy them first",
+                ));
+            }
+            state.power
+        };
+        let acquired = GpuContext::acquire(power).await;
+        let mut state = self.state();
+        match acquired {
+            Ok(ctx) => {
+                state.ctx = Some(share(ctx));
+                state.failure = None;
+                Ok(())
+            }
+            Err(reason) => {
+                state.failure = Some(reason.clone());
+                Err(unavailable(&reason))
+            }
+        }
+    }
+
+    /// Why no device is available (`None` when one is).
+    pub fn unavailable_reason(&self) -> Option<String> {
+        let state = self.state();
+        match &state.ctx {
+            Some(ctx) => ctx.lost().map(|r| format!("device lost: {r}")),
+            None => state.failure.clone(),
+        }
+    }
+
+    /// The adapter behind the device, if there is one.
+    pub fn adapter(&self) -> Option<AdapterReport> {
+        self.context().map(|c| c.adapter.clone())
+    }
+
+    /// GPU buffers alive on the device (parameters, arenas, uniforms, read-back).
+    pub fn live_buffers(&self) -> usize {
+        self.context().map_or(0, |c| c.live.count())
+    }
+
+    /// Bytes in live GPU buffers.
+    pub fn live_buffer_bytes(&self) -> u64 {
+        self.context().map_or(0, |c| c.live.bytes())
+    }
+
+    /// Sizes and counts of the program behind `handle`.
+    ///
+    /// # Errors
+    /// `DelegateInvalidHandle` for a handle of another backend.
+    pub fn program_stats(&self, handle: &DelegateHandle) -> Result<ProgramStats> {
+        program_of(handle).map(LoadedProgram::stats)
+    }
+
+    /// The per-op profile of the last execution of `handle` that ran with profiling on.
+    ///
+    /// # Errors
+    /// `DelegateInvalidHandle` for a handle of another backend.
+    pub fn last_profile(&self, handle: &DelegateHandle) -> Result<Option<Profile>> {
+        program_of(handle).map(|p| p.last_profile().cloned())
+    }
+
+    /// An allocator of GPU parameter buffers on this backend's device (what `init` hands the
+    /// parameter provider), or `None` without a device.
+    pub fn allocator(&self) -> Option<GpuAllocator> {
+        self.context().map(GpuAllocator::new)
+    }
+
+    /// Whether the device can run f16 arithmetic (so `precision=f16` is accepted).
+    pub fn option_f16(&self) -> bool {
+        self.context()
+            .is_some_and(|c| c.features.contains(wgpu::Features::SHADER_F16))
+    }
+
+    /// The device for a new program: the current one, or a new one when it was lost.
+    async fn device_for_init(&self) -> Result<Arc<GpuContext>> {
+        let current = self.context();
+        match current {
+            Some(ctx) if ctx.lost().is_none() => Ok(ctx),
+            Some(_) => {
+                self.reacquire().await?;
+                self.context()
+                    .ok_or_else(|| unavailable("re-acquisition failed"))
+            }
+            None => Err(unavailable(
+                self.state()
+                    .failure
+                    .as_deref()
+                    .unwrap_or("none was acquired"),
+            )),
+        }
+    }
+
+    fn option_value(&self, key: &str) -> Result<OptionValue> {
+        let int = |v: u64| OptionValue::Int(i64::try_from(v).unwrap_or(i64::MAX));
+        let ctx = self.context();
+        let with_ctx = |f: &dyn Fn(&GpuContext) -> OptionValue| {
+            Ok(ctx.as_deref().map_or(OptionValue::Int(0), f))
+        };
+        match key {
+            "available" => Ok(OptionValue::Bool(self.is_available())),
+            "unavailable_reason" => Ok(OptionValue::String(
+                self.unavailable_reason()
+                    .map(|r| r.chars().take(200).collect())
+                    .unwrap_or_default(),
+            )),
+            "power_preference" => Ok(OptionValue::String(
+                power_name(self.state().power).to_owned(),
+            )),
+            "profiling" => Ok(OptionValue::Bool(self.profiling.load(Ordering::Relaxed))),
+            "live_buffers" => with_ctx(&|c| int(c.live.count() as u64)),
+            "live_buffer_bytes" => with_ctx(&|c| int(c.live.bytes())),
+            "arena_bytes" => with_ctx(&|c| int(c.arena_bytes.load(Ordering::Relaxed))),
+            "programs" => with_ctx(&|c| int(c.programs.load(Ordering::Relaxed) as u64)),
+            "pipelines" => with_ctx(&|c| int(c.pipelines.len() as u64)),
+            _ if ADAPTER_KEYS.contains(&key) => {
+                let ctx = ctx.ok_or_else(|| unavailable(&format!("cannot report {key}")))?;
+                adapter_option(key, &ctx.adapter, &ctx.limits, ctx.features)
+                    .ok_or_else(|| Error::internal(format!("no value for {key}")))
+            }
+            _ => Err(Error::invalid_argument(format!(
+                "the webgpu backend has no option {key:?}"
+            ))),
+        }
+    }
+}
+
+impl BackendInterface for WebGpuBackend {
+    fn is_available(&self) -> bool {
+        self.state().ctx.is_some()
+    }
+
+    fn init<'a>(
+        &'a self,
+        context: &'a BackendInitContext,
+        processed: FreeableBuffer,
+        compile_specs: &'a [CompileSpec],
+    ) -> LocalBoxFuture<'a, Result<DelegateHandle>> {
+        Box::pin(async move {
+            let ctx = self.device_for_init().await?;
+            let mut processed = processed;
+            let program = decode(processed.data())?;
+            processed.free();
+            let specs = parse_specs(compile_specs, context.runtime_specs())?;
+            let config = kernel_config(&specs, &ctx)?;
+            let loaded = LoadedProgram::load(ctx, program, config, context.parameters()).await?;
+            Ok(DelegateHandle::new(loaded))
+        })
+    }
+
+    fn execute<'a>(
+        &'a self,
+        _context: &'a BackendExecutionContext,
+        handle: &'a mut DelegateHandle,
+        args: &'a mut [EValue],
+    ) -> LocalBoxFuture<'a, Result<()>> {
+        Box::pin(async move {
+            let program = handle.downcast_mut::<LoadedProgram>().ok_or_else(|| {
+                Error::new(
+                    ErrorCode::DelegateInvalidHandle,
+                    "the handle was not made by the webgpu backend",
+                )
+            })?;
+            program
+                .execute(args, self.profiling.load(Ordering::Relaxed))
+                .await
+        })
+    }
+
+    fn set_option(
+        &self,
+        _context: &mut BackendOptionContext,
+        options: &[BackendOption],
+    ) -> Result<()> {
+        let mut power = None;
+        let mut profiling = None;
+        for option in options {
+            match (option.key(), option.value()) {
+                ("power_preference", OptionValue::String(name)) => {
+                    power = Some(power_from(name).ok_or_else(|| {
+                        Error::invalid_argument(format!(
+                            "power_preference {name:?}: expected none, low-power or high-performance"
+                        ))
+                    })?);
+                }
+                ("profiling", OptionValue::Bool(on)) => profiling = Some(*on),
+                (key @ ("power_preference" | "profiling"), value) => {
+                    return Err(Error::invalid_argument(format!(
+                        "option {key} cannot be a {}",
+                        value.type_name()
+                    )));
+                }
+                (key, _) => {
+                    return Err(Error::invalid_argument(format!(
+                        "the webgpu backend cannot set option {key:?}; it sets power_preference and profiling"
+                    )));
+                }
+            }
+        }
+        if let Some(power) = power {
+            self.state().power = power;
+        }
+        if let Some(on) = profiling {
+            self.profiling.store(on, Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    fn get_option(
+        &self,
+        _context: &mut BackendOptionContext,
+        options: &mut [BackendOption],
+    ) -> Result<()> {
+        for option in options.iter_mut() {
+            let value = self.option_value(option.key())?;
+            option.set_value(value)?;
+        }
+        Ok(())
+    }
+
+    fn destroy(&self, handle: DelegateHandle) {
+        drop(handle);
+    }
+}

@@ -1,0 +1,247 @@
+//! The GPU side of a plan ([`BoundPlan`]): one uniform buffer holding every dispatch's
+//! parameters (written once), a bind group per dispatch, the status word and the read-back
+//! buffer. A bound plan stays valid while the arena it was bound to does; when a larger plan
+//! grows the arena, older plans are rebound on their next use. Plans are cached per tuple of
+//! bound symbol values, least recently used dropped first.
+
+use crate::backends::webgpu::buffers::GpuBuffer;
+use crate::backends::webgpu::kernels::Binding;
+use crate::backends::webgpu::pipelines::Pipeline;
+use crate::backends::webgpu::plan::{self, PlanLimits, ShapePlan, Storage};
+use crate::backends::webgpu::profiling::Timer;
+use crate::backends::webgpu::program::{LoadedProgram, MAX_CACHED_PLANS};
+use crate::error::{Error, ErrorCode, Result};
+use crate::program::BoundShapes;
+use std::num::NonZeroU64;
+use std::sync::Arc;
+
+/// One recorded dispatch, ready to encode.
+pub(crate) struct BoundDispatch {
+    pub(crate) pipeline: Arc<Pipeline>,
+    pub(crate) bind_group: wgpu::BindGroup,
+    pub(crate) workgroups: [u32; 3],
+}
+
+/// A plan with its GPU resources.
+pub(crate) struct BoundPlan {
+    pub(crate) plan: ShapePlan,
+    pub(crate) generation: u64,
+    pub(crate) ops: Vec<Vec<BoundDispatch>>,
+    _uniforms: Option<GpuBuffer>,
+    pub(crate) status: Option<GpuBuffer>,
+    pub(crate) readback: GpuBuffer,
+    /// (offset in `readback`, bytes) of each output.
+    pub(crate) outputs: Vec<(u64, u64)>,
+    pub(crate) status_offset: u64,
+    pub(crate) readback_bytes: u64,
+    pub(crate) timer: Option<Timer>,
+}
+
+fn allocation_error(status: &crate::error::Status) -> Error {
+    Error::new(ErrorCode::MemoryAllocationFailed, status.to_string())
+}
+
+impl LoadedProgram {
+    fn limits(&self) -> PlanLimits {
+        let l = &self.ctx.limits;
+        PlanLimits {
+            storage_alignment: self.ctx.storage_alignment(),
+            max_binding: l.max_storage_buffer_binding_size,
+            max_buffer: l.max_buffer_size,
+            max_workgroups: l.max_compute_workgroups_per_dimension,
+        }
+    }
+
+    /// The bound plan for `bound`, from the cache or newly planned and bound; moved to the end
+    /// of the cache (most recently used).
+    pub(crate) fn plan_for(&mut self, bound: BoundShapes) -> Result<&mut BoundPlan> {
+        let key = bound.symbols.clone();
+        let cached = self.plans.iter().position(|(k, _)| *k == key);
+        let shape_plan = match cached {
+            Some(index) => {
+                let (key, entry) = self.plans.remove(index);
+                if entry.generation == self.arena_generation {
+                    self.plans.push((key, entry));
+                    return self.most_recent();
+                }
+                entry.plan
+            }
+            None => plan::plan(&self.program, bound.shapes, self.config, self.limits())?,
+        };
+        self.ensure_arena(shape_plan.arena_bytes)?;
+        let entry = self.bind(shape_plan)?;
+        if self.plans.len() >= MAX_CACHED_PLANS {
+            self.plans.remove(0);
+        }
+        self.plans.push((key, entry));
+        self.most_recent()
+    }
+
+    pub(crate) fn most_recent(&mut self) -> Result<&mut BoundPlan> {
+        self.plans
+            .last_mut()
+            .map(|(_, p)| p)
+            .ok_or_else(|| Error::internal("plan cache is empty"))
+    }
+
+    /// The buffer, offset and binding size of `binding`.
+    fn resolve<'a>(
+        &'a self,
+        plan: &ShapePlan,
+        binding: Binding,
+        status: Option<&'a GpuBuffer>,
+    ) -> Result<(&'a wgpu::Buffer, u64, u64)> {
+        let (buffer, offset, bytes) = match binding {
+            Binding::Status => {
+                let status = status.ok_or_else(|| Error::internal("plan has no status word"))?;
+                (status, 0, 4)
+            }
+            Binding::Tensor(id) => {
+                let placement = plan.placement(id)?;
+                match placement.storage {
+                    Storage::Arena(offset) => (
+                        self.arena
+                            .as_ref()
+                            .ok_or_else(|| Error::internal("plan uses an arena that is missing"))?,
+                        offset,
+                        placement.bytes,
+                    ),
+                    Storage::Param(slot) => {
+                        let param = self
+                            .params
+                            .get(slot)
+                            .ok_or_else(|| Error::internal(format!("no parameter slot {slot}")))?;
+                        (param.gpu()?, param.offset, param.bytes)
+                    }
+                }
+            }
+        };
+        // Empty tensors still bind one word (never read: their kernels have no elements).
+        let size = bytes.max(4).min(buffer.allocated().saturating_sub(offset));
+        if size < 4 {
+            return Err(Error::internal(format!(
+                "cannot bind {binding:?}: no bytes at its offset"
+            )));
+        }
+        Ok((buffer.raw(), offset, size))
+    }
+
+    /// Creates the GPU resources of `plan` against the current arena.
+    fn bind(&self, plan: ShapePlan) -> Result<BoundPlan> {
+        let ctx = &self.ctx;
+        let align = ctx.uniform_alignment();
+        let mut uniform_bytes: Vec<u8> = Vec::new();
+        let mut uniform_offsets = Vec::new();
+        for dispatch in plan.ops.iter().flat_map(|o| &o.dispatches) {
+            let start = (uniform_bytes.len() as u64).next_multiple_of(align);
+            uniform_bytes.resize(start as usize, 0);
+            uniform_offsets.push(start);
+            uniform_bytes.extend(dispatch.uniforms.iter().flat_map(|w| w.to_le_bytes()));
+        }
+        let uniforms = if uniform_bytes.is_empty() {
+            None
+        } else {
+            let buffer = GpuBuffer::new(
+                ctx,
+                uniform_bytes.len() as u64,
+                wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+                "dispatch parameters",
+            )
+            .map_err(|s| allocation_error(&s))?;
+            ctx.queue.write_buffer(buffer.raw(), 0, &uniform_bytes);
+            Some(buffer)
+        };
+        let status = if plan.uses_status {
+            Some(
+                GpuBuffer::new(
+                    ctx,
+                    4,
+                    wgpu::BufferUsages::STORAGE
+                        | wgpu::BufferUsages::COPY_SRC
+                        | wgpu::BufferUsages::COPY_DST,
+                    "status word",
+                )
+                .map_err(|s| allocation_error(&s))?,
+            )
+        } else {
+            None
+        };
+        let mut ops = Vec::with_capacity(plan.ops.len());
+        let mut offsets = uniform_offsets.into_iter();
+        for op in &plan.ops {
+            let mut bound = Vec::with_capacity(op.dispatches.len());
+            for dispatch in &op.dispatches {
+                let pipeline = ctx.pipelines.get(&dispatch.key).ok_or_else(|| {
+                    Error::internal(format!(
+                        "kernel {} was not compiled at init",
+                        dispatch.key.label()
+                    ))
+                })?;
+                let (uniforms, offset) = match (&uniforms, offsets.next()) {
+                    (Some(u), Some(o)) => (u, o),
+                    _ => return Err(Error::internal("dispatch without uniform block")),
+                };
+                let mut entries = vec![wgpu::BindGroupEntry {
+                    binding: 0,
+                    resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                        buffer: uniforms.raw(),
+                        offset,
+                        size: NonZeroU64::new(dispatch.uniforms.len() as u64 * 4),
+                    }),
+                }];
+                for (index, &binding) in dispatch.bindings.iter().enumerate() {
+                    let (buffer, offset, size) = self.resolve(&plan, binding, status.as_ref())?;
+                    entries.push(wgpu::BindGroupEntry {
+                        binding: index as u32 + 1,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer,
+                            offset,
+                            size: NonZeroU64::new(size),
+                        }),
+                    });
+                }
+                let bind_group = ctx.device.create_bind_group(&wgpu::BindGroupDescriptor {
+                    label: Some(op.name),
+                    layout: &pipeline.layout,
+                    entries: &entries,
+                });
+                bound.push(BoundDispatch {
+                    pipeline,
+                    bind_group,
+                    workgroups: dispatch.workgroups,
+                });
+            }
+            ops.push(bound);
+        }
+        let mut outputs = Vec::with_capacity(self.program.outputs.len());
+        let mut end = 0u64;
+        for &id in &self.program.outputs {
+            let bytes = plan.placement(id)?.bytes;
+            outputs.push((end, bytes));
+            end = end
+                .checked_add(bytes)
+                .ok_or_else(|| Error::new(ErrorCode::OutOfResources, "outputs overflow"))?;
+        }
+        let status_offset = end;
+        let readback_bytes = end + if plan.uses_status { 4 } else { 0 };
+        let readback = GpuBuffer::new(
+            ctx,
+            readback_bytes,
+            wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+            "output read-back",
+        )
+        .map_err(|s| allocation_error(&s))?;
+        Ok(BoundPlan {
+            plan,
+            generation: self.arena_generation,
+            ops,
+            _uniforms: uniforms,
+            status,
+            readback,
+            outputs,
+            status_offset,
+            readback_bytes,
+            timer: None,
+        })
+    }
+}

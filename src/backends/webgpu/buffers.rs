@@ -1,0 +1,295 @@
+//! GPU buffers that count themselves, and the [`BufferAllocator`] a parameter provider loads
+//! weights through, so bytes go from the provider straight into GPU buffers.
+//!
+//! Every buffer the backend creates is a [`GpuBuffer`]: creating one increments the device's
+//! live count, dropping one calls `GPUBuffer.destroy()` (the browser frees GPU memory promptly,
+//! not at garbage collection; WebGPU defers the free until submitted work is done) and
+//! decrements it. Tests use the count to prove that `destroy` frees everything.
+//!
+//! Host writes (`ParameterBuffer::write`) go through `queue.writeBuffer`, which only takes
+//! 4-byte-aligned offsets and lengths. A provider streams HTTP bodies in arbitrary chunks, so a
+//! write whose ends fall inside a 32-bit word writes the whole words in between and merges the
+//! edge bytes on the GPU with a one-thread patch kernel, in queue order: no read-back, and
+//! bytes already in the buffer are kept, whatever order the chunks arrive in.
+
+use crate::backends::webgpu::device::{GpuContext, share};
+use crate::backends::webgpu::kernels::{KernelKey, Uniforms};
+use crate::backends::webgpu::readback::read_mapped;
+use crate::error::{Status, StatusCode};
+use crate::params::{BufferAllocator, ParameterBuffer, SharedBuffer, StatusResult, check_span};
+use crate::registry::LocalBoxFuture;
+use std::any::Any;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
+/// Live buffer count and bytes of one device.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LiveBuffers {
+    count: Arc<AtomicUsize>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl LiveBuffers {
+    /// Buffers alive now.
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Bytes in live buffers.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+}
+
+/// A GPU buffer of the WebGPU backend: counted while alive, destroyed when dropped.
+pub struct GpuBuffer {
+    ctx: Arc<GpuContext>,
+    buffer: wgpu::Buffer,
+    size: u64,
+}
+
+impl std::fmt::Debug for GpuBuffer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GpuBuffer")
+            .field("size", &self.size)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GpuBuffer {
+    /// A zero-filled buffer of `size` usable bytes (allocated rounded up to a whole word).
+    ///
+    /// # Errors
+    /// `INVALID_ARGUMENT` when the size exceeds the device's `maxBufferSize`; `UNAVAILABLE`
+    /// when the device was lost.
+    pub(crate) fn new(
+        ctx: &Arc<GpuContext>,
+        size: u64,
+        usage: wgpu::BufferUsages,
+        label: &str,
+    ) -> StatusResult<Self> {
+        if let Some(reason) = ctx.lost() {
+            return Err(Status::new(
+                StatusCode::Unavailable,
+                format!("cannot allocate {label}: the WebGPU device was lost ({reason})"),
+            ));
+        }
+        let allocated = size
+            .max(4)
+            .checked_next_multiple_of(4)
+            .filter(|&s| s <= ctx.limits.max_buffer_size)
+            .ok_or_else(|| {
+                Status::new(
+                    StatusCode::InvalidArgument,
+                    format!(
+                        "{label}: {size} bytes exceed this device's largest buffer ({} bytes)",
+                        ctx.limits.max_buffer_size
+                    ),
+                )
+            })?;
+        let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
+            label: Some(label),
+            size: allocated,
+            usage,
+            mapped_at_creation: false,
+        });
+        ctx.live.count.fetch_add(1, Ordering::Relaxed);
+        ctx.live.bytes.fetch_add(allocated, Ordering::Relaxed);
+        Ok(Self {
+            ctx: ctx.clone(),
+            buffer,
+            size,
+        })
+    }
+
+    /// The wgpu buffer.
+    pub(crate) fn raw(&self) -> &wgpu::Buffer {
+        &self.buffer
+    }
+
+    /// Bytes allocated (the usable size rounded up to a whole word, at least 4).
+    pub(crate) fn allocated(&self) -> u64 {
+        self.buffer.size()
+    }
+
+    /// Whether this buffer belongs to the device of `ctx`.
+    pub(crate) fn same_device(&self, ctx: &Arc<GpuContext>) -> bool {
+        Arc::ptr_eq(&self.ctx, ctx)
+    }
+
+    /// Merges `bytes` into the word at byte `word_offset` starting at byte `lane` of it.
+    fn patch_word(&self, word_offset: u64, lane: usize, bytes: &[u8]) -> StatusResult<()> {
+        let mut value = 0u32;
+        let mut mask = 0u32;
+        for (i, &byte) in bytes.iter().enumerate().take(4 - lane) {
+            let shift = 8 * (lane + i) as u32;
+            value |= u32::from(byte) << shift;
+            mask |= 0xff << shift;
+        }
+        let align = self.ctx.storage_alignment();
+        let window = word_offset / align * align;
+        let window_len = (self.allocated() - window).min(align + 4);
+        let pipeline = self
+            .ctx
+            .pipelines
+            .get_or_compile_unchecked(&self.ctx.device, &KernelKey::Patch);
+        let uniforms = GpuBuffer::new(
+            &self.ctx,
+            16,
+            wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
+            "parameter patch uniforms",
+        )?;
+        let words = Uniforms::new()
+            .vec4([((word_offset - window) / 4) as u32, value, mask, 0])
+            .finish();
+        let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
+        self.ctx.queue.write_buffer(uniforms.raw(), 0, &bytes);
+        let bind_group = self
+            .ctx
+            .device
+            .create_bind_group(&wgpu::BindGroupDescriptor {
+                label: Some("parameter patch"),
+                layout: &pipeline.layout,
+                entries: &[
+                    wgpu::BindGroupEntry {
+                        binding: 0,
+                        resource: uniforms.raw().as_entire_binding(),
+                    },
+                    wgpu::BindGroupEntry {
+                        binding: 1,
+                        resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
+                            buffer: &self.buffer,
+                            offset: window,
+                            size: std::num::NonZeroU64::new(window_len),
+                        }),
+                    },
+                ],
+            });
+        let mut encoder = self
+            .ctx
+            .device
+            .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                label: Some("parameter patch"),
+            });
+        {
+            let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                label: Some("parameter patch"),
+                timestamp_writes: None,
+            });
+            pass.set_pipeline(&pipeline.pipeline);
+            pass.set_bind_group(0, &bind_group, &[]);
+            pass.dispatch_workgroups(1, 1, 1);
+        }
+        self.ctx.queue.submit([encoder.finish()]);
+        Ok(())
+    }
+}
+
+impl Drop for GpuBuffer {
+    fn drop(&mut self) {
+        self.buffer.destroy();
+        self.ctx.live.count.fetch_sub(1, Ordering::Relaxed);
+        self.ctx
+            .live
+            .bytes
+            .fetch_sub(self.buffer.size(), Ordering::Relaxed);
+    }
+}
+
+impl ParameterBuffer for GpuBuffer {
+    fn size(&self) -> u64 {
+        self.size
+    }
+
+    fn write(&self, offset: u64, bytes: &[u8]) -> StatusResult<()> {
+        check_span("GPU buffer write", offset, bytes.len() as u64, self.size)?;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let end = offset + bytes.len() as u64;
+        let head_lane = (offset % 4) as usize;
+        // Whole words: [first_word, last_word), in bytes.
+        let first_word = offset.next_multiple_of(4);
+        let last_word = end / 4 * 4;
+        if head_lane != 0 {
+            self.patch_word(offset - head_lane as u64, head_lane, bytes)?;
+        }
+        if last_word > first_word {
+            let from = (first_word - offset) as usize;
+            let to = (last_word - offset) as usize;
+            self.ctx
+                .queue
+                .write_buffer(&self.buffer, first_word, &bytes[from..to]);
+        }
+        if !end.is_multiple_of(4) && last_word >= first_word {
+            let from = (last_word - offset) as usize;
+            self.patch_word(last_word, 0, &bytes[from..])?;
+        }
+        Ok(())
+    }
+
+    fn read(&self, offset: u64, length: u64) -> LocalBoxFuture<'_, StatusResult<Vec<u8>>> {
+        Box::pin(async move {
+            check_span("GPU buffer read", offset, length, self.size)?;
+            if length == 0 {
+                return Ok(Vec::new());
+            }
+            let start = offset / 4 * 4;
+            // Within the allocation: it is the usable size rounded up to a whole word.
+            let end = (offset + length).next_multiple_of(4);
+            let staging = GpuBuffer::new(
+                &self.ctx,
+                end - start,
+                wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                "parameter read-back",
+            )?;
+            let mut encoder =
+                self.ctx
+                    .device
+                    .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                        label: Some("parameter read-back"),
+                    });
+            encoder.copy_buffer_to_buffer(&self.buffer, start, staging.raw(), 0, end - start);
+            self.ctx.queue.submit([encoder.finish()]);
+            let words = read_mapped(&self.ctx, staging.raw(), end - start)
+                .await
+                .map_err(|e| Status::new(StatusCode::Unavailable, e.to_string()))?;
+            let from = (offset - start) as usize;
+            words
+                .get(from..from + length as usize)
+                .map(<[u8]>::to_vec)
+                .ok_or_else(|| Status::new(StatusCode::Internal, "read-back came back short"))
+        })
+    }
+
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+}
+
+/// Allocates [`GpuBuffer`]s for parameters (storage, copy source and destination).
+#[derive(Clone, Debug)]
+pub struct GpuAllocator {
+    ctx: Arc<GpuContext>,
+}
+
+impl GpuAllocator {
+    /// An allocator on the device of `ctx`.
+    pub(crate) fn new(ctx: Arc<GpuContext>) -> Self {
+        Self { ctx }
+    }
+}
+
+impl BufferAllocator for GpuAllocator {
+    fn allocate(&self, size: u64, label: &str) -> StatusResult<SharedBuffer> {
+        let buffer = GpuBuffer::new(
+            &self.ctx,
+            size,
+            wgpu::BufferUsages::STORAGE
+                | wgpu::BufferUsages::COPY_DST
+                | wgpu::BufferUsages::COPY_SRC,
+            label,
+        )?;
+        Ok(share(buffer))
+    }
+}

@@ -1,0 +1,108 @@
+//! Dtype conversion (`Cast`) and position ids (`Range`): planning and the WGSL bodies that store
+//! element `i` for each dtype pair (the kernel helpers are in `convert.wgsl`).
+//!
+//! Semantics: float -> int truncates toward zero and saturates (NaN -> 0), as Rust's `as`;
+//! int -> int wraps (i64 -> i32 keeps the low word, -> u8 the low byte), as Rust's `as`;
+//! int -> f32 rounds to nearest (i64 through two roundings, see `common.wgsl`).
+
+use crate::backends::webgpu::kernels::{
+    Binding, Dispatch, KernelKey, PlanContext, Uniforms, to_u32,
+};
+use crate::error::{Error, ErrorCode, Result};
+use crate::program::{DType, TensorId};
+
+/// The WGSL statements that convert `x[i]` (of `from`) into `out` (of `to`).
+pub(crate) fn cast_body(from: DType, to: DType) -> String {
+    // Integer sources are first read as (low, high) words of their i64 value.
+    let int_words = match from {
+        DType::I64 => Some("let lo = x[2u * i];\n    let hi = x[2u * i + 1u];"),
+        DType::I32 => {
+            Some("let lo = x[i];\n    let hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);")
+        }
+        DType::U8 => Some("let lo = x[i];\n    let hi = 0u;"),
+        DType::F32 => None,
+    };
+    let store = match (int_words, to) {
+        (None, DType::F32) => "out[i] = x[i];".to_owned(),
+        (None, DType::I32) => "out[i] = f32_to_i32(x[i]);".to_owned(),
+        (None, DType::U8) => "out[i] = f32_to_u8(x[i]);".to_owned(),
+        (None, DType::I64) => {
+            "let w = f32_to_i64(x[i]);\n    out[2u * i] = w.x;\n    out[2u * i + 1u] = w.y;"
+                .to_owned()
+        }
+        (Some(read), DType::F32) => format!("{read}\n    out[i] = i64_to_f32(lo, hi);"),
+        (Some(read), DType::I32) => format!("{read}\n    out[i] = lo;"),
+        (Some(read), DType::U8) => format!("{read}\n    out[i] = lo & 0xffu;"),
+        (Some(read), DType::I64) => {
+            format!("{read}\n    out[2u * i] = lo;\n    out[2u * i + 1u] = hi;")
+        }
+    };
+    format!("    {store}")
+}
+
+/// The WGSL statements that store `i` as element `i` of `out` (u8 wraps at 256).
+pub(crate) fn range_body(to: DType) -> String {
+    match to {
+        DType::F32 => "    out[i] = f32(i);",
+        DType::I32 => "    out[i] = i;",
+        DType::U8 => "    out[i] = i & 0xffu;",
+        DType::I64 => "    out[2u * i] = i;\n    out[2u * i + 1u] = 0u;",
+    }
+    .to_owned()
+}
+
+/// `out = x` converted to `out`'s dtype.
+///
+/// # Errors
+/// `InvalidProgram` when the element counts differ; `OutOfResources` for grids too large.
+pub(crate) fn cast(ctx: &PlanContext<'_>, x: TensorId, out: TensorId) -> Result<Vec<Dispatch>> {
+    let n = ctx.numel(out)?;
+    if ctx.numel(x)? != n {
+        return Err(Error::new(
+            ErrorCode::InvalidProgram,
+            format!("cast: input has {} elements, output {n}", ctx.numel(x)?),
+        ));
+    }
+    let Some(workgroups) = ctx.grid_for_threads(n)? else {
+        return Ok(Vec::new());
+    };
+    Ok(vec![Dispatch {
+        key: KernelKey::Cast {
+            from: ctx.dtype(x)?,
+            to: ctx.dtype(out)?,
+            wg: ctx.config.workgroup_size,
+        },
+        uniforms: Uniforms::new()
+            .vec4([to_u32(n, "element count")?, 0, 0, 0])
+            .finish(),
+        bindings: vec![Binding::Tensor(x), Binding::Tensor(out)],
+        workgroups,
+    }])
+}
+
+/// `out = 0, 1, ..., n-1`.
+///
+/// # Errors
+/// `InvalidProgram` when `out` is not 1-D; `OutOfResources` for grids too large.
+pub(crate) fn range(ctx: &PlanContext<'_>, out: TensorId) -> Result<Vec<Dispatch>> {
+    let [n] = *ctx.shape(out)? else {
+        return Err(Error::new(
+            ErrorCode::InvalidProgram,
+            format!("range: out has shape {:?}, expected 1-D", ctx.shape(out)?),
+        ));
+    };
+    let Some(workgroups) = ctx.grid_for_threads(n)? else {
+        return Ok(Vec::new());
+    };
+    Ok(vec![Dispatch {
+        key: KernelKey::Range {
+            to: ctx.dtype(out)?,
+            wg: ctx.config.workgroup_size,
+        },
+        uniforms: Uniforms::new()
+            .vec4([to_u32(n, "element count")?, 0, 0, 0])
+            .finish(),
+        bindings: vec![Binding::Tensor(out)],
+        workgroups,
+    }])
+}

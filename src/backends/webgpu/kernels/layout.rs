@@ -1,0 +1,226 @@
+//! Data movement as strided word copies: permute, slice and concat (one dispatch per input).
+//! Reshape needs no kernel: its output aliases its input's storage (see `plan.rs`).
+
+use crate::backends::webgpu::kernels::{
+    Binding, Dispatch, KernelKey, PlanContext, Uniforms, coalesce, contiguous_strides, to_u32,
+    words_per_element,
+};
+use crate::error::{Error, ErrorCode, Result};
+use crate::program::TensorId;
+
+/// One strided copy, in elements of the tensors' dtype.
+struct CopySpec {
+    shape: Vec<usize>,
+    src_strides: Vec<usize>,
+    src_offset: usize,
+    dst_strides: Vec<usize>,
+    dst_offset: usize,
+}
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorCode::InvalidProgram, message)
+}
+
+fn copy(
+    ctx: &PlanContext<'_>,
+    src: TensorId,
+    dst: TensorId,
+    spec: CopySpec,
+) -> Result<Option<Dispatch>> {
+    let dtype = ctx.dtype(src)?;
+    if ctx.dtype(dst)? != dtype {
+        return Err(invalid(format!(
+            "copy from {} to {}: dtypes differ",
+            dtype.name(),
+            ctx.dtype(dst)?.name()
+        )));
+    }
+    let words = words_per_element(dtype);
+    let CopySpec {
+        mut shape,
+        mut src_strides,
+        src_offset,
+        mut dst_strides,
+        dst_offset,
+    } = spec;
+    if words > 1 {
+        for stride in src_strides.iter_mut().chain(dst_strides.iter_mut()) {
+            *stride *= words;
+        }
+        shape.push(words);
+        src_strides.push(1);
+        dst_strides.push(1);
+    }
+    let n: usize = shape.iter().product();
+    let Some(workgroups) = ctx.grid_for_threads(n)? else {
+        return Ok(None);
+    };
+    let (shape, strides) = coalesce(&shape, &[src_strides, dst_strides]);
+    let uniforms = Uniforms::new()
+        .vec4([
+            to_u32(n, "element count")?,
+            to_u32(shape.len(), "rank")?,
+            to_u32(src_offset * words, "source offset")?,
+            to_u32(dst_offset * words, "destination offset")?,
+        ])
+        .dims8(&shape, "copy shape")?
+        .dims8(&strides[0], "copy strides")?
+        .dims8(&strides[1], "copy strides")?
+        .finish();
+    Ok(Some(Dispatch {
+        key: KernelKey::Copy {
+            wg: ctx.config.workgroup_size,
+        },
+        uniforms,
+        bindings: vec![Binding::Tensor(src), Binding::Tensor(dst)],
+        workgroups,
+    }))
+}
+
+/// `out` dim `i` is `x` dim `perm[i]`.
+///
+/// # Errors
+/// `InvalidProgram` when `perm` is not a permutation of `x`'s dims or `out` has another shape.
+pub(crate) fn permute(
+    ctx: &PlanContext<'_>,
+    x: TensorId,
+    perm: &[u32],
+    out: TensorId,
+) -> Result<Vec<Dispatch>> {
+    let x_shape = ctx.shape(x)?;
+    let rank = x_shape.len();
+    let mut seen = vec![false; rank];
+    for &p in perm {
+        match seen.get_mut(p as usize) {
+            Some(slot) if !*slot => *slot = true,
+            _ => {
+                return Err(invalid(format!(
+                    "permute: {perm:?} is not a permutation of {rank} dims"
+                )));
+            }
+        }
+    }
+    if perm.len() != rank {
+        return Err(invalid(format!(
+            "permute: {perm:?} is not a permutation of {rank} dims"
+        )));
+    }
+    let x_strides = contiguous_strides(x_shape);
+    let shape: Vec<usize> = perm.iter().map(|&p| x_shape[p as usize]).collect();
+    if ctx.shape(out)? != shape.as_slice() {
+        return Err(invalid(format!(
+            "permute: out has shape {:?}, expected {shape:?}",
+            ctx.shape(out)?
+        )));
+    }
+    let spec = CopySpec {
+        src_strides: perm.iter().map(|&p| x_strides[p as usize]).collect(),
+        src_offset: 0,
+        dst_strides: contiguous_strides(&shape),
+        dst_offset: 0,
+        shape,
+    };
+    Ok(copy(ctx, x, out, spec)?.into_iter().collect())
+}
+
+/// Elements `start..end` of `x` along `axis`.
+///
+/// # Errors
+/// `InvalidProgram` for an axis past the rank or an `out` of another shape; `InvalidArgument`
+/// when the range does not fit the bound extent.
+pub(crate) fn slice(
+    ctx: &PlanContext<'_>,
+    x: TensorId,
+    axis: u32,
+    start: u64,
+    end: Option<u64>,
+    out: TensorId,
+) -> Result<Vec<Dispatch>> {
+    let x_shape = ctx.shape(x)?;
+    let axis = axis as usize;
+    let extent = *x_shape.get(axis).ok_or_else(|| {
+        invalid(format!(
+            "slice: axis {axis} is past the rank {}",
+            x_shape.len()
+        ))
+    })?;
+    let end = end.unwrap_or(extent as u64);
+    if start > end || end > extent as u64 {
+        return Err(Error::invalid_argument(format!(
+            "slice: {start}..{end} does not fit dim {axis} of extent {extent}"
+        )));
+    }
+    // Both fit: end <= extent, a usize.
+    let (start, end) = (start as usize, end as usize);
+    let mut shape = x_shape.to_vec();
+    shape[axis] = end - start;
+    if ctx.shape(out)? != shape.as_slice() {
+        return Err(invalid(format!(
+            "slice: out has shape {:?}, expected {shape:?}",
+            ctx.shape(out)?
+        )));
+    }
+    let x_strides = contiguous_strides(x_shape);
+    let spec = CopySpec {
+        src_offset: start * x_strides[axis],
+        src_strides: x_strides,
+        dst_strides: contiguous_strides(&shape),
+        dst_offset: 0,
+        shape,
+    };
+    Ok(copy(ctx, x, out, spec)?.into_iter().collect())
+}
+
+/// `inputs` concatenated along `axis`, one copy per input.
+///
+/// # Errors
+/// `InvalidProgram` for an empty input list, a bad axis, or shapes that do not line up.
+pub(crate) fn concat(
+    ctx: &PlanContext<'_>,
+    inputs: &[TensorId],
+    axis: u32,
+    out: TensorId,
+) -> Result<Vec<Dispatch>> {
+    let out_shape = ctx.shape(out)?.to_vec();
+    let axis = axis as usize;
+    if axis >= out_shape.len() || inputs.is_empty() {
+        return Err(invalid(format!(
+            "concat: axis {axis} of rank {} with {} inputs",
+            out_shape.len(),
+            inputs.len()
+        )));
+    }
+    let out_strides = contiguous_strides(&out_shape);
+    let mut offset = 0usize;
+    let mut dispatches = Vec::with_capacity(inputs.len());
+    for &input in inputs {
+        let shape = ctx.shape(input)?.to_vec();
+        let lines_up = shape.len() == out_shape.len()
+            && shape
+                .iter()
+                .zip(&out_shape)
+                .enumerate()
+                .all(|(d, (a, b))| d == axis || a == b);
+        if !lines_up {
+            return Err(invalid(format!(
+                "concat: input {input} of shape {shape:?} does not line up with {out_shape:?} along axis {axis}"
+            )));
+        }
+        let spec = CopySpec {
+            src_strides: contiguous_strides(&shape),
+            src_offset: 0,
+            dst_strides: out_strides.clone(),
+            dst_offset: offset * out_strides[axis],
+            shape: shape.clone(),
+        };
+        offset += shape[axis];
+        dispatches.extend(copy(ctx, input, out, spec)?);
+    }
+    if offset != out_shape[axis] {
+        return Err(invalid(format!(
+            "concat: inputs add up to {offset} along axis {axis}, out has {}",
+            out_shape[axis]
+        )));
+    }
+    Ok(dispatches)
+}

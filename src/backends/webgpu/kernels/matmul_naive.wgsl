@@ -1,0 +1,46 @@
+// Batched matrix product, one thread per output element and no workgroup memory: the baseline
+// the tiled kernel is measured against (compile spec matmul_kernel=naive). Same parameters and
+// semantics as matmul_tiled.wgsl.
+struct Params {
+    dims: vec4<u32>,
+    strides: vec4<u32>,
+    batch_shape: vec4<u32>,
+    a_batch_strides: vec4<u32>,
+    b_batch_strides: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> a: array<f32>;
+@group(0) @binding(2) var<storage, read_write> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+{{BIAS_DECL}}
+
+@compute @workgroup_size({{WGX}}, {{WGY}}, 1)
+fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
+    let m_len = p.dims.x;
+    let n_len = p.dims.y;
+    let k_len = p.dims.z;
+    let gn = gid.x;
+    let gm = gid.y;
+    let batch = gid.z;
+    if (gm >= m_len || gn >= n_len) {
+        return;
+    }
+    var rem = batch;
+    var a_base = 0u;
+    var b_base = 0u;
+    for (var d = i32(p.dims.w) - 1; d >= 0; d = d - 1) {
+        let du = u32(d);
+        let extent = p.batch_shape[du];
+        let c = rem % extent;
+        rem = rem / extent;
+        a_base = a_base + c * p.a_batch_strides[du];
+        b_base = b_base + c * p.b_batch_strides[du];
+    }
+    var acc = 0.0;
+    for (var k = 0u; k < k_len; k = k + 1u) {
+        acc = fma(a[a_base + gm * p.strides.x + k * p.strides.y],
+                  b[b_base + k * p.strides.z + gn * p.strides.w], acc);
+    }
+    out[batch * m_len * n_len + gm * n_len + gn] = acc{{BIAS_ADD}};
+}

@@ -1,0 +1,115 @@
+// Batched matrix product, tiled through workgroup memory.
+//
+// A workgroup of WGX x WGY threads computes a TM x TN tile of one batch's output (TM = WGY * RM,
+// TN = WGX * 4): it walks K in steps of TK, staging a TM x TK tile of A and a TK x TN tile of B in
+// workgroup memory (zero-filled past the matrix edges, so any M, N, K work), and each thread
+// accumulates RM rows x 4 columns in vec4 registers: thread (lx, ly) owns rows ly + i * WGY and
+// columns 4 lx .. 4 lx + 3 of the tile. Transposes are strides: A(m, k) = a[a_batch + m * a_sm +
+// k * a_sk], B(k, n) = b[b_batch + k * b_sk + n * b_sn]. Batch dims (up to 4, coalesced by the
+// host) broadcast through zero strides. Tiles are staged in f32, or in f16 under the
+// precision=f16 spec (products are still accumulated in f32).
+struct Params {
+    // x: M, y: N, z: K, w: batch rank (<= 4)
+    dims: vec4<u32>,
+    // x: a_sm, y: a_sk, z: b_sk, w: b_sn
+    strides: vec4<u32>,
+    batch_shape: vec4<u32>,
+    a_batch_strides: vec4<u32>,
+    b_batch_strides: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> a: array<f32>;
+@group(0) @binding(2) var<storage, read_write> b: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+{{BIAS_DECL}}
+
+const WGX: u32 = {{WGX}}u;
+const WGY: u32 = {{WGY}}u;
+const RM: u32 = {{RM}}u;
+const RN: u32 = {{RN}}u;
+const TK: u32 = {{TK}}u;
+const TM: u32 = WGY * RM;
+const TN: u32 = WGX * RN;
+const NT: u32 = WGX * WGY;
+
+var<workgroup> a_tile: array<{{STAGE}}, {{A_TILE}}>;
+var<workgroup> b_tile: array<vec4<{{STAGE}}>, {{B_TILE4}}>;
+
+@compute @workgroup_size({{WGX}}, {{WGY}}, 1)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
+        @builtin(local_invocation_index) li: u32) {
+    let m_len = p.dims.x;
+    let n_len = p.dims.y;
+    let k_len = p.dims.z;
+    let batch = wid.z;
+
+    var rem = batch;
+    var a_base = 0u;
+    var b_base = 0u;
+    for (var d = i32(p.dims.w) - 1; d >= 0; d = d - 1) {
+        let du = u32(d);
+        let extent = p.batch_shape[du];
+        let c = rem % extent;
+        rem = rem / extent;
+        a_base = a_base + c * p.a_batch_strides[du];
+        b_base = b_base + c * p.b_batch_strides[du];
+    }
+
+    let row0 = wid.y * TM;
+    let col0 = wid.x * TN;
+    let lx = lid3.x;
+    let ly = lid3.y;
+
+    var acc: array<vec4<f32>, {{RM}}>;
+    for (var i = 0u; i < RM; i = i + 1u) {
+        acc[i] = vec4<f32>(0.0);
+    }
+
+    for (var k0 = 0u; k0 < k_len; k0 = k0 + TK) {
+        for (var e = li; e < TM * TK; e = e + NT) {
+            let r = e / TK;
+            let c = e % TK;
+            let gm = row0 + r;
+            let gk = k0 + c;
+            var v = 0.0;
+            if (gm < m_len && gk < k_len) {
+                v = a[a_base + gm * p.strides.x + gk * p.strides.y];
+            }
+            a_tile[c * TM + r] = {{STAGE}}(v);
+        }
+        for (var e = li; e < TK * TN; e = e + NT) {
+            let r = e / TN;
+            let c = e % TN;
+            let gk = k0 + r;
+            let gn = col0 + c;
+            var v = 0.0;
+            if (gk < k_len && gn < n_len) {
+                v = b[b_base + gk * p.strides.z + gn * p.strides.w];
+            }
+            b_tile[r * WGX + c / 4u][c % 4u] = {{STAGE}}(v);
+        }
+        workgroupBarrier();
+        for (var kk = 0u; kk < TK; kk = kk + 1u) {
+            let bv = vec4<f32>(b_tile[kk * WGX + lx]);
+            for (var i = 0u; i < RM; i = i + 1u) {
+                acc[i] = fma(vec4<f32>(f32(a_tile[kk * TM + ly + i * WGY])), bv, acc[i]);
+            }
+        }
+        workgroupBarrier();
+    }
+
+    let out_base = batch * m_len * n_len;
+    for (var i = 0u; i < RM; i = i + 1u) {
+        let gm = row0 + ly + i * WGY;
+        if (gm >= m_len) {
+            continue;
+        }
+        for (var j = 0u; j < 4u; j = j + 1u) {
+            let gn = col0 + lx * 4u + j;
+            if (gn < n_len) {
+                out[out_base + gm * n_len + gn] = acc[i][j]{{BIAS_ADD}};
+            }
+        }
+    }
+}

@@ -1,0 +1,340 @@
+//! From a program and concrete shapes to a [`ShapePlan`]: where every tensor lives (the
+//! activation arena or a parameter buffer), and the dispatches of every op, in order.
+//!
+//! Plain Rust with no GPU objects, so it is unit-tested at full speed; `execute.rs` turns a plan
+//! into bind groups once and reuses it for every execution with the same bound symbols.
+//! Reshape is a view: its output shares its input's storage, and the shared storage lives as
+//! long as either name is used. Every index the program holds is checked here, so a program
+//! that was not validated still cannot make the planner panic.
+
+use crate::backends::webgpu::arena::{Lifetime, plan_arena};
+use crate::backends::webgpu::dispatch;
+use crate::backends::webgpu::kernels::{
+    self, Dispatch, KernelConfig, PlanContext, words_per_element,
+};
+use crate::error::{Error, ErrorCode, Result};
+use crate::program::{DType, Op, Program, TensorId};
+
+/// Where a tensor's bytes live.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Storage {
+    /// At this byte offset of the activation arena.
+    Arena(u64),
+    /// In parameter slot `n` (see `Program::params`).
+    Param(usize),
+}
+
+/// A tensor's storage and its size on the GPU.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Placement {
+    /// Where it lives.
+    pub storage: Storage,
+    /// Bytes it occupies on the GPU (u8 widened to words, see `kernels`).
+    pub bytes: u64,
+}
+
+/// The dispatches of one op.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct OpDispatches {
+    /// Index of the op in the program.
+    pub op_index: usize,
+    /// The op's name, for profiles.
+    pub name: &'static str,
+    /// Its dispatches (none for reshape and empty tensors).
+    pub dispatches: Vec<Dispatch>,
+}
+
+/// The device limits a plan must respect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct PlanLimits {
+    /// `minStorageBufferOffsetAlignment`.
+    pub storage_alignment: u64,
+    /// `maxStorageBufferBindingSize`.
+    pub max_binding: u64,
+    /// `maxBufferSize`.
+    pub max_buffer: u64,
+    /// `maxComputeWorkgroupsPerDimension`.
+    pub max_workgroups: u32,
+}
+
+/// Everything needed to run the program for one tuple of symbol values.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct ShapePlan {
+    /// The concrete shape of every tensor.
+    pub shapes: Vec<Vec<usize>>,
+    /// Where each tensor lives; `None` for tensors nothing defines.
+    pub placements: Vec<Option<Placement>>,
+    /// Bytes of activation arena this plan needs.
+    pub arena_bytes: u64,
+    /// Bytes the activations would take without reuse (each aligned).
+    pub activation_bytes: u64,
+    /// Per op, in program order.
+    pub ops: Vec<OpDispatches>,
+    /// Whether a dispatch reports into the status word.
+    pub uses_status: bool,
+}
+
+impl ShapePlan {
+    /// The placement of `id`.
+    ///
+    /// # Errors
+    /// `Internal` when the tensor has none (the planner proved every bound tensor has one).
+    pub(crate) fn placement(&self, id: TensorId) -> Result<Placement> {
+        self.placements
+            .get(id as usize)
+            .copied()
+            .flatten()
+            .ok_or_else(|| Error::internal(format!("tensor {id} has no storage in the plan")))
+    }
+}
+
+fn invalid(message: String) -> Error {
+    Error::new(ErrorCode::InvalidProgram, message)
+}
+
+/// Bytes of a tensor of `dtype` and `shape` on the GPU.
+pub(crate) fn gpu_bytes(dtype: DType, shape: &[usize]) -> Result<u64> {
+    shape
+        .iter()
+        .try_fold(words_per_element(dtype) as u64 * 4, |acc, &d| {
+            acc.checked_mul(d as u64)
+        })
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::OutOfResources,
+                format!("a {} tensor of shape {shape:?} overflows", dtype.name()),
+            )
+        })
+}
+
+/// Tensor ids that are parameters, mapped to their slot in `Program::params`.
+///
+/// # Errors
+/// `InvalidProgram` for a parameter naming an undeclared tensor or a tensor named twice.
+pub(crate) fn param_slots(program: &Program) -> Result<Vec<Option<usize>>> {
+    let mut slots = vec![None; program.tensors.len()];
+    for (slot, param) in program.params.iter().enumerate() {
+        match slots.get_mut(param.tensor as usize) {
+            Some(entry @ None) => *entry = Some(slot),
+            Some(Some(_)) => {
+                return Err(invalid(format!(
+                    "tensor {} is filled by two parameters",
+                    param.tensor
+                )));
+            }
+            None => {
+                return Err(invalid(format!(
+                    "parameter {:?} names undeclared tensor {}",
+                    param.key, param.tensor
+                )));
+            }
+        }
+    }
+    Ok(slots)
+}
+
+/// Which tensor's storage each tensor uses (itself, or a reshape's source), after checking
+/// that every op reads only defined tensors and writes a tensor nothing else defines.
+fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Result<Vec<TensorId>> {
+    let count = program.tensors.len();
+    let mut defined: Vec<bool> = slots.iter().map(Option::is_some).collect();
+    for &input in &program.inputs {
+        let slot = defined
+            .get_mut(input as usize)
+            .ok_or_else(|| invalid(format!("input names undeclared tensor {input}")))?;
+        if *slot {
+            return Err(invalid(format!(
+                "tensor {input} is an input twice, or an input and a parameter"
+            )));
+        }
+        *slot = true;
+    }
+    let mut root: Vec<TensorId> = (0..count as TensorId).collect();
+    for (index, op) in program.ops.iter().enumerate() {
+        for input in op.inputs() {
+            if !defined.get(input as usize).copied().unwrap_or(false) {
+                return Err(invalid(format!(
+                    "op {index} ({}) reads tensor {input} before anything writes it",
+                    op.name()
+                )));
+            }
+        }
+        let out = op.output() as usize;
+        match defined.get_mut(out) {
+            Some(slot) if !*slot => *slot = true,
+            Some(_) => {
+                return Err(invalid(format!(
+                    "op {index} ({}) writes tensor {out}, which is already defined",
+                    op.name()
+                )));
+            }
+            None => {
+                return Err(invalid(format!(
+                    "op {index} ({}) writes undeclared tensor {out}",
+                    op.name()
+                )));
+            }
+        }
+        if let Op::Reshape { x, .. } = op {
+            root[out] = root[*x as usize];
+        }
+    }
+    for &output in &program.outputs {
+        if !defined.get(output as usize).copied().unwrap_or(false) {
+            return Err(invalid(format!("output tensor {output} is never written")));
+        }
+    }
+    Ok(root)
+}
+
+/// The checks planning relies on that do not depend on shapes: parameters name distinct
+/// declared tensors, inputs are declared and distinct, every op reads only tensors defined
+/// before it and writes a tensor nothing else defines, and every output is written.
+///
+/// # Errors
+/// `InvalidProgram` naming the first fault.
+pub(crate) fn check_structure(program: &Program) -> Result<()> {
+    let slots = param_slots(program)?;
+    storage_roots(program, &slots).map(|_| ())
+}
+
+/// Plans `program` for `shapes` (one concrete shape per tensor).
+///
+/// # Errors
+/// `InvalidProgram` for programs that read undefined tensors or whose ops do not fit their
+/// shapes; `OutOfResources` when a tensor or the arena exceeds the device's limits;
+/// `NotSupported` for views beyond the kernels' dims.
+pub(crate) fn plan(
+    program: &Program,
+    shapes: Vec<Vec<usize>>,
+    config: KernelConfig,
+    limits: PlanLimits,
+) -> Result<ShapePlan> {
+    if shapes.len() != program.tensors.len() {
+        return Err(Error::internal("shape count differs from tensor count"));
+    }
+    let slots = param_slots(program)?;
+    let roots = storage_roots(program, &slots)?;
+    let steps = program.ops.len() + 2;
+    let bytes = program
+        .tensors
+        .iter()
+        .zip(&shapes)
+        .map(|(decl, shape)| gpu_bytes(decl.dtype, shape))
+        .collect::<Result<Vec<u64>>>()?;
+    for (id, (&size, decl)) in bytes.iter().zip(&program.tensors).enumerate() {
+        if size > limits.max_binding {
+            return Err(Error::new(
+                ErrorCode::OutOfResources,
+                format!(
+                    "tensor {id} ({}) needs {size} bytes; this device binds at most {} bytes per buffer",
+                    decl.name, limits.max_binding
+                ),
+            ));
+        }
+    }
+
+    // Live ranges of the storage roots held in the arena.
+    let mut first: Vec<Option<usize>> = vec![None; shapes.len()];
+    let mut last = vec![0usize; shapes.len()];
+    let mut touch = |id: TensorId, step: usize, defines: bool| {
+        let r = roots[id as usize] as usize;
+        if slots[r].is_none() {
+            if defines && first[r].is_none() {
+                first[r] = Some(step);
+            }
+            last[r] = last[r].max(step);
+        }
+    };
+    for &input in &program.inputs {
+        touch(input, 0, true);
+    }
+    for (index, op) in program.ops.iter().enumerate() {
+        for input in op.inputs() {
+            touch(input, index + 1, false);
+        }
+        touch(op.output(), index + 1, true);
+    }
+    for &output in &program.outputs {
+        touch(output, steps - 1, false);
+    }
+    let arena_roots: Vec<usize> = (0..shapes.len()).filter(|&r| first[r].is_some()).collect();
+    let lifetimes: Vec<Lifetime> = arena_roots
+        .iter()
+        .map(|&r| Lifetime {
+            size: bytes[r],
+            first: first[r].unwrap_or(0),
+            last: last[r],
+        })
+        .collect();
+    let arena = plan_arena(&lifetimes, limits.storage_alignment)?;
+    let alignment = limits.storage_alignment.max(4);
+    let activation_bytes = lifetimes
+        .iter()
+        .map(|l| l.size.max(1).div_ceil(alignment).saturating_mul(alignment))
+        .fold(0u64, u64::saturating_add);
+    if arena.size > limits.max_buffer {
+        return Err(Error::new(
+            ErrorCode::OutOfResources,
+            format!(
+                "activations need a {} byte arena; this device's largest buffer is {} bytes",
+                arena.size, limits.max_buffer
+            ),
+        ));
+    }
+    let mut root_offset = vec![None; shapes.len()];
+    for (&r, &offset) in arena_roots.iter().zip(&arena.offsets) {
+        root_offset[r] = Some(offset);
+    }
+    let placements = (0..shapes.len())
+        .map(|id| {
+            let r = roots[id] as usize;
+            let storage = match (slots[r], root_offset[r]) {
+                (Some(slot), _) => Some(Storage::Param(slot)),
+                (None, Some(offset)) => Some(Storage::Arena(offset)),
+                (None, None) => None,
+            };
+            storage.map(|storage| Placement {
+                storage,
+                bytes: bytes[id],
+            })
+        })
+        .collect();
+
+    let ctx = PlanContext {
+        tensors: &program.tensors,
+        shapes: &shapes,
+        config,
+        max_workgroups: limits.max_workgroups,
+    };
+    let ops = program
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(index, op)| {
+            let dispatches = dispatch::op_dispatches(&ctx, index, op).map_err(|e| {
+                Error::new(
+                    e.code(),
+                    format!("op {index} ({}): {}", op.name(), e.message()),
+                )
+            })?;
+            Ok(OpDispatches {
+                op_index: index,
+                name: op.name(),
+                dispatches,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let uses_status = ops
+        .iter()
+        .flat_map(|o| &o.dispatches)
+        .any(|d| d.bindings.contains(&kernels::Binding::Status));
+    Ok(ShapePlan {
+        shapes,
+        placements,
+        arena_bytes: arena.size,
+        activation_bytes,
+        ops,
+        uses_status,
+    })
+}

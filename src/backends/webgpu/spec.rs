@@ -1,0 +1,232 @@
+//! Compile specs (and runtime specs from load options) the WebGPU backend honours, and the
+//! [`KernelConfig`] they select on a given device.
+//!
+//! | key              | values                         | effect                                   |
+//! |------------------|--------------------------------|------------------------------------------|
+//! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
+//! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
+//! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
+//!
+//! Compile spec values are UTF-8 text; runtime specs may also be integers (`workgroup_size`).
+//! Runtime specs override compile specs. Any other key is `InvalidArgument` naming every
+//! unknown key: a spec nobody reads is a mistake the user should hear about.
+
+use crate::backends::webgpu::device::GpuContext;
+use crate::backends::webgpu::kernels::source::{matmul_geometry, workgroup_storage_bytes};
+use crate::backends::webgpu::kernels::{KernelConfig, KernelKey, MatMulKernel};
+use crate::error::{Error, ErrorCode, Result};
+use crate::registry::{BackendOption, CompileSpec, OptionValue};
+
+/// Spec key: preferred workgroup size.
+pub const SPEC_WORKGROUP_SIZE: &str = "workgroup_size";
+/// Spec key: `f32` or `f16`.
+pub const SPEC_PRECISION: &str = "precision";
+/// Spec key: `tiled` or `naive`.
+pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
+
+/// Every spec key the backend reads.
+pub const SPEC_KEYS: [&str; 3] = [SPEC_WORKGROUP_SIZE, SPEC_PRECISION, SPEC_MATMUL_KERNEL];
+
+/// The specs given for one program, parsed but not yet fitted to a device.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Specs {
+    workgroup_size: Option<u32>,
+    f16: bool,
+    naive_matmul: bool,
+}
+
+fn bad_value(key: &str, value: &str, expected: &str) -> Error {
+    Error::invalid_argument(format!("spec {key}={value:?}: expected {expected}"))
+}
+
+fn apply(specs: &mut Specs, key: &str, value: &OptionValue) -> Result<()> {
+    let text = match value {
+        OptionValue::String(text) => text.trim().to_owned(),
+        OptionValue::Int(number) => number.to_string(),
+        OptionValue::Bool(flag) => flag.to_string(),
+    };
+    match key {
+        SPEC_WORKGROUP_SIZE => {
+            let size = text
+                .parse::<u32>()
+                .ok()
+                .filter(|s| s.is_power_of_two() && *s <= 1024)
+                .ok_or_else(|| bad_value(key, &text, "a power of two from 1 to 1024"))?;
+            specs.workgroup_size = Some(size);
+        }
+        SPEC_PRECISION => {
+            specs.f16 = match text.as_str() {
+                "f32" | "fp32" => false,
+                "f16" | "fp16" => true,
+                _ => return Err(bad_value(key, &text, "f32 or f16")),
+            }
+        }
+        SPEC_MATMUL_KERNEL => {
+            specs.naive_matmul = match text.as_str() {
+                "tiled" => false,
+                "naive" => true,
+                _ => return Err(bad_value(key, &text, "tiled or naive")),
+            }
+        }
+        _ => return Err(Error::internal(format!("unhandled spec key {key}"))),
+    }
+    Ok(())
+}
+
+/// Parses compile specs, then runtime specs (which win).
+///
+/// # Errors
+/// `InvalidArgument` naming every unknown key, or a value that does not parse.
+pub(crate) fn parse_specs(compile: &[CompileSpec], runtime: &[BackendOption]) -> Result<Specs> {
+    let unknown: Vec<String> = compile
+        .iter()
+        .map(|s| s.key.as_str())
+        .chain(runtime.iter().map(BackendOption::key))
+        .filter(|key| !SPEC_KEYS.contains(key))
+        .map(|key| format!("{key:?}"))
+        .collect();
+    if !unknown.is_empty() {
+        return Err(Error::invalid_argument(format!(
+            "the webgpu backend does not know spec key(s) {}; it reads {}",
+            unknown.join(", "),
+            SPEC_KEYS.join(", ")
+        )));
+    }
+    let mut specs = Specs::default();
+    for spec in compile {
+        let text = std::str::from_utf8(&spec.value).map_err(|_| {
+            Error::invalid_argument(format!("spec {}: value is not UTF-8 text", spec.key))
+        })?;
+        apply(&mut specs, &spec.key, &OptionValue::String(text.to_owned()))?;
+    }
+    for option in runtime {
+        apply(&mut specs, option.key(), option.value())?;
+    }
+    Ok(specs)
+}
+
+/// The largest power of two that is at most `limit` (and at least 1).
+fn floor_pow2(limit: u32) -> u32 {
+    if limit == 0 {
+        1
+    } else {
+        1 << (31 - limit.leading_zeros())
+    }
+}
+
+fn fits(ctx: &GpuContext, key: &KernelKey, wgx: u32, wgy: u32) -> bool {
+    let l = &ctx.limits;
+    wgx * wgy <= l.max_compute_invocations_per_workgroup
+        && wgx <= l.max_compute_workgroup_size_x
+        && wgy <= l.max_compute_workgroup_size_y
+        && workgroup_storage_bytes(key) <= l.max_compute_workgroup_storage_size
+}
+
+/// Fits `specs` to the device of `ctx`.
+///
+/// # Errors
+/// `NotSupported` for `precision=f16` on a device without shader-f16, or a device too small
+/// for even the smallest matmul tiling.
+pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelConfig> {
+    let limits = &ctx.limits;
+    let device_max = floor_pow2(
+        limits
+            .max_compute_invocations_per_workgroup
+            .min(limits.max_compute_workgroup_size_x),
+    );
+    let workgroup_size = specs.workgroup_size.unwrap_or(256).min(device_max);
+    if specs.f16 && !ctx.features.contains(wgpu::Features::SHADER_F16) {
+        return Err(Error::new(
+            ErrorCode::NotSupported,
+            "precision=f16 needs the shader-f16 feature, which this device lacks",
+        ));
+    }
+    let candidates: &[MatMulKernel] = if specs.naive_matmul {
+        &[MatMulKernel::Naive]
+    } else if workgroup_size >= 128 {
+        &[MatMulKernel::Tiled64, MatMulKernel::Tiled32]
+    } else {
+        &[MatMulKernel::Tiled32]
+    };
+    let matmul = candidates
+        .iter()
+        .copied()
+        .find(|&kernel| {
+            let (wgx, wgy, ..) = matmul_geometry(kernel);
+            let key = KernelKey::MatMul {
+                kernel,
+                bias: true,
+                f16: specs.f16,
+            };
+            fits(ctx, &key, wgx, wgy)
+        })
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::NotSupported,
+                "this device's workgroup limits are below the smallest matmul kernel (8 x 8)",
+            )
+        })?;
+    Ok(KernelConfig {
+        workgroup_size,
+        matmul,
+        f16: specs.f16,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_keys_are_all_named() {
+        let specs = [
+            CompileSpec::new("precision", "f32"),
+            CompileSpec::new("tile", "8"),
+            CompileSpec::new("fast", "yes"),
+        ];
+        let err = parse_specs(&specs, &[]).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument);
+        assert!(err.message().contains("\"tile\"") && err.message().contains("\"fast\""));
+        let runtime = [BackendOption::new("bogus", true).unwrap()];
+        assert!(
+            parse_specs(&[], &runtime)
+                .unwrap_err()
+                .message()
+                .contains("bogus")
+        );
+    }
+
+    #[test]
+    fn values_are_checked_and_runtime_wins() {
+        for bad in ["0", "100", "2048", "x"] {
+            let spec = [CompileSpec::new(SPEC_WORKGROUP_SIZE, bad)];
+            assert_eq!(
+                parse_specs(&spec, &[]).unwrap_err().code(),
+                ErrorCode::InvalidArgument,
+                "{bad}"
+            );
+        }
+        let err = parse_specs(&[CompileSpec::new(SPEC_PRECISION, "f8")], &[]).unwrap_err();
+        assert_eq!(err.code(), ErrorCode::InvalidArgument);
+        let not_utf8 = [CompileSpec::new(SPEC_MATMUL_KERNEL, vec![0xff, 0xfe])];
+        assert!(parse_specs(&not_utf8, &[]).is_err());
+        let specs = parse_specs(
+            &[
+                CompileSpec::new(SPEC_WORKGROUP_SIZE, "64"),
+                CompileSpec::new(SPEC_MATMUL_KERNEL, "naive"),
+            ],
+            &[BackendOption::new(SPEC_WORKGROUP_SIZE, 128).unwrap()],
+        )
+        .unwrap();
+        assert_eq!(specs.workgroup_size, Some(128));
+        assert!(specs.naive_matmul && !specs.f16);
+    }
+
+    #[test]
+    fn floor_pow2_rounds_down() {
+        assert_eq!(floor_pow2(256), 256);
+        assert_eq!(floor_pow2(1000), 512);
+        assert_eq!(floor_pow2(1), 1);
+        assert_eq!(floor_pow2(0), 1);
+    }
+}

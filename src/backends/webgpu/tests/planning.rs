@@ -1,0 +1,373 @@
+//! The GPU-free planner: kernels compiled at init cover every dispatch, reshape aliases its
+//! input's storage, the arena reuses memory, and malformed programs or oversized shapes are
+//! refused with the right codes (never a panic).
+
+use super::dims;
+use crate::backends::webgpu::dispatch::kernel_keys;
+use crate::backends::webgpu::kernels::{KernelConfig, MatMulKernel};
+use crate::backends::webgpu::plan::{PlanLimits, ShapePlan, Storage, plan};
+use crate::error::{ErrorCode, Result};
+use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, UnaryOp, bind_shapes};
+
+const CONFIG: KernelConfig = KernelConfig {
+    workgroup_size: 256,
+    matmul: MatMulKernel::Tiled64,
+    f16: false,
+};
+
+const LIMITS: PlanLimits = PlanLimits {
+    storage_alignment: 256,
+    max_binding: 1 << 27,
+    max_buffer: 1 << 30,
+    max_workgroups: 65535,
+};
+
+/// A small encoder layer touching every op: embeddings, attention, MLP, pooling.
+pub(super) fn every_op_program() -> Program {
+    let mut b = ProgramBuilder::new();
+    let seq = b.symbol("seq");
+    let (h, v) = (8, 16);
+    let ids = b.input("ids", DType::I64, vec![Dim::Fixed(1), seq]);
+    let mask = b.input("mask", DType::I64, vec![Dim::Fixed(1), seq]);
+    let table = b.param("table", DType::F32, dims(&[v, h]), "s", "table");
+    let w = b.param("w", DType::F32, dims(&[h, h]), "s", "w");
+    let bias = b.param("bias", DType::F32, dims(&[h]), "s", "bias");
+    let gamma = b.param("gamma", DType::F32, dims(&[h]), "s", "gamma");
+    let pos = b.tensor("pos", DType::I64, vec![seq]);
+    let emb = b.tensor(
+        "emb",
+        DType::F32,
+        vec![Dim::Fixed(1), seq, Dim::Fixed(h as u64)],
+    );
+    let pemb = b.tensor("pemb", DType::F32, vec![seq, Dim::Fixed(h as u64)]);
+    let sum = b.tensor(
+        "sum",
+        DType::F32,
+        vec![Dim::Fixed(1), seq, Dim::Fixed(h as u64)],
+    );
+    let norm = b.tensor(
+        "norm",
+        DType::F32,
+        vec![Dim::Fixed(1), seq, Dim::Fixed(h as u64)],
+    );
+    let proj = b.tensor(
+        "proj",
+        DType::F32,
+        vec![Dim::Fixed(1), seq, Dim::Fixed(h as u64)],
+    );
+    let heads = b.tensor(
+        "heads",
+        DType::F32,
+        vec![Dim::Fixed(1), seq, Dim::Fixed(2), Dim::Fixed(4)],
+    );
+    let perm = b.tensor(
+        "perm",
+        DType::F32,
+        vec![Dim::Fixed(1), Dim::Fixed(2), seq, Dim::Fixed(4)],
+    );
+    let scores = b.tensor(
+        "scores",
+        DType::F32,
+        vec![Dim::Fixed(1), Dim::Fixed(2), seq, seq],
+    );
+    let fmask = b.tensor("fmask", DType::F32, vec![Dim::Fixed(1), seq]);
+    let mask4 = b.tensor(
+        "mask4",
+        DType::F32,
+        vec![Dim::Fixed(1), Dim::Fixed(1), Dim::Fixed(1), seq],
+    );
+    let probs = b.tensor(
+        "probs",
+        DType::F32,
+        vec![Dim::Fixed(1), Dim::Fixed(2), seq, seq],
+    );
+    let act = b.tensor(
+        "act",
+        DType::F32,
+        vec![Dim::Fixed(1), seq, Dim::Fixed(h as u64)],
+    );
+    let scaled = b.tensor(
+        "scaled",
+        DType::F32,
+        vec![Dim::Fixed(1), seq, Dim::Fixed(h as u64)],
+    );
+    let first = b.tensor(
+        "first",
+        DType::F32,
+        vec![Dim::Fixed(1), Dim::Fixed(1), Dim::Fixed(h as u64)],
+    );
+    let both = b.tensor(
+        "both",
+        DType::F32,
+        vec![Dim::Fixed(1), Dim::Fixed(2), Dim::Fixed(h as u64)],
+    );
+    let pooled = b.tensor("pooled", DType::F32, dims(&[1, h]));
+    let unit = b.tensor("unit", DType::F32, dims(&[1, h]));
+    b.op(Op::Range { out: pos })
+        .op(Op::Gather {
+            table,
+            ids,
+            out: emb,
+        })
+        .op(Op::Gather {
+            table,
+            ids: pos,
+            out: pemb,
+        })
+        .op(Op::Binary {
+            op: BinaryOp::Add,
+            a: emb,
+            b: pemb,
+            out: sum,
+        })
+        .op(Op::LayerNorm {
+            x: sum,
+            gamma,
+            beta: bias,
+            eps: 1e-12,
+            out: norm,
+        })
+        .op(Op::MatMul {
+            a: norm,
+            b: w,
+            bias: Some(bias),
+            transpose_a: false,
+            transpose_b: true,
+            out: proj,
+        })
+        .op(Op::Reshape {
+            x: proj,
+            out: heads,
+        })
+        .op(Op::Permute {
+            x: heads,
+            perm: vec![0, 2, 1, 3],
+            out: perm,
+        })
+        .op(Op::MatMul {
+            a: perm,
+            b: perm,
+            bias: None,
+            transpose_a: false,
+            transpose_b: true,
+            out: scores,
+        })
+        .op(Op::Cast {
+            x: mask,
+            out: fmask,
+        })
+        .op(Op::Reshape {
+            x: fmask,
+            out: mask4,
+        })
+        .op(Op::Softmax {
+            x: scores,
+            mask: Some(mask4),
+            out: probs,
+        })
+        .op(Op::Unary {
+            op: UnaryOp::Gelu,
+            x: proj,
+            out: act,
+        })
+        .op(Op::Scale {
+            x: act,
+            scale: 0.5,
+            bias: 0.0,
+            out: scaled,
+        })
+        .op(Op::Slice {
+            x: scaled,
+            axis: 1,
+            start: 0,
+            end: Some(1),
+            out: first,
+        })
+        .op(Op::Concat {
+            inputs: vec![first, first],
+            axis: 1,
+            out: both,
+        })
+        .op(Op::MeanPool {
+            x: scaled,
+            mask,
+            out: pooled,
+        })
+        .op(Op::L2Normalize {
+            x: pooled,
+            eps: 1e-12,
+            out: unit,
+        })
+        .output(unit)
+        .output(probs)
+        .output(both);
+    b.into_program()
+}
+
+fn plan_for(program: &Program, inputs: &[&[usize]]) -> Result<ShapePlan> {
+    let bound = bind_shapes(program, inputs)?;
+    plan(program, bound.shapes, CONFIG, LIMITS)
+}
+
+#[test]
+fn kernels_compiled_at_init_cover_every_dispatch() {
+    let program = every_op_program();
+    let keys = kernel_keys(&program, CONFIG);
+    for seq in [1usize, 5, 130] {
+        let shape = [1, seq];
+        let plan = plan_for(&program, &[&shape, &shape]).unwrap();
+        for op in &plan.ops {
+            for dispatch in &op.dispatches {
+                assert!(
+                    keys.contains(&dispatch.key),
+                    "{:?} missing from {keys:?}",
+                    dispatch.key
+                );
+            }
+        }
+        assert_eq!(plan.ops.len(), program.ops.len());
+    }
+}
+
+#[test]
+fn reshape_aliases_and_arena_reuses() {
+    let program = every_op_program();
+    let shape = [1usize, 64];
+    let plan = plan_for(&program, &[&shape, &shape]).unwrap();
+    let find = |name: &str| program.tensors.iter().position(|t| t.name == name).unwrap() as u32;
+    assert_eq!(
+        plan.placement(find("heads")).unwrap().storage,
+        plan.placement(find("proj")).unwrap().storage
+    );
+    assert_eq!(
+        plan.placement(find("mask4")).unwrap().storage,
+        plan.placement(find("fmask")).unwrap().storage
+    );
+    assert!(matches!(
+        plan.placement(find("table")).unwrap().storage,
+        Storage::Param(0)
+    ));
+    assert!(
+        plan.arena_bytes < plan.activation_bytes,
+        "{} vs {}",
+        plan.arena_bytes,
+        plan.activation_bytes
+    );
+    // Reshapes and nothing else dispatch nothing.
+    for op in &plan.ops {
+        assert_eq!(
+            op.dispatches.is_empty(),
+            op.name == "reshape",
+            "{}",
+            op.name
+        );
+    }
+}
+
+fn code(program: &Program, inputs: &[&[usize]]) -> ErrorCode {
+    plan_for(program, inputs).unwrap_err().code()
+}
+
+#[test]
+fn malformed_programs_are_invalid_program() {
+    let base = || {
+        let mut b = ProgramBuilder::new();
+        b.input("x", DType::F32, dims(&[4]));
+        b.tensor("y", DType::F32, dims(&[4]));
+        b.tensor("z", DType::F32, dims(&[4]));
+        b
+    };
+    let unary = |x, out| Op::Unary {
+        op: UnaryOp::Relu,
+        x,
+        out,
+    };
+    // Reads z before anything writes it.
+    let mut b = base();
+    b.op(unary(2, 1)).output(1);
+    assert_eq!(code(&b.into_program(), &[&[4]]), ErrorCode::InvalidProgram);
+    // Writes its own input.
+    let mut b = base();
+    b.op(unary(1, 0));
+    assert_eq!(code(&b.into_program(), &[&[4]]), ErrorCode::InvalidProgram);
+    // Writes y twice.
+    let mut b = base();
+    b.op(unary(0, 1)).op(unary(0, 1)).output(1);
+    assert_eq!(code(&b.into_program(), &[&[4]]), ErrorCode::InvalidProgram);
+    // An output nothing writes.
+    let mut b = base();
+    b.op(unary(0, 1)).output(2);
+    assert_eq!(code(&b.into_program(), &[&[4]]), ErrorCode::InvalidProgram);
+    // An op naming an undeclared tensor.
+    let mut b = base();
+    b.op(unary(0, 99)).output(1);
+    assert_eq!(code(&b.into_program(), &[&[4]]), ErrorCode::InvalidProgram);
+    // Shapes that do not fit the op.
+    let mut b = ProgramBuilder::new();
+    b.input("a", DType::F32, dims(&[2, 3]));
+    b.input("b", DType::F32, dims(&[4, 5]));
+    b.tensor("c", DType::F32, dims(&[2, 5]));
+    b.op(Op::MatMul {
+        a: 0,
+        b: 1,
+        bias: None,
+        transpose_a: false,
+        transpose_b: false,
+        out: 2,
+    })
+    .output(2);
+    assert_eq!(
+        code(&b.into_program(), &[&[2, 3], &[4, 5]]),
+        ErrorCode::InvalidProgram
+    );
+    // A float op on integers.
+    let mut b = ProgramBuilder::new();
+    b.input("a", DType::I32, dims(&[2]));
+    b.tensor("c", DType::I32, dims(&[2]));
+    b.op(unary(0, 1)).output(1);
+    assert_eq!(code(&b.into_program(), &[&[2]]), ErrorCode::InvalidProgram);
+    // A permutation that is not one.
+    let mut b = ProgramBuilder::new();
+    b.input("a", DType::F32, dims(&[2, 3]));
+    b.tensor("c", DType::F32, dims(&[3, 2]));
+    b.op(Op::Permute {
+        x: 0,
+        perm: vec![1, 1],
+        out: 1,
+    })
+    .output(1);
+    assert_eq!(
+        code(&b.into_program(), &[&[2, 3]]),
+        ErrorCode::InvalidProgram
+    );
+}
+
+#[test]
+fn oversized_shapes_are_out_of_resources() {
+    let mut b = ProgramBuilder::new();
+    let n = b.symbol("n");
+    b.input("x", DType::F32, vec![n]);
+    b.tensor("y", DType::F32, vec![n]);
+    b.op(Op::Unary {
+        op: UnaryOp::Relu,
+        x: 0,
+        out: 1,
+    })
+    .output(1);
+    let program = b.into_program();
+    // 2^26 floats = 256 MiB: over the 128 MiB binding limit.
+    assert_eq!(code(&program, &[&[1 << 26]]), ErrorCode::OutOfResources);
+    assert!(plan_for(&program, &[&[1 << 20]]).is_ok());
+    // 9 dims that cannot coalesce are beyond the copy kernel.
+    let shape = [2usize; 9];
+    let mut b = ProgramBuilder::new();
+    b.input("x", DType::F32, dims(&shape));
+    b.tensor("y", DType::F32, dims(&shape));
+    b.op(Op::Permute {
+        x: 0,
+        perm: vec![8, 7, 6, 5, 4, 3, 2, 1, 0],
+        out: 1,
+    })
+    .output(1);
+    assert_eq!(code(&b.into_program(), &[&shape]), ErrorCode::NotSupported);
+}
