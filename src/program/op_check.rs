@@ -41,7 +41,8 @@ impl Operand<'_> {
 const FLOAT: &[DType] = &[DType::F32];
 const IDS: &[DType] = &[DType::I32, DType::I64];
 const MASK: &[DType] = &[DType::U8, DType::I32, DType::I64, DType::F32];
-const RANGE: &[DType] = &[DType::I32, DType::I64, DType::F32];
+const RANGE: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::U8];
+const ADDITIVE_MASK: &[DType] = &[DType::F32, DType::I32, DType::I64];
 
 fn operand<'a>(
     tensors: &'a [TensorDecl],
@@ -163,8 +164,10 @@ pub fn check_op(op: &Op, tensors: &[TensorDecl]) -> InferResult<()> {
         Op::Softmax { x, mask, .. } => {
             let x = get("x", *x)?;
             let mask = mask.map(|id| get("mask", id)).transpose()?;
-            for operand in [Some(&x), mask.as_ref(), Some(&out)].into_iter().flatten() {
-                operand.expect_dtype(FLOAT)?;
+            x.expect_dtype(FLOAT)?;
+            out.expect_dtype(FLOAT)?;
+            if let Some(mask) = &mask {
+                mask.expect_dtype(ADDITIVE_MASK)?;
             }
             expect_shape(
                 &out,
