@@ -165,8 +165,7 @@ pub enum Op {
         out: TensorId,
     },
     /// Softmax over the last dim of `x + mask` (when a mask is given; it broadcasts to `x`),
-    /// computed stably (max subtracted). `x` and `out` f32; the mask f32, i32 or i64 (integer
-    /// masks are converted to f32 before adding).
+    /// computed stably (max subtracted). f32.
     Softmax {
         x: TensorId,
         mask: Option<TensorId>,
@@ -200,8 +199,7 @@ pub enum Op {
     /// Element-wise type conversion to `out`'s dtype: float -> int truncates toward zero and
     /// saturates (NaN becomes 0); int -> int saturates; int -> f32 rounds to nearest.
     Cast { x: TensorId, out: TensorId },
-    /// `out` (1-D i32, i64, f32 or u8 tensor of extent `n`) = `0, 1, ..., n-1` (position ids),
-    /// each converted as `Cast` converts an integer (so u8 saturates at 255).
+    /// `out` (1-D i32, i64 or f32 tensor of extent `n`) = `0, 1, ..., n-1` (position ids).
     Range { out: TensorId },
     /// Masked mean over the sequence: `x` f32 `[B, S, H]`, `mask` u8/i32/i64/f32 `[B, S]` ->
     /// `out` `[B, H]` = `sum_s x * m / max(sum_s m, 1e-9)` with `m` = 1 where the mask is

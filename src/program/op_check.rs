@@ -41,8 +41,7 @@ impl Operand<'_> {
 const FLOAT: &[DType] = &[DType::F32];
 const IDS: &[DType] = &[DType::I32, DType::I64];
 const MASK: &[DType] = &[DType::U8, DType::I32, DType::I64, DType::F32];
-const RANGE: &[DType] = &[DType::I32, DType::I64, DType::F32, DType::U8];
-const ADDITIVE_MASK: &[DType] = &[DType::F32, DType::I32, DType::I64];
+const RANGE: &[DType] = &[DType::I32, DType::I64, DType::F32];
 
 fn operand<'a>(
     tensors: &'a [TensorDecl],
@@ -164,10 +163,8 @@ pub fn check_op(op: &Op, tensors: &[TensorDecl]) -> InferResult<()> {
         Op::Softmax { x, mask, .. } => {
             let x = get("x", *x)?;
             let mask = mask.map(|id| get("mask", id)).transpose()?;
-            x.expect_dtype(FLOAT)?;
-            out.expect_dtype(FLOAT)?;
-            if let Some(mask) = &mask {
-                mask.expect_dtype(ADDITIVE_MASK)?;
+            for operand in [Some(&x), mask.as_ref(), Some(&out)].into_iter().flatten() {
+                operand.expect_dtype(FLOAT)?;
             }
             expect_shape(
                 &out,

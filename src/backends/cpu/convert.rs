@@ -85,7 +85,7 @@ pub fn cast(x: ValuesRef<'_>, dtype: DType) -> Result<Values> {
     }
 }
 
-/// `0, 1, ..., len - 1` as `dtype` (converted as `cast` converts integers: u8 saturates).
+/// `0, 1, ..., len - 1` as `dtype` (i32, i64 or f32; validation refuses u8).
 ///
 /// # Errors
 /// `MemoryAllocationFailed` when the result cannot be allocated.
@@ -101,7 +101,7 @@ pub fn range(len: usize, dtype: DType) -> Result<Values> {
         DType::F32 => Values::F32(fill(len, |i| i as f32)?),
         DType::I32 => Values::I32(fill(len, |i| i as i32)?),
         DType::I64 => Values::I64(fill(len, |i| i as i64)?),
-        DType::U8 => Values::U8(fill(len, |i| u8::try_from(i).unwrap_or(u8::MAX))?),
+        DType::U8 => Values::U8(fill(len, |i| i as u8)?),
     })
 }
 

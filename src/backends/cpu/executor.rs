@@ -248,28 +248,15 @@ fn run_op<'a>(
         }),
         Op::Softmax { x, mask, .. } => {
             let width = f.last_dim(out)?;
-            // An integer mask is converted to f32 first (masks are small: [B, 1, 1, S]).
-            let converted = match mask.map(|id| f.get(id)).transpose()? {
-                Some(values @ (ValuesRef::I32(_) | ValuesRef::I64(_) | ValuesRef::U8(_))) => {
-                    Some(convert::cast(values, DType::F32)?)
-                }
-                _ => None,
-            };
             f32_result(pool, len, |o| {
                 match mask {
-                    Some(mask) => {
-                        let values = match &converted {
-                            Some(values) => values.as_ref().f32()?,
-                            None => f.f32(*mask)?,
-                        };
-                        elementwise::binary(
-                            BinaryOp::Add,
-                            (f.f32(*x)?, f.shape(*x)?),
-                            (values, f.shape(*mask)?),
-                            f.shape(out)?,
-                            o,
-                        )?
-                    }
+                    Some(mask) => elementwise::binary(
+                        BinaryOp::Add,
+                        (f.f32(*x)?, f.shape(*x)?),
+                        (f.f32(*mask)?, f.shape(*mask)?),
+                        f.shape(out)?,
+                        o,
+                    )?,
                     None => o.copy_from_slice(f.f32(*x)?),
                 }
                 normalize::softmax_in_place(o, width)
