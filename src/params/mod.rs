@@ -16,7 +16,9 @@
 
 mod buffer;
 pub mod formats;
+pub mod http;
 mod index;
+pub mod interim_wgpu;
 mod list;
 mod memory;
 mod provider;

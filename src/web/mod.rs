@@ -7,6 +7,10 @@
 pub mod api;
 pub mod convert;
 pub mod errors;
+pub mod gpu_parameter;
+pub mod http_options;
+pub mod http_provider;
+mod http_types;
 pub mod js_backend;
 pub mod program_builder;
 pub mod types;

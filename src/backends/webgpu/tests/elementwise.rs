@@ -138,6 +138,8 @@ fn binary_ops_broadcast_like_numpy() {
         };
         let a_shape = operand(&mut rng);
         let b_shape = operand(&mut rng);
+        // NumPy's result has the larger operand rank.
+        let rank = a_shape.len().max(b_shape.len());
         let op = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div][case % 4];
         // The output shape is the broadcast of both (a dim of out may be 1 in both).
         let full: Vec<usize> = (0..rank)
