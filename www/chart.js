@@ -26,7 +26,7 @@ const niceMax = (v) => {
 /** series: [{label, color, unit, points: [[t, y], ...]}]; x is seconds. */
 export function drawLines(canvas, series, { xLabel = 's' } = {}) {
   const { ctx, w, h } = setup(canvas);
-  const pad = { l: 44, r: 44, t: 18, b: 22 };
+  const pad = { l: 44, r: 44, t: 34, b: 22 };
   const all = series.flatMap((s) => s.points);
   const tMax = Math.max(1, ...all.map((p) => p[0]));
   const X = (t) => pad.l + (t / tMax) * (w - pad.l - pad.r);
@@ -46,7 +46,8 @@ export function drawLines(canvas, series, { xLabel = 's' } = {}) {
     ctx.fillStyle = s.color;
     ctx.textAlign = idx === 0 ? 'left' : 'right';
     const xText = idx === 0 ? 2 : w - 2;
-    ctx.fillText(`${yMax} ${s.unit}`, xText, pad.t - 6);
+    if (s.pinMax !== undefined && idx > 1) ctx.fillStyle = '#5b6673'; // shared memory scale
+    ctx.fillText(`${yMax} ${s.unit}`, xText, pad.t + 4);
     ctx.fillText('0', xText, h - pad.b);
     if (s.points.length === 0) return;
     ctx.strokeStyle = s.color;
@@ -57,12 +58,12 @@ export function drawLines(canvas, series, { xLabel = 's' } = {}) {
   });
   // Legend.
   ctx.textAlign = 'left';
-  let x = pad.l + 6;
+  let x = pad.l;
   for (const s of series) {
     ctx.fillStyle = s.color;
-    ctx.fillRect(x, pad.t - 14, 10, 3);
+    ctx.fillRect(x, 8, 12, 3);
     ctx.fillStyle = '#1d232b';
-    ctx.fillText(s.label, x + 14, pad.t - 9);
+    ctx.fillText(s.label, x + 16, 13);
     x += ctx.measureText(s.label).width + 30;
   }
 }

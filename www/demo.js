@@ -84,14 +84,13 @@ export async function runDemo(wd, wasmMemory) {
     el('h3', {}, 'Load statistics'),
     keyValueTable(statsRows(embedder.loadStats())),
     ...(notes.length ? [noteList] : []));
-  chart.stop();
 
   // ---- index
   setState('indexing');
   const items = corpus(params.corpusSize);
   const index = new VectorIndex(embedder.dim);
   const indexBar = progressBar('Embedding the corpus');
-  const latencyText = el('p', { className: 'status' }, '');
+  const latencyText = el('p', { className: 'status small' }, '');
   const bars = el('canvas', { className: 'bars' });
   fillSection(indexSection, 'loading', indexBar.node, latencyText, bars);
   const latencies = [];
@@ -114,10 +113,12 @@ export async function runDemo(wd, wasmMemory) {
     }
   } catch (e) {
     console.error(e);
+    chart.stop();
     setState('error');
     fillSection(indexSection, 'error', el('p', { className: 'status' }, `Embedding the corpus failed: ${describeError(e)}`));
     return;
   }
+  chart.stop();
   indexSection.dataset.state = 'ready';
   indexBar.set(1, `${index.size} sentences, ${latencies.length} batches of up to ${BATCH} on ${embedder.backend}, ` +
     `${((performance.now() - t0) / 1000).toFixed(1)} s`);

@@ -22,16 +22,20 @@ export function loadTracker(bar, onSample, windowMs = 250) {
   const start = performance.now();
   let last = { t: start, bytes: 0 };
   let rate = NaN;
+  const scopes = new Map(); // the provider reports each scope (file) on its own
   let latest = null;
   return {
     start,
-    event(e) {
+    event(ev) {
+      scopes.set(ev.scope, ev);
+      const e = { bytesDone: 0, bytesTotal: 0, requestsDone: 0, requestsTotal: 0 };
+      for (const s of scopes.values()) for (const k in e) e[k] += Number(s[k]) || 0;
       latest = e;
       const now = performance.now();
       if (now - last.t >= windowMs || e.bytesDone === e.bytesTotal) {
         const dt = (now - last.t) / 1000;
         if (dt > 0) {
-          rate = (e.bytesDone - last.bytes) / MB / dt;
+          rate = Math.max(0, e.bytesDone - last.bytes) / MB / dt;
           onSample((now - start) / 1000, rate);
         }
         last = { t: now, bytes: e.bytesDone };
@@ -40,7 +44,7 @@ export function loadTracker(bar, onSample, windowMs = 250) {
       bar.set(
         e.bytesTotal > 0 ? e.bytesDone / e.bytesTotal : NaN,
         `${fmtMB(e.bytesDone)} / ${fmtMB(e.bytesTotal)} · requests ${e.requestsDone}/${e.requestsTotal} · ` +
-          `${fmtRate(rate)} (avg ${fmtRate(avg)})`,
+          `${fmtRate(rate)} (avg ${fmtRate(avg)})${scopes.size > 1 ? ` · ${scopes.size} files` : ''}`,
       );
     },
     get latest() { return latest; },
