@@ -76,7 +76,7 @@ export async function runDemo(wd, wasmMemory) {
   const secs = tracker.elapsedSeconds();
   const last = tracker.latest;
   loadBar.set(1, last
-    ? `${(last.bytesDone / 1048576).toFixed(1)} MB in ${secs.toFixed(1)} s (${(last.bytesDone / 1048576 / secs).toFixed(1)} MB/s avg) · ${last.requestsDone} requests`
+    ? `${(last.bytesDone / 1048576).toFixed(1)} MB in ${secs.toFixed(1)} s (${(last.bytesDone / 1048576 / secs).toFixed(1)} MB/s avg) · ${last.requestsDone} request${last.requestsDone === 1 ? "" : "s"}`
     : `loaded in ${secs.toFixed(1)} s`);
   fillSection(model, 'ready',
     loadBar.node,
