@@ -5,9 +5,10 @@
 //! the ExecuTorch code (see [`errors`]); nothing panics on input from JavaScript.
 
 pub mod api;
+pub mod backends;
+pub mod bench;
 pub mod convert;
 pub mod errors;
 pub mod js_backend;
 pub mod program_builder;
 pub mod types;
-pub mod webgpu;
