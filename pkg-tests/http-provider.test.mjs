@@ -1,8 +1,10 @@
 // The HTTP parameter provider in headless Chromium (the built package, real WebGPU): weights
-// served by nginx loaded with Range requests straight into GPU buffers, every buffer read back
-// and compared (SHA-256) with the source, request counts and wasm memory checked; IREE status
-// codes on errors; AbortSignal cancellation; and, against our fault-injecting server, a dropped
-// body resumed with If-Range, a server ignoring Range, a file replaced mid-load, SHA-256 checks.
+// served by nginx loaded with Range requests straight into GPU buffers (the WebGPU backend's,
+// written from the response chunks with no copy through wasm memory), every buffer read back
+// and compared (SHA-256) with the source, request counts, write paths, live GPU buffers and wasm
+// memory checked; IREE status codes on errors; AbortSignal cancellation; and, against our
+// fault-injecting server, a dropped body resumed with If-Range, a server ignoring Range, a file
+// replaced mid-load, SHA-256 checks.
 import assert from 'node:assert/strict';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
@@ -54,7 +56,13 @@ const loadInPage = async ({ url, index, keys, options, scopeOptions, abortAfterF
     const growth = wd.wasmMemoryBytes() - before;
     const sha = {};
     for (const p of params) sha[p.key] = hex(await crypto.subtle.digest('SHA-256', await p.read()));
-    return { sha, stats: provider.lastStats(), growth, events, warnings, lengths: params.map((p) => p.length) };
+    const liveWhileHeld = provider.liveGpuBuffers();
+    for (const p of params) p.free();
+    const liveAfterFree = provider.liveGpuBuffers();
+    return {
+      sha, stats: provider.lastStats(), growth, events, warnings, lengths: params.map((p) => p.length),
+      liveWhileHeld, liveAfterFree,
+    };
   }).then((r) => ({ ...r, events, warnings }));
 };
 
@@ -75,6 +83,15 @@ test('every tensor loads into GPU buffers byte-exact, in few requests, without g
   assert.equal(stats.requestsSent, stats.requestsPlanned);
   t.diagnostic(`${(bytes / 1e6).toFixed(1)} MB in ${stats.requestsSent} requests, wasm memory grew ${r.value.growth} bytes`);
   assert.ok(r.value.growth <= 2 << 20, `wasm memory grew ${r.value.growth} bytes loading ${bytes}`);
+  // Zero-copy: response chunks went straight to GPUQueue.writeBuffer; only the bytes carried
+  // across chunk boundaries and the unaligned ends of the odd-length u8 tensors passed through
+  // wasm memory.
+  assert.ok(stats.bytesWrittenDirect >= bytes * 0.99, JSON.stringify(stats));
+  assert.ok(stats.bytesWrittenViaHost <= bytes * 0.01, JSON.stringify(stats));
+  // The parameters live in the WebGPU backend's counted buffers, freed with their GpuParameter.
+  assert.equal(r.value.liveWhileHeld.count, keys.length);
+  assert.ok(r.value.liveWhileHeld.bytes >= bytes);
+  assert.deepEqual(r.value.liveAfterFree, { count: 0, bytes: 0 });
   const last = r.value.events.at(-1);
   assert.equal(last.bytesDone, last.bytesTotal);
   assert.equal(last.requestsDone, last.requestsTotal);

@@ -15,7 +15,6 @@ use std::sync::Arc;
 use support::TempDir;
 use support::nginx::Nginx;
 use webdelegate::params::http::{HttpProvider, HttpProviderOptions, NativeTransport, ScopeOptions};
-use webdelegate::params::interim_wgpu::{WgpuAllocator, WgpuContext};
 use webdelegate::params::{
     BufferAllocator, EntryStorage, HostAllocator, ParameterProvider, SpanRequest,
 };
@@ -88,8 +87,8 @@ fn every_fixture_loads_byte_exact_with_its_format_detected() {
     let bare = TempDir::new("bare");
     let bare_server = Nginx::start(bare.path());
     let provider = provider();
-    let context = pollster::block_on(WgpuContext::new()).expect("a GPU adapter (lavapipe)");
-    let gpu = WgpuAllocator::new(context);
+    let backend = support::gpu_backend();
+    let gpu = backend.allocator().expect("GPU allocator");
     let files = manifest["files"].as_object().expect("files");
     assert!(files.len() >= 10);
     for (name, file) in files {

@@ -15,7 +15,6 @@ use webdelegate::StatusCode;
 use webdelegate::params::http::{
     HttpProvider, HttpProviderOptions, LoadObserver, LoadProgress, NativeTransport, ScopeOptions,
 };
-use webdelegate::params::interim_wgpu::{WgpuAllocator, WgpuContext};
 use webdelegate::params::{
     BufferAllocator, HostAllocator, HostBuffer, ParameterProvider, Signal, Span, SpanRequest,
 };
@@ -107,8 +106,28 @@ fn loads_every_tensor_byte_exact_into_host_and_gpu_buffers() {
     assert_eq!(stats.requests_sent, stats.requests_planned);
     assert_eq!(stats.overfetch_fraction(), 0.0);
 
-    let context = pollster::block_on(WgpuContext::new()).expect("a GPU adapter (lavapipe)");
-    load_and_compare(&provider, &WgpuAllocator::new(context), &served.file);
+    // The WebGPU backend's own parameter buffers, counted while alive.
+    let backend = support::gpu_backend();
+    let gpu = backend.allocator().expect("GPU allocator");
+    load_and_compare(&provider, &gpu, &served.file);
+    let stats = provider.last_stats().expect("stats");
+    // Every byte written once; the last word of a parameter whose length is not a multiple of 4
+    // is written whole (its padding included).
+    let written = stats.bytes_written_via_host + stats.bytes_written_direct;
+    let tensors = served.file.index.entries().len() as u64;
+    assert!(
+        (data..=data + 3 * tensors).contains(&written),
+        "{written} bytes written for {data}"
+    );
+    assert_eq!(
+        stats.bytes_written_direct, 0,
+        "natively every body is host memory"
+    );
+    assert_eq!(
+        backend.live_buffers(),
+        0,
+        "the loaded spans were dropped: their GPU buffers with them"
+    );
 }
 
 #[test]
@@ -122,7 +141,8 @@ fn sub_spans_and_gathers_at_unaligned_offsets_are_exact() {
     add(&provider, &served);
     let mut rng = Rng(99);
     let keys = served.file.keys();
-    let context = pollster::block_on(WgpuContext::new()).expect("a GPU adapter (lavapipe)");
+    let backend = support::gpu_backend();
+    let allocator = backend.allocator().expect("GPU allocator");
     for round in 0..6 {
         // Random sub-spans of random keys, packed at odd offsets into one target.
         let mut requests = Vec::new();
@@ -162,9 +182,7 @@ fn sub_spans_and_gathers_at_unaligned_offsets_are_exact() {
             "round {round}: host gather differs"
         );
         // GPU target: unaligned edges are read back and merged, never clobbering neighbours.
-        let gpu = WgpuAllocator::new(context.clone())
-            .allocate(size, "target")
-            .expect("alloc");
+        let gpu = allocator.allocate(size, "target").expect("alloc");
         gpu.write(0, &background).expect("fill");
         pollster::block_on(provider.gather("model", &*gpu, &requests)).expect("gpu gather");
         let back = pollster::block_on(gpu.read(0, size)).expect("read back");

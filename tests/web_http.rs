@@ -8,15 +8,15 @@ use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::sync::Arc;
 use wasm_bindgen_test::*;
+use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::params::formats::{Format, parse_index_in_memory};
-use webdelegate::params::http::destination::Destination;
+use webdelegate::params::http::destination::{Destination, WriteCounts};
 use webdelegate::params::http::edges::EdgeStore;
 use webdelegate::params::http::fetch::{FetchOptions, FetchTransport};
 use webdelegate::params::http::planner::{PlannerConfig, Wanted, plan};
 use webdelegate::params::http::sink::{ExpectedDigest, LoadTargets, RequestSink};
 use webdelegate::params::http::staging::StagingPool;
 use webdelegate::params::http::{BodyChunk, HttpProvider, HttpProviderOptions, ScopeOptions};
-use webdelegate::params::interim_wgpu::{WgpuAllocator, WgpuContext};
 use webdelegate::params::{
     BufferAllocator, EntryStorage, HostAllocator, HostBuffer, ParameterProvider, SharedBuffer,
     SpanRequest,
@@ -47,8 +47,9 @@ const RANGES: [(u64, u64); 5] = [
 ];
 
 /// Streams the planned requests of `RANGES` into `buffers` as JS chunks of odd sizes, checking a
-/// SHA-256 on the third range (atomic), and returns the bytes read back.
-async fn stream_js_chunks(buffers: Vec<SharedBuffer>, file: &[u8]) -> Vec<Vec<u8>> {
+/// SHA-256 on the third range (atomic), and returns the bytes read back and the bytes written
+/// each way (straight from JS to the GPU queue, through wasm memory).
+async fn stream_js_chunks(buffers: Vec<SharedBuffer>, file: &[u8]) -> (Vec<Vec<u8>>, WriteCounts) {
     let wanted: Vec<Wanted> = RANGES
         .iter()
         .enumerate()
@@ -100,7 +101,20 @@ async fn stream_js_chunks(buffers: Vec<SharedBuffer>, file: &[u8]) -> Vec<Vec<u8
     for (buffer, (_, length)) in buffers.iter().zip(RANGES) {
         out.push(buffer.read(0, length).await.unwrap());
     }
-    out
+    let counts = targets
+        .destinations
+        .iter()
+        .map(Destination::write_counts)
+        .fold(WriteCounts::default(), |a, b| WriteCounts {
+            direct: a.direct + b.direct,
+            via_host: a.via_host + b.via_host,
+        });
+    (out, counts)
+}
+
+/// Bytes of all `RANGES`.
+fn ranges_bytes() -> u64 {
+    RANGES.iter().map(|&(_, length)| length).sum()
 }
 
 fn check(read: &[Vec<u8>], file: &[u8]) {
@@ -121,25 +135,44 @@ async fn js_chunks_stream_into_host_buffers_through_staging() {
             Arc::new(HostBuffer::zeroed(length.next_multiple_of(4)).unwrap())
         })
         .collect();
-    check(&stream_js_chunks(buffers, &file).await, &file);
+    let (read, counts) = stream_js_chunks(buffers, &file).await;
+    check(&read, &file);
+    assert_eq!(counts.direct, 0, "host buffers take copies");
+    assert!(counts.via_host >= ranges_bytes(), "{counts:?}");
 }
 
 #[wasm_bindgen_test]
 async fn js_chunks_go_straight_to_gpu_buffers() {
     let file = file_bytes(40_000);
-    let context = WgpuContext::new()
-        .await
-        .expect("WebGPU in the test browser");
-    let allocator = WgpuAllocator::new(context);
+    let backend = WebGpuBackend::new().await;
+    let allocator = backend.allocator().expect("WebGPU in the test browser");
     let buffers: Vec<SharedBuffer> = RANGES
         .iter()
         .map(|&(_, length)| allocator.allocate(length, "range").unwrap())
         .collect();
     assert!(
         Destination::shared(buffers[0].clone(), None).is_direct(),
-        "zero-copy path"
+        "zero-copy path for the WebGPU backend's buffers"
     );
-    check(&stream_js_chunks(buffers, &file).await, &file);
+    assert!(
+        !Destination::shared(Arc::new(HostBuffer::zeroed(8).unwrap()), None).is_direct(),
+        "host buffers are written from wasm memory"
+    );
+    assert_eq!(backend.live_buffers(), RANGES.len());
+    let (read, counts) = stream_js_chunks(buffers, &file).await;
+    check(&read, &file);
+    // Chunks of 1, 4, 13, 40, ... bytes: the short ones leave a few bytes to carry between
+    // chunks (through wasm memory); everything else goes straight to the queue.
+    assert!(
+        counts.direct >= ranges_bytes() * 9 / 10,
+        "{counts:?} of {} bytes",
+        ranges_bytes()
+    );
+    assert_eq!(
+        backend.live_buffers(),
+        0,
+        "dropping the buffers destroys them"
+    );
 }
 
 #[wasm_bindgen_test]

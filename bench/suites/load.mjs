@@ -190,6 +190,9 @@ export async function run(ctx) {
         [`wasm_growth_mb_${label}`]: r.wasmGrowth / (1 << 20),
         [`js_heap_peak_mb_${label}`]: r.heapPeak / (1 << 20),
         [`staging_peak_mb_${label}`]: r.staging.peak / (1 << 20),
+        // Share of the bytes written straight from response chunks to GPUQueue.writeBuffer.
+        [`direct_write_fraction_${label}`]: r.stats.bytesWrittenDirect
+          / (r.stats.bytesWrittenDirect + r.stats.bytesWrittenViaHost),
       });
     }
   } finally {

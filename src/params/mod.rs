@@ -18,7 +18,6 @@ mod buffer;
 pub mod formats;
 pub mod http;
 mod index;
-pub mod interim_wgpu;
 mod list;
 mod memory;
 mod provider;

@@ -1,16 +1,18 @@
 //! The JavaScript face of the HTTP parameter provider: `HttpParameterProvider` (scopes, describe,
-//! querySupport, notify) and `loadToGpu`, which loads parameters into WebGPU buffers and hands
-//! back `GpuParameter`s that can be read back (for tests and checks; a program's backend uses
-//! the provider from Rust). Errors reject with a `StatusError` carrying the IREE code.
+//! querySupport, notify) and `loadToGpu`, which loads parameters into the WebGPU backend's GPU
+//! buffers (its `GpuAllocator`, on a device of the provider's own, acquired on first use) and
+//! hands back `GpuParameter`s that can be read back (for tests and checks; a program's backend
+//! uses the provider from Rust, see [`HttpParameterProvider::shared_provider`]). Errors reject
+//! with a `StatusError` carrying the IREE code.
 
+use crate::backends::webgpu::{GpuAllocator, WebGpuBackend};
 use crate::error::{Status, StatusCode};
 use crate::params::http::cache::PersistentCache;
 use crate::params::http::fetch::FetchTransport;
 use crate::params::http::{
     AbortHandle, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
 };
-use crate::params::interim_wgpu::{WgpuAllocator, WgpuContext};
-use crate::params::{ParameterProvider, Signal, StatusResult};
+use crate::params::{ParameterProvider, SharedProvider, Signal, StatusResult};
 use crate::web::errors::status_to_js;
 use crate::web::gpu_parameter::{AbortListener, GpuParameter};
 use crate::web::http_options::{
@@ -109,9 +111,19 @@ pub(crate) fn provider_from_options(
 /// requests straight into GPU buffers.
 #[wasm_bindgen]
 pub struct HttpParameterProvider {
-    provider: Rc<HttpProvider>,
-    gpu: Rc<RefCell<Option<WgpuContext>>>,
+    provider: Arc<HttpProvider>,
+    /// The WebGPU backend whose buffers `loadToGpu` fills (created on first use).
+    gpu: Rc<RefCell<Option<Rc<WebGpuBackend>>>>,
     persistent: Option<Rc<PersistentCache>>,
+}
+
+impl HttpParameterProvider {
+    /// The provider itself, for a program's init context
+    /// (`BackendInitContext::with_parameters`): the WebGPU backend then streams the program's
+    /// parameters straight into its own GPU buffers.
+    pub fn shared_provider(&self) -> SharedProvider {
+        self.provider.clone()
+    }
 }
 
 #[wasm_bindgen]
@@ -127,8 +139,11 @@ impl HttpParameterProvider {
     ) -> JsResult<HttpParameterProvider> {
         let options = options.unwrap_or(JsValue::UNDEFINED);
         let (provider, persistent) = provider_from_options(&options).map_err(status_to_js)?;
+        // Shared through `Arc` (see `shared_provider`); on wasm there is one thread.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let provider = Arc::new(provider);
         Ok(Self {
-            provider: Rc::new(provider),
+            provider,
             gpu: Rc::new(RefCell::new(None)),
             persistent,
         })
@@ -237,14 +252,16 @@ impl HttpParameterProvider {
                 Some(signal) => Some(AbortListener::attach(signal, &abort).map_err(status_to_js)?),
                 None => None,
             };
-            let context = gpu_context(&gpu).await.map_err(status_to_js)?;
-            let allocator = WgpuAllocator::new(context.clone());
+            let allocator = gpu_allocator(&gpu).await.map_err(status_to_js)?;
             let control = LoadControl { abort: Some(abort) };
             let loaded = provider
                 .load_with(&allocator, &scope, &requests, &control)
                 .await
                 .map_err(status_to_js)?;
-            context.submitted_work_done().await;
+            allocator
+                .submitted_work_done()
+                .await
+                .map_err(status_to_js)?;
             Ok(requests
                 .into_iter()
                 .zip(loaded)
@@ -275,6 +292,21 @@ impl HttpParameterProvider {
         })
     }
 
+    /// GPU buffers alive on the device `loadToGpu` loads into, and their bytes: `{count,
+    /// bytes}` (zeros before the first load). Freeing every `GpuParameter` brings both to 0.
+    #[wasm_bindgen(js_name = liveGpuBuffers, unchecked_return_type = "{count: number, bytes: number}")]
+    pub fn live_gpu_buffers(&self) -> JsValue {
+        let (count, bytes) = self
+            .gpu
+            .borrow()
+            .as_ref()
+            .map_or((0, 0), |b| (b.live_buffers(), b.live_buffer_bytes()));
+        let object = Object::new();
+        let _ = Reflect::set(&object, &"count".into(), &(count as f64).into());
+        let _ = Reflect::set(&object, &"bytes".into(), &(bytes as f64).into());
+        object.into()
+    }
+
     /// Host bytes the provider's staging pool holds now and at most so far: `{inUse, peak}`.
     #[wasm_bindgen(js_name = stagingBytes, unchecked_return_type = "{inUse: number, peak: number}")]
     pub fn staging_bytes(&self) -> JsValue {
@@ -299,18 +331,35 @@ fn stats_to_js(stats: LoadStats) -> JsValue {
         ("bytesNeeded", stats.bytes_needed),
         ("bytesPlanned", stats.bytes_planned),
         ("bytesReceived", stats.bytes_received),
+        ("bytesWrittenDirect", stats.bytes_written_direct),
+        ("bytesWrittenViaHost", stats.bytes_written_via_host),
     ] {
         let _ = Reflect::set(&object, &JsValue::from_str(key), &(value as f64).into());
     }
     object.into()
 }
 
-/// The provider's GPU device, created on first use.
-async fn gpu_context(slot: &RefCell<Option<WgpuContext>>) -> StatusResult<WgpuContext> {
-    if let Some(context) = slot.borrow().clone() {
-        return Ok(context);
-    }
-    let context = WgpuContext::new().await?;
-    *slot.borrow_mut() = Some(context.clone());
-    Ok(context)
+/// An allocator of the WebGPU backend's buffers on the provider's device, acquiring the device
+/// on first use (and again after it was lost).
+async fn gpu_allocator(slot: &RefCell<Option<Rc<WebGpuBackend>>>) -> StatusResult<GpuAllocator> {
+    let current = slot.borrow().clone();
+    let backend = match current {
+        Some(backend) if backend.unavailable_reason().is_none() => backend,
+        _ => {
+            let backend = Rc::new(WebGpuBackend::new().await);
+            *slot.borrow_mut() = Some(backend.clone());
+            backend
+        }
+    };
+    backend.allocator().ok_or_else(|| {
+        Status::new(
+            StatusCode::Unavailable,
+            format!(
+                "no WebGPU device for loadToGpu: {}",
+                backend
+                    .unavailable_reason()
+                    .unwrap_or_else(|| "none was acquired".to_owned())
+            ),
+        )
+    })
 }

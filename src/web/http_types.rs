@@ -108,5 +108,9 @@ export interface LoadStats {
   bytesNeeded: number;
   bytesPlanned: number;
   bytesReceived: number;
+  /** Bytes written from response chunks straight to GPUQueue.writeBuffer (never in wasm memory). */
+  bytesWrittenDirect: number;
+  /** Bytes written from wasm memory (carries across chunk boundaries, unaligned edges, splats). */
+  bytesWrittenViaHost: number;
 }
 "#;

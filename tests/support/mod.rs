@@ -1,5 +1,6 @@
 //! Shared helpers of the native HTTP provider tests: real servers (nginx, and our fault-injecting
-//! node server for what nginx cannot do), weights files with known layouts, and GPU buffers.
+//! node server for what nginx cannot do), weights files with known layouts, and GPU buffers (the
+//! WebGPU backend's, on Mesa lavapipe).
 #![allow(dead_code)]
 
 pub mod faulty;
@@ -8,6 +9,8 @@ pub mod nginx;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
+use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::registry::BackendInterface;
 
 /// A directory under the system temp dir, removed on drop.
 pub struct TempDir(PathBuf);
@@ -63,4 +66,16 @@ impl Rng {
         out.truncate(length);
         out
     }
+}
+
+/// The WebGPU backend on the default adapter (Mesa lavapipe on CI); its `allocator()` makes the
+/// GPU buffers parameters load into, and `live_buffers()` counts them.
+pub fn gpu_backend() -> WebGpuBackend {
+    let backend = pollster::block_on(WebGpuBackend::new());
+    assert!(
+        backend.is_available(),
+        "a GPU adapter (lavapipe): {:?}",
+        backend.unavailable_reason()
+    );
+    backend
 }

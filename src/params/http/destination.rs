@@ -4,10 +4,26 @@
 //!
 //! Every write that reaches a destination is 4-byte aligned in offset and size (WebGPU's
 //! `writeBuffer` rule); [`super::sink`] makes it so.
+//!
+//! A destination counts the bytes it wrote each way ([`WriteCounts`]): straight from a
+//! JavaScript chunk to the GPU queue, or from host (wasm) memory. Loads report the sums in their
+//! [`super::LoadStats`], so tests and benchmarks can see that the zero-copy path was taken.
 
 use crate::params::http::staging::StagingPool;
 use crate::params::http::transport::BodyChunk;
 use crate::params::{ParameterBuffer, SharedBuffer, StatusResult};
+use std::cell::Cell;
+
+/// Bytes a destination wrote, by path.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WriteCounts {
+    /// Bytes that went from a JavaScript chunk straight to `GPUQueue.writeBuffer`, never in
+    /// wasm memory.
+    pub direct: u64,
+    /// Bytes written from host memory (native response bodies, staging copies of JavaScript
+    /// chunks, words carried across chunk boundaries, unaligned edges, splats).
+    pub via_host: u64,
+}
 
 /// Where one target's bytes go.
 pub struct Destination<'a> {
@@ -15,6 +31,7 @@ pub struct Destination<'a> {
     /// Bytes of the buffer from this offset on belong to the load (padding it allocated), so
     /// they may be overwritten with zeros to round a write up to 4 bytes.
     owned_from: Option<u64>,
+    counts: Cell<WriteCounts>,
     #[cfg(web)]
     raw: Option<super::gpu_direct::RawGpuTarget>,
 }
@@ -33,6 +50,7 @@ impl<'a> Destination<'a> {
         Self {
             buffer: DestinationBuffer::Shared(buffer),
             owned_from,
+            counts: Cell::default(),
             #[cfg(web)]
             raw,
         }
@@ -45,6 +63,7 @@ impl<'a> Destination<'a> {
             raw: super::gpu_direct::raw_gpu_target(buffer),
             buffer: DestinationBuffer::Borrowed(buffer),
             owned_from: None,
+            counts: Cell::default(),
         }
     }
 
@@ -81,12 +100,26 @@ impl<'a> Destination<'a> {
         }
     }
 
+    /// Bytes written so far, by path.
+    pub fn write_counts(&self) -> WriteCounts {
+        self.counts.get()
+    }
+
+    fn count(&self, update: impl FnOnce(&mut WriteCounts)) {
+        let mut counts = self.counts.get();
+        update(&mut counts);
+        self.counts.set(counts);
+    }
+
     /// Writes host bytes at `offset`.
     ///
     /// # Errors
     /// The buffer's own errors (`OUT_OF_RANGE`, device errors).
     pub fn write_host(&self, offset: u64, bytes: &[u8]) -> StatusResult<()> {
-        self.buffer().write(offset, bytes)
+        self.buffer().write(offset, bytes)?;
+        let length = bytes.len() as u64;
+        self.count(|c| c.via_host = c.via_host.saturating_add(length));
+        Ok(())
     }
 
     /// Writes `length` bytes of `chunk` from `chunk_offset` at buffer `offset`, copying through
@@ -112,7 +145,9 @@ impl<'a> Destination<'a> {
             #[cfg(web)]
             BodyChunk::Js(array) => {
                 if let Some(raw) = &self.raw {
-                    return raw.write(offset, array, chunk_offset, length);
+                    raw.write(offset, array, chunk_offset, length)?;
+                    self.count(|c| c.direct = c.direct.saturating_add(length as u64));
+                    return Ok(());
                 }
                 let mut staging = pool.take();
                 let mut done = 0usize;

@@ -2,9 +2,15 @@
 //! `Uint8Array` chunk of a response body goes to `queue.writeBuffer(buffer, offset, chunk,
 //! chunkOffset, size)` without passing through wasm memory. wgpu (webgpu backend) exposes the
 //! JS handles through `Buffer::as_webgpu` / `Queue::as_webgpu`.
+//!
+//! The destinations recognised are the WebGPU backend's own buffers
+//! ([`crate::backends::webgpu::GpuBuffer`], what its [`crate::backends::webgpu::GpuAllocator`]
+//! makes and its `init` loads parameters into); any other buffer is written from host memory.
+//! The queue is the buffer's own device queue, so chunk writes stay in order with the buffer's
+//! other writes (edge words, patches) and with the programs that later read it.
 
+use crate::backends::webgpu::GpuBuffer;
 use crate::error::{Status, StatusCode};
-use crate::params::interim_wgpu::WgpuParameterBuffer;
 use crate::params::{ParameterBuffer, StatusResult};
 
 /// A GPU buffer and the queue that writes it, as JavaScript objects.
@@ -13,12 +19,13 @@ pub struct RawGpuTarget {
     buffer: wgpu::webgpu::GpuBuffer,
 }
 
-/// The raw target behind `buffer`, when it is a wgpu buffer on the WebGPU backend.
+/// The raw target behind `buffer`, when it is a [`GpuBuffer`] of the WebGPU backend (and wgpu
+/// runs on the browser's WebGPU, which it always does in wasm32 here).
 pub fn raw_gpu_target(buffer: &dyn ParameterBuffer) -> Option<RawGpuTarget> {
-    let gpu = buffer.as_any().downcast_ref::<WgpuParameterBuffer>()?;
+    let gpu = buffer.as_any().downcast_ref::<GpuBuffer>()?;
     Some(RawGpuTarget {
-        queue: gpu.context.queue.as_webgpu()?.clone(),
-        buffer: gpu.buffer.as_webgpu()?.clone(),
+        queue: gpu.queue().as_webgpu()?.clone(),
+        buffer: gpu.raw().as_webgpu()?.clone(),
     })
 }
 

@@ -263,7 +263,13 @@ async fn run(
     }
     let edges = std::mem::take(&mut *targets.edges.borrow_mut());
     edges.flush(&targets.destinations).await?;
-    Ok(tracker.stats())
+    let mut stats = tracker.stats();
+    for destination in &targets.destinations {
+        let counts = destination.write_counts();
+        stats.bytes_written_direct = stats.bytes_written_direct.saturating_add(counts.direct);
+        stats.bytes_written_via_host = stats.bytes_written_via_host.saturating_add(counts.via_host);
+    }
+    Ok(stats)
 }
 
 /// Writes a splat parameter's span: its pattern repeated, from `phase`, through the same

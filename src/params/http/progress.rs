@@ -44,6 +44,14 @@ pub struct LoadStats {
     pub bytes_planned: u64,
     /// Body bytes received over the wire (including bytes skipped or received twice).
     pub bytes_received: u64,
+    /// Bytes written to destinations straight from JavaScript response chunks with
+    /// `GPUQueue.writeBuffer`, never passing through wasm memory (browser, WebGPU backend
+    /// buffers only).
+    pub bytes_written_direct: u64,
+    /// Bytes written to destinations from host memory: every byte natively and into host
+    /// buffers; in the browser the few bytes carried across chunk boundaries or at unaligned
+    /// edges, and splats.
+    pub bytes_written_via_host: u64,
 }
 
 impl LoadStats {
