@@ -64,6 +64,12 @@ impl LoadStats {
             bytes_needed: self.bytes_needed.saturating_add(other.bytes_needed),
             bytes_planned: self.bytes_planned.saturating_add(other.bytes_planned),
             bytes_received: self.bytes_received.saturating_add(other.bytes_received),
+            bytes_written_direct: self
+                .bytes_written_direct
+                .saturating_add(other.bytes_written_direct),
+            bytes_written_via_host: self
+                .bytes_written_via_host
+                .saturating_add(other.bytes_written_via_host),
         }
     }
 
