@@ -138,8 +138,6 @@ fn binary_ops_broadcast_like_numpy() {
         };
         let a_shape = operand(&mut rng);
         let b_shape = operand(&mut rng);
-        // NumPy's result has the larger operand rank.
-        let rank = a_shape.len().max(b_shape.len());
         let op = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div][case % 4];
         // The output is the NumPy broadcast of both: rank of the longer, extents the larger.
         let out_rank = a_shape.len().max(b_shape.len());
