@@ -2,8 +2,7 @@
 //! GFLOP/s of the tiled kernel and of the naive one-thread-per-output kernel, measured in the
 //! same run, for 384x384x384, 128x384x1536 and 1536x384x128 (M x K x N), and their ratio.
 //!
-//! Each execution runs `REPEATS` independent matmuls and reads back one output, so the
-//! read-back is amortised; times are wall-clock over whole executions after a warm-up, so they
+//! Each execution runs `REPEATS` independent matmuls, each an output (read back); times are wall-clock over whole executions after a warm-up, so they
 //! include submission and read-back. The two kernels are measured in alternating rounds and the
 //! best round of each is reported: on a shared, noisy machine that is the least disturbed one. Run with `cargo bench --bench matmul`; pass `--quick` for
 //! fewer iterations. Ratios are the result: absolute numbers depend on the machine and its load.
@@ -56,19 +55,18 @@ mod native {
             let mut b = ProgramBuilder::new();
             let a = b.input("a", DType::F32, fixed(&[m, k]));
             let w = b.param("b", DType::F32, fixed(&[k, n]), "bench", "b");
-            let mut last = a;
             for r in 0..REPEATS {
-                last = b.tensor(&format!("out{r}"), DType::F32, fixed(&[m, n]));
+                let out = b.tensor(&format!("out{r}"), DType::F32, fixed(&[m, n]));
                 b.op(Op::MatMul {
                     a,
                     b: w,
                     bias: None,
                     transpose_a: false,
                     transpose_b: false,
-                    out: last,
-                });
+                    out,
+                })
+                .output(out);
             }
-            b.output(last);
             let provider = MemoryProvider::new();
             provider.insert(
                 "bench",
@@ -87,7 +85,9 @@ mod native {
             let mut fixture = Self {
                 backend,
                 handle: Some(handle),
-                args: vec![EValue::Tensor(input), EValue::None],
+                args: std::iter::once(EValue::Tensor(input))
+                    .chain((0..REPEATS).map(|_| EValue::None))
+                    .collect(),
                 flops: 2.0 * (m * k * n * REPEATS) as f64,
             };
             fixture.execute();

@@ -370,8 +370,8 @@ async fn gather_cast_and_permute_are_exact_and_ids_are_checked() {
 
 #[wasm_bindgen_test]
 async fn lifecycle_through_the_registry_frees_every_buffer() {
+    // The registry shares backends through `Arc`; in single-threaded wasm nothing crosses threads.
     #[allow(clippy::arc_with_non_send_sync)]
-    // the registry shares backends through Arc; wasm has one thread
     let backend = Arc::new(backend().await);
     registry::register_backend(Backend::new("webgpu-lifecycle", backend.clone())).unwrap();
     let mut b = ProgramBuilder::new();

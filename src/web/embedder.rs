@@ -320,12 +320,12 @@ impl Embedder {
     pub fn backend_info(&self) -> JsValue {
         let keys: &[&str] = if self.backend == WEBGPU {
             &[
-                "adapter_vendor",
-                "adapter_architecture",
-                "adapter_device",
-                "adapter_description",
-                "fallback_adapter",
-                "backend",
+                "adapter.vendor",
+                "adapter.architecture",
+                "adapter.device",
+                "adapter.description",
+                "adapter.fallback",
+                "adapter.backend",
             ]
         } else {
             &[]
@@ -344,7 +344,8 @@ impl Embedder {
     #[wasm_bindgen(js_name = loadStats)]
     pub fn load_stats(&self) -> JsValue {
         let object = Object::new();
-        if let Some(stats) = self.provider.last_stats() {
+        {
+            let stats = self.provider.total_stats();
             for (key, value) in [
                 ("bytesNeeded", stats.bytes_needed as f64),
                 ("bytesReceived", stats.bytes_received as f64),

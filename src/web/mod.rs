@@ -5,6 +5,8 @@
 //! the ExecuTorch code (see [`errors`]); nothing panics on input from JavaScript.
 
 pub mod api;
+pub mod backends;
+pub mod bench;
 pub mod convert;
 pub mod defaults;
 #[cfg(feature = "text")]
@@ -17,4 +19,3 @@ mod http_types;
 pub mod js_backend;
 pub mod program_builder;
 pub mod types;
-pub mod webgpu;

@@ -18,7 +18,7 @@ use crate::backends::webgpu::program::{LoadedProgram, ProgramStats};
 use crate::backends::webgpu::spec::{kernel_config, parse_specs};
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
-use crate::program::decode;
+use crate::program;
 use crate::registry::{
     BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
     BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, OptionValue,
@@ -87,6 +87,9 @@ fn program_of(handle: &DelegateHandle) -> Result<&LoadedProgram> {
 }
 
 impl WebGpuBackend {
+    /// The name the backend is registered under by default.
+    pub const NAME: &'static str = "webgpu";
+
     /// A backend with a device from the default adapter. It is created even when no device can
     /// be had; [`is_available`](BackendInterface::is_available) is then false and
     /// [`unavailable_reason`](Self::unavailable_reason) says why.
@@ -285,11 +288,11 @@ impl BackendInterface for WebGpuBackend {
         Box::pin(async move {
             let ctx = self.device_for_init().await?;
             let mut processed = processed;
-            let program = decode(processed.data())?;
+            let program = program::load(processed.data())?;
             processed.free();
             let specs = parse_specs(compile_specs, context.runtime_specs())?;
             let config = kernel_config(&specs, &ctx)?;
-            let loaded = LoadedProgram::load(ctx, program, config, context.parameters()).await?;
+            let loaded = LoadedProgram::load(ctx, program, config, context).await?;
             Ok(DelegateHandle::new(loaded))
         })
     }

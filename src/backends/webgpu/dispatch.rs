@@ -2,6 +2,7 @@
 //! set of kernels a program can dispatch whatever its shapes (what `init` compiles).
 
 use crate::backends::webgpu::kernels::matmul::MatMulOperands;
+use crate::backends::webgpu::kernels::rows::small_row_workgroup;
 use crate::backends::webgpu::kernels::{
     self, Dispatch, KernelConfig, KernelKey, PlanContext, UnaryKind, convert, elementwise, gather,
     layout, pool, rows,
@@ -128,7 +129,8 @@ pub(crate) fn op_dispatches(ctx: &PlanContext<'_>, index: usize, op: &Op) -> Res
 }
 
 /// Every kernel `program` can dispatch under `config`, whatever the shapes: what `init`
-/// compiles. (A unit test checks that plans never use a kernel outside this set.)
+/// compiles (row kernels in both their short-row and configured workgroup sizes). A unit test
+/// checks that plans never use a kernel outside this set.
 pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<KernelKey> {
     let wg = config.workgroup_size;
     let dtype = |id: TensorId| program.tensors.get(id as usize).map(|t| t.dtype);
@@ -167,10 +169,17 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
             Op::MeanPool { mask, .. } => dtype(*mask).map(|mask| KernelKey::MeanPool { mask, wg }),
             Op::L2Normalize { .. } => Some(KernelKey::L2Normalize { wg }),
         };
-        if let Some(key) = key
-            && !keys.contains(&key)
-        {
-            keys.push(key);
+        let small = small_row_workgroup(wg);
+        let variants = match key {
+            Some(KernelKey::LayerNorm { .. }) => vec![KernelKey::LayerNorm { wg: small }],
+            Some(KernelKey::L2Normalize { .. }) => vec![KernelKey::L2Normalize { wg: small }],
+            Some(KernelKey::Softmax { mask, .. }) => vec![KernelKey::Softmax { mask, wg: small }],
+            _ => Vec::new(),
+        };
+        for key in key.into_iter().chain(variants) {
+            if !keys.contains(&key) {
+                keys.push(key);
+            }
         }
     }
     keys

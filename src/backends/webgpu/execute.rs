@@ -3,53 +3,18 @@
 //! pass per op when profiling with timestamps), copy only the outputs (and the status word) to
 //! a mappable buffer, submit once, map, and write the output tensors into `args`.
 
+use crate::backends::arguments::{bind_arguments, store_output};
 use crate::backends::webgpu::bound::BoundDispatch;
-use crate::backends::webgpu::io::{dtype_matches, first_bad_id, from_gpu_bytes, to_gpu_bytes};
+use crate::backends::webgpu::io::{first_bad_id, from_gpu_bytes, to_gpu_bytes};
 use crate::backends::webgpu::plan::{ShapePlan, Storage};
 use crate::backends::webgpu::profiling::{OpTiming, Profile, Timer};
 use crate::backends::webgpu::program::LoadedProgram;
 use crate::backends::webgpu::readback::read_mapped;
 use crate::error::{Error, Result};
 use crate::evalue::EValue;
-use crate::program::{BoundShapes, Op, TensorId, bind_shapes};
+use crate::program::{BoundShapes, Op, TensorId};
 
 impl LoadedProgram {
-    /// Checks `args` (inputs then outputs) and binds the symbols.
-    fn bind_inputs(&self, args: &[EValue]) -> Result<BoundShapes> {
-        let (n_in, n_out) = (self.program.inputs.len(), self.program.outputs.len());
-        if args.len() != n_in + n_out {
-            return Err(Error::invalid_argument(format!(
-                "the program takes {n_in} inputs and {n_out} outputs; got {} arguments",
-                args.len()
-            )));
-        }
-        let mut shapes = Vec::with_capacity(n_in);
-        for (position, (&id, arg)) in self.program.inputs.iter().zip(args).enumerate() {
-            let decl = self
-                .program
-                .tensors
-                .get(id as usize)
-                .ok_or_else(|| Error::internal(format!("input {position} names no tensor")))?;
-            let tensor = arg.as_tensor().ok_or_else(|| {
-                Error::invalid_argument(format!(
-                    "input {position} ({}) is a {}, not a tensor",
-                    decl.name,
-                    arg.tag()
-                ))
-            })?;
-            if !dtype_matches(decl.dtype, tensor.dtype()) {
-                return Err(Error::invalid_argument(format!(
-                    "input {position} ({}) is {}, the program declares {}",
-                    decl.name,
-                    tensor.dtype(),
-                    decl.dtype.name()
-                )));
-            }
-            shapes.push(tensor.shape());
-        }
-        bind_shapes(&self.program, &shapes)
-    }
-
     /// Gather ids that are program inputs must lie in the table before anything runs.
     fn check_input_ids(&self, args: &[EValue], shapes: &BoundShapes) -> Result<()> {
         for (index, op) in self.program.ops.iter().enumerate() {
@@ -86,7 +51,7 @@ impl LoadedProgram {
     pub(crate) async fn execute(&mut self, args: &mut [EValue], profiling: bool) -> Result<()> {
         let ctx = self.ctx.clone();
         ctx.check_events("before executing")?;
-        let shapes = self.bind_inputs(args)?;
+        let shapes = bind_arguments(&self.program, args)?;
         self.check_input_ids(args, &shapes)?;
         let n_in = self.program.inputs.len();
         let inputs: Vec<(TensorId, Vec<u8>)> = self
@@ -237,7 +202,8 @@ impl LoadedProgram {
         }
         let profile = times.map(|times| profile_of(&bound.plan, &bound.ops, &times));
         for (slot, tensor) in args[n_in..].iter_mut().zip(outputs) {
-            *slot = EValue::Tensor(tensor);
+            let (shape, data) = tensor.into_parts();
+            store_output(slot, shape, data)?;
         }
         if profiling {
             self.last_profile = Some(match profile {

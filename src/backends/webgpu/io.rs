@@ -3,19 +3,8 @@
 //! the declared dtype; and the host-side range check of gather ids that are program inputs.
 
 use crate::error::{Error, Result};
-use crate::evalue::{ScalarType, Tensor, TensorData};
+use crate::evalue::{Tensor, TensorData};
 use crate::program::DType;
-
-/// Whether a tensor of `actual` type may feed a program tensor declared `declared`.
-pub(crate) fn dtype_matches(declared: DType, actual: ScalarType) -> bool {
-    matches!(
-        (declared, actual),
-        (DType::F32, ScalarType::Float32)
-            | (DType::I32, ScalarType::Int32)
-            | (DType::I64, ScalarType::Int64)
-            | (DType::U8, ScalarType::UInt8 | ScalarType::Bool)
-    )
-}
 
 /// The tensor's elements in the GPU layout.
 pub(crate) fn to_gpu_bytes(tensor: &Tensor) -> Vec<u8> {
@@ -26,7 +15,7 @@ pub(crate) fn to_gpu_bytes(tensor: &Tensor) -> Vec<u8> {
         TensorData::UInt8(v) | TensorData::Bool(v) => {
             v.iter().flat_map(|&x| u32::from(x).to_le_bytes()).collect()
         }
-        // Refused by dtype_matches before upload.
+        // Refused by `backends::arguments` before upload.
         TensorData::Float64(v) => v.iter().flat_map(|&x| (x as f32).to_le_bytes()).collect(),
     }
 }
@@ -114,7 +103,5 @@ mod tests {
             Some((1, -1))
         );
         assert_eq!(first_bad_id(&TensorData::UInt8(vec![1, 2]), 3), None);
-        assert!(dtype_matches(DType::U8, ScalarType::Bool));
-        assert!(!dtype_matches(DType::I64, ScalarType::Int32));
     }
 }

@@ -1,20 +1,22 @@
 //! Resolving a program's parameter references to GPU storage through the init context's
 //! parameter provider.
 //!
-//! For each scope (in first-use order) the backend checks that the provider serves it and that
-//! every key it can describe has exactly the byte length its tensor's declared shape and dtype
-//! imply, then asks for all of the scope's keys in one `load` into the backend's [`GpuAllocator`], so
-//! a streaming provider can coalesce its reads and write bytes straight into GPU buffers.
+//! Every parameter is first checked as every backend checks it (`backends::parameters`: the
+//! provider serves the scope, describes the key, and agrees on length, dtype and shape); then,
+//! per scope in first-use order, all of the scope's keys are asked for in one `load` into the
+//! backend's [`GpuAllocator`], so a streaming provider can coalesce its reads and write bytes straight into GPU buffers.
 //! A loaded span is bound in place when it is a GPU buffer of this device at an offset the
 //! device can bind; otherwise it is copied: on the GPU when word-aligned, through the host
 //! when not (or when the provider ignored the allocator). u8 parameters are widened to one
 //! word per element (the kernels' layout) through the host; they are masks, never large.
 
+use crate::backends::parameters::{self, status_error};
 use crate::backends::webgpu::buffers::{GpuAllocator, GpuBuffer};
 use crate::backends::webgpu::device::{GpuContext, share};
-use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
-use crate::params::{LoadedSpan, ParameterProvider, SharedBuffer, SpanRequest};
-use crate::program::{DType, Dim, Program};
+use crate::error::{Error, ErrorCode, Result};
+use crate::params::{LoadedSpan, SharedBuffer, SpanRequest};
+use crate::program::{DType, Program};
+use crate::registry::BackendInitContext;
 use std::sync::Arc;
 
 /// A parameter's bytes on the GPU: a buffer of this device and the offset it starts at.
@@ -42,72 +44,30 @@ impl ParamStorage {
     }
 }
 
-/// An ExecuTorch error for a failed parameter operation, keeping the IREE status in the message.
-pub(crate) fn status_error(status: &Status, what: &str) -> Error {
-    let code = match status.code() {
-        StatusCode::NotFound => ErrorCode::NotFound,
-        StatusCode::OutOfRange | StatusCode::DataLoss => ErrorCode::InvalidExternalData,
-        StatusCode::ResourceExhausted => ErrorCode::DelegateMemoryAllocationFailed,
-        StatusCode::InvalidArgument => ErrorCode::InvalidArgument,
-        StatusCode::Unimplemented => ErrorCode::NotSupported,
-        StatusCode::PermissionDenied
-        | StatusCode::Unauthenticated
-        | StatusCode::Unavailable
-        | StatusCode::Cancelled
-        | StatusCode::Aborted
-        | StatusCode::DeadlineExceeded => ErrorCode::AccessFailed,
-        _ => ErrorCode::Internal,
-    };
-    Error::new(code, format!("{what}: {status}"))
-}
-
-/// File bytes of a parameter tensor (its declared shape must be fixed).
-fn declared_bytes(program: &Program, tensor: u32, key: &str) -> Result<(DType, u64)> {
-    let decl = program.tensors.get(tensor as usize).ok_or_else(|| {
-        Error::new(
-            ErrorCode::InvalidProgram,
-            format!("parameter {key:?} names undeclared tensor {tensor}"),
-        )
-    })?;
-    let bytes = decl
-        .shape
-        .iter()
-        .try_fold(decl.dtype.size() as u64, |acc, dim| match dim {
-            Dim::Fixed(extent) => acc.checked_mul(*extent).ok_or(()),
-            Dim::Symbol(_) => Err(()),
-        })
-        .map_err(|()| {
-            Error::new(
-                ErrorCode::InvalidProgram,
-                format!(
-                    "parameter {key:?} ({}) needs a fixed shape that fits 64 bits",
-                    decl.name
-                ),
-            )
-        })?;
-    Ok((decl.dtype, bytes))
-}
-
 /// Loads every parameter of `program`, in `program.params` order.
 ///
 /// # Errors
-/// `NotFound` without a provider, for an unserved scope or a missing key;
-/// `InvalidExternalData` when a parameter's length differs from its declaration; provider
-/// failures mapped by [`status_error`]; `OutOfResources` for parameters the device cannot bind.
+/// As `backends::parameters` (shared by every backend): `NotFound` without a provider, for an
+/// unserved scope or a missing key; `InvalidExternalData` when the provider's length, dtype or
+/// shape disagrees with the declaration; provider failures by `status_error`. `OutOfResources`
+/// for parameters the device cannot bind.
 pub(crate) async fn resolve_params(
     ctx: &Arc<GpuContext>,
     program: &Program,
-    provider: Option<&Arc<dyn ParameterProvider>>,
+    context: &BackendInitContext,
 ) -> Result<Vec<ParamStorage>> {
-    if program.params.is_empty() {
+    let Some(provider) = parameters::provider(context, program)? else {
         return Ok(Vec::new());
+    };
+    let mut lengths = Vec::with_capacity(program.params.len());
+    for (position, param) in program.params.iter().enumerate() {
+        lengths.push(parameters::check_param(
+            provider.as_ref(),
+            program,
+            position,
+            param,
+        )?);
     }
-    let provider = provider.ok_or_else(|| {
-        Error::not_found(format!(
-            "the program references {} parameters but the init context has no parameter provider",
-            program.params.len()
-        ))
-    })?;
     let mut scopes: Vec<&str> = Vec::new();
     for param in &program.params {
         if !scopes.contains(&param.scope.as_str()) {
@@ -117,41 +77,26 @@ pub(crate) async fn resolve_params(
     let allocator = GpuAllocator::new(ctx.clone());
     let mut resolved: Vec<Option<ParamStorage>> = (0..program.params.len()).map(|_| None).collect();
     for scope in scopes {
-        if !provider.query_support(scope) {
-            return Err(Error::not_found(format!(
-                "no parameter provider serves scope {scope:?}"
-            )));
-        }
-        let mut members = Vec::new();
-        let mut requests = Vec::new();
-        for (slot, param) in program
-            .params
+        let members: Vec<usize> = (0..program.params.len())
+            .filter(|&p| program.params[p].scope == scope)
+            .collect();
+        let requests: Vec<SpanRequest> = members
             .iter()
-            .enumerate()
-            .filter(|(_, p)| p.scope == scope)
-        {
-            let (dtype, bytes) = declared_bytes(program, param.tensor, &param.key)?;
-            // A provider that already knows the key's length (from its index) lets a wrong
-            // length fail before any byte moves; otherwise `load` reports missing keys and
-            // short parameters.
-            if let Some(info) = provider.describe(scope, &param.key)
-                && info.length != bytes
-            {
-                return Err(Error::new(
-                    ErrorCode::InvalidExternalData,
-                    format!(
-                        "parameter {:?} in {scope:?} has {} bytes; its tensor declares {bytes}",
-                        param.key, info.length
-                    ),
-                ));
-            }
-            members.push((slot, dtype, bytes));
-            requests.push(SpanRequest::whole(param.key.clone(), bytes));
-        }
+            .map(|&p| SpanRequest::whole(program.params[p].key.clone(), lengths[p]))
+            .collect();
+        let what = || parameters::describe_param(program, members[0], &program.params[members[0]]);
         let spans = provider
             .load(&allocator, scope, &requests)
             .await
-            .map_err(|s| status_error(&s, &format!("loading parameters of {scope:?}")))?;
+            .map_err(|s| {
+                status_error(
+                    &s,
+                    &format!(
+                        "loading the parameters of scope {scope:?} ({} first)",
+                        what()
+                    ),
+                )
+            })?;
         if spans.len() != requests.len() {
             return Err(Error::internal(format!(
                 "the provider returned {} spans for {} requests",
@@ -159,18 +104,24 @@ pub(crate) async fn resolve_params(
                 requests.len()
             )));
         }
-        for ((slot, dtype, bytes), span) in members.into_iter().zip(spans) {
-            let key = &program.params[slot].key;
-            if span.length != bytes {
+        for (&position, span) in members.iter().zip(spans) {
+            let param = &program.params[position];
+            let label = parameters::describe_param(program, position, param);
+            if span.length != lengths[position] {
                 return Err(Error::new(
                     ErrorCode::InvalidExternalData,
                     format!(
-                        "parameter {key:?} loaded {} bytes, expected {bytes}",
-                        span.length
+                        "{label}: loaded {} bytes, expected {}",
+                        span.length, lengths[position]
                     ),
                 ));
             }
-            resolved[slot] = Some(place(ctx, span, dtype, key).await?);
+            let dtype = program
+                .tensors
+                .get(param.tensor as usize)
+                .map(|t| t.dtype)
+                .ok_or_else(|| Error::internal("a parameter names no tensor"))?;
+            resolved[position] = Some(place(ctx, span, dtype, &label).await?);
         }
     }
     resolved

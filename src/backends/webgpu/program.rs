@@ -17,8 +17,8 @@ use crate::backends::webgpu::params::{ParamStorage, resolve_params};
 use crate::backends::webgpu::plan::{self, gpu_bytes};
 use crate::backends::webgpu::profiling::Profile;
 use crate::error::{Error, ErrorCode, Result};
-use crate::params::SharedProvider;
 use crate::program::{Dim, Program, bind_shapes};
+use crate::registry::BackendInitContext;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
@@ -142,13 +142,13 @@ impl LoadedProgram {
         ctx: Arc<GpuContext>,
         program: Program,
         config: KernelConfig,
-        provider: Option<&SharedProvider>,
+        context: &BackendInitContext,
     ) -> Result<Self> {
         check_structure(&program)?;
         check_limits(&ctx, &program, config)?;
         let keys = dispatch::kernel_keys(&program, config);
         ctx.pipelines.compile(&ctx.device, &keys).await?;
-        let params = resolve_params(&ctx, &program, provider).await?;
+        let params = resolve_params(&ctx, &program, context).await?;
         ctx.program_started();
         let mut loaded = Self {
             ctx: ctx.clone(),

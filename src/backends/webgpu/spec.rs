@@ -8,19 +8,24 @@
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
 //!
 //! Compile spec values are UTF-8 text; runtime specs may also be integers (`workgroup_size`).
-//! Runtime specs override compile specs. Any other key is `InvalidArgument` naming every
-//! unknown key: a spec nobody reads is a mistake the user should hear about.
+//! Runtime specs override compile specs. Keys are checked as every backend checks them
+//! (`backends::compile_specs`): an unknown or repeated key is `InvalidArgument` naming it: a spec
+//! nobody reads is a mistake the user should hear about.
 
+use crate::backends::compile_specs::{CompileSpecs, PRECISION, Precision, check_runtime_specs};
 use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::kernels::source::{matmul_geometry, workgroup_storage_bytes};
 use crate::backends::webgpu::kernels::{KernelConfig, KernelKey, MatMulKernel};
 use crate::error::{Error, ErrorCode, Result};
 use crate::registry::{BackendOption, CompileSpec, OptionValue};
 
+/// The backend's name in spec error messages.
+const BACKEND: &str = "webgpu";
+
 /// Spec key: preferred workgroup size.
 pub const SPEC_WORKGROUP_SIZE: &str = "workgroup_size";
-/// Spec key: `f32` or `f16`.
-pub const SPEC_PRECISION: &str = "precision";
+/// Spec key: `f32` or `f16` (shared with every backend).
+pub const SPEC_PRECISION: &str = PRECISION;
 /// Spec key: `tiled` or `naive`.
 pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
 
@@ -39,33 +44,23 @@ fn bad_value(key: &str, value: &str, expected: &str) -> Error {
     Error::invalid_argument(format!("spec {key}={value:?}: expected {expected}"))
 }
 
-fn apply(specs: &mut Specs, key: &str, value: &OptionValue) -> Result<()> {
-    let text = match value {
-        OptionValue::String(text) => text.trim().to_owned(),
-        OptionValue::Int(number) => number.to_string(),
-        OptionValue::Bool(flag) => flag.to_string(),
-    };
+fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
+    let text = text.trim();
     match key {
         SPEC_WORKGROUP_SIZE => {
             let size = text
                 .parse::<u32>()
                 .ok()
                 .filter(|s| s.is_power_of_two() && *s <= 1024)
-                .ok_or_else(|| bad_value(key, &text, "a power of two from 1 to 1024"))?;
+                .ok_or_else(|| bad_value(key, text, "a power of two from 1 to 1024"))?;
             specs.workgroup_size = Some(size);
         }
-        SPEC_PRECISION => {
-            specs.f16 = match text.as_str() {
-                "f32" | "fp32" => false,
-                "f16" | "fp16" => true,
-                _ => return Err(bad_value(key, &text, "f32 or f16")),
-            }
-        }
+        SPEC_PRECISION => specs.f16 = Precision::parse(text)? == Precision::F16,
         SPEC_MATMUL_KERNEL => {
-            specs.naive_matmul = match text.as_str() {
+            specs.naive_matmul = match text {
                 "tiled" => false,
                 "naive" => true,
-                _ => return Err(bad_value(key, &text, "tiled or naive")),
+                _ => return Err(bad_value(key, text, "tiled or naive")),
             }
         }
         _ => return Err(Error::internal(format!("unhandled spec key {key}"))),
@@ -73,34 +68,27 @@ fn apply(specs: &mut Specs, key: &str, value: &OptionValue) -> Result<()> {
     Ok(())
 }
 
-/// Parses compile specs, then runtime specs (which win).
+/// Parses compile specs, then runtime specs (which win), with the checks every backend applies
+/// (`backends::compile_specs`: unknown or repeated keys are `InvalidArgument` naming them).
 ///
 /// # Errors
-/// `InvalidArgument` naming every unknown key, or a value that does not parse.
+/// `InvalidArgument` naming every unknown key, a repeated key, or a value that does not parse.
 pub(crate) fn parse_specs(compile: &[CompileSpec], runtime: &[BackendOption]) -> Result<Specs> {
-    let unknown: Vec<String> = compile
-        .iter()
-        .map(|s| s.key.as_str())
-        .chain(runtime.iter().map(BackendOption::key))
-        .filter(|key| !SPEC_KEYS.contains(key))
-        .map(|key| format!("{key:?}"))
-        .collect();
-    if !unknown.is_empty() {
-        return Err(Error::invalid_argument(format!(
-            "the webgpu backend does not know spec key(s) {}; it reads {}",
-            unknown.join(", "),
-            SPEC_KEYS.join(", ")
-        )));
-    }
+    let checked = CompileSpecs::new(BACKEND, compile, &SPEC_KEYS)?;
+    check_runtime_specs(BACKEND, runtime, &SPEC_KEYS)?;
     let mut specs = Specs::default();
-    for spec in compile {
-        let text = std::str::from_utf8(&spec.value).map_err(|_| {
-            Error::invalid_argument(format!("spec {}: value is not UTF-8 text", spec.key))
-        })?;
-        apply(&mut specs, &spec.key, &OptionValue::String(text.to_owned()))?;
+    for key in SPEC_KEYS {
+        if let Some(text) = checked.text(key)? {
+            apply(&mut specs, key, text)?;
+        }
     }
     for option in runtime {
-        apply(&mut specs, option.key(), option.value())?;
+        let text = match option.value() {
+            OptionValue::String(text) => text.clone(),
+            OptionValue::Int(number) => number.to_string(),
+            OptionValue::Bool(flag) => flag.to_string(),
+        };
+        apply(&mut specs, option.key(), &text)?;
     }
     Ok(specs)
 }
@@ -187,6 +175,16 @@ mod tests {
         let err = parse_specs(&specs, &[]).unwrap_err();
         assert_eq!(err.code(), ErrorCode::InvalidArgument);
         assert!(err.message().contains("\"tile\"") && err.message().contains("\"fast\""));
+        let twice = [
+            CompileSpec::new("precision", "f32"),
+            CompileSpec::new("precision", "f32"),
+        ];
+        assert!(
+            parse_specs(&twice, &[])
+                .unwrap_err()
+                .message()
+                .contains("more than once")
+        );
         let runtime = [BackendOption::new("bogus", true).unwrap()];
         assert!(
             parse_specs(&[], &runtime)

@@ -55,6 +55,24 @@ pub struct LoadStats {
 }
 
 impl LoadStats {
+    /// The counts of `self` and `other` together (saturating).
+    pub fn plus(&self, other: &LoadStats) -> LoadStats {
+        LoadStats {
+            requests_planned: self.requests_planned.saturating_add(other.requests_planned),
+            requests_sent: self.requests_sent.saturating_add(other.requests_sent),
+            retries: self.retries.saturating_add(other.retries),
+            bytes_needed: self.bytes_needed.saturating_add(other.bytes_needed),
+            bytes_planned: self.bytes_planned.saturating_add(other.bytes_planned),
+            bytes_received: self.bytes_received.saturating_add(other.bytes_received),
+            bytes_written_direct: self
+                .bytes_written_direct
+                .saturating_add(other.bytes_written_direct),
+            bytes_written_via_host: self
+                .bytes_written_via_host
+                .saturating_add(other.bytes_written_via_host),
+        }
+    }
+
     /// `(bytes received - bytes needed) / bytes needed`; 0 when nothing was needed.
     pub fn overfetch_fraction(&self) -> f64 {
         if self.bytes_needed == 0 {

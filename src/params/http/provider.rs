@@ -42,6 +42,7 @@ pub struct HttpProvider {
     scopes: Mutex<Vec<Arc<RemoteScope>>>,
     observer: Option<Arc<dyn LoadObserver>>,
     last_stats: Mutex<Option<LoadStats>>,
+    total_stats: Mutex<LoadStats>,
 }
 
 impl HttpProvider {
@@ -58,6 +59,7 @@ impl HttpProvider {
             scopes: Mutex::new(Vec::new()),
             observer: None,
             last_stats: Mutex::new(None),
+            total_stats: Mutex::new(LoadStats::default()),
         }
     }
 
@@ -80,6 +82,12 @@ impl HttpProvider {
     /// Statistics of the last load or gather that finished (successfully or not).
     pub fn last_stats(&self) -> Option<LoadStats> {
         *lock(&self.last_stats)
+    }
+
+    /// Statistics of every load and gather this provider finished, summed (a backend may fetch
+    /// one program's parameters in several loads).
+    pub fn total_stats(&self) -> LoadStats {
+        *lock(&self.total_stats)
     }
 
     /// Serves the file at `url` as `scope` (replacing a scope of that name), reading its index
@@ -309,6 +317,8 @@ impl HttpProvider {
     fn finished(&self, result: &StatusResult<LoadStats>) {
         if let Ok(stats) = result {
             *lock(&self.last_stats) = Some(*stats);
+            let mut total = lock(&self.total_stats);
+            *total = total.plus(stats);
         }
     }
 }

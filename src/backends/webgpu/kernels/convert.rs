@@ -1,9 +1,10 @@
 //! Dtype conversion (`Cast`) and position ids (`Range`): planning and the WGSL bodies that store
 //! element `i` for each dtype pair (the kernel helpers are in `convert.wgsl`).
 //!
-//! Semantics: float -> int truncates toward zero and saturates (NaN -> 0), as Rust's `as`;
-//! int -> int wraps (i64 -> i32 keeps the low word, -> u8 the low byte), as Rust's `as`;
-//! int -> f32 rounds to nearest (i64 through two roundings, see `common.wgsl`).
+//! Semantics (the IR's): float -> int truncates toward zero and saturates (NaN -> 0), as Rust's
+//! `as`; int -> int saturates (i64 -> i32 clamps to the i32 range, any int -> u8 to 0..=255);
+//! int -> f32 rounds to nearest (exactly for values that fit i32; beyond, through two
+//! roundings, see `common.wgsl`).
 
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, KernelKey, PlanContext, Uniforms, to_u32,
@@ -31,8 +32,8 @@ pub(crate) fn cast_body(from: DType, to: DType) -> String {
                 .to_owned()
         }
         (Some(read), DType::F32) => format!("{read}\n    out[i] = i64_to_f32(lo, hi);"),
-        (Some(read), DType::I32) => format!("{read}\n    out[i] = lo;"),
-        (Some(read), DType::U8) => format!("{read}\n    out[i] = lo & 0xffu;"),
+        (Some(read), DType::I32) => format!("{read}\n    out[i] = i64_to_i32(lo, hi);"),
+        (Some(read), DType::U8) => format!("{read}\n    out[i] = i64_to_u8(lo, hi);"),
         (Some(read), DType::I64) => {
             format!("{read}\n    out[2u * i] = lo;\n    out[2u * i + 1u] = hi;")
         }

@@ -13,6 +13,26 @@ fn is_nan(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
 }
 
+// Saturating i64 (low, high words) -> i32 bits.
+fn i64_to_i32(lo: u32, hi: u32) -> u32 {
+    let fits = (hi == 0u && lo < 0x80000000u) || (hi == 0xffffffffu && lo >= 0x80000000u);
+    if (fits) {
+        return lo;
+    }
+    return select(0x7fffffffu, 0x80000000u, bitcast<i32>(hi) < 0);
+}
+
+// Saturating i64 (low, high words) -> u8 in 0..=255.
+fn i64_to_u8(lo: u32, hi: u32) -> u32 {
+    if (bitcast<i32>(hi) < 0) {
+        return 0u;
+    }
+    if (hi != 0u) {
+        return 255u;
+    }
+    return min(lo, 255u);
+}
+
 // Truncation toward zero, saturating; NaN -> 0 (Rust's `as`).
 fn f32_to_i32(v: f32) -> u32 {
     if (is_nan(v)) {

@@ -84,6 +84,26 @@ pub(crate) fn matmul(ctx: &PlanContext<'_>, op: &MatMulOperands) -> Result<Vec<D
             ctx.shape(bias)?
         )));
     }
+    // A linear layer ([..., M, K] x [K, N] with one B for every batch): the batches of A are
+    // consecutive rows, so fold them into M. One tall product fills the tiles that per-batch
+    // products of a few rows each (e.g. 8 sentences x 14 tokens) would leave mostly empty.
+    let b_batches: usize = b_batch.iter().product();
+    let (out_batch, m) = if !op.transpose_a && b_batches == 1 && !a_batch.is_empty() {
+        let rows = a_batch.iter().product::<usize>() * m;
+        (Vec::new(), rows)
+    } else {
+        (out_batch, m)
+    };
+    let a_batch = if out_batch.is_empty() {
+        Vec::new()
+    } else {
+        a_batch
+    };
+    let b_batch = if out_batch.is_empty() {
+        Vec::new()
+    } else {
+        b_batch
+    };
     let a_matrix = m * k;
     let b_matrix = k * n;
     let a_strides: Vec<usize> = broadcast_strides(&a_batch, &out_batch)?

@@ -56,6 +56,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         b_base = b_base + c * p.b_batch_strides[du];
     }
 
+    let a_m_contiguous = p.strides.x == 1u && p.strides.y != 1u;
+    let b_k_contiguous = p.strides.z == 1u && p.strides.w != 1u;
     let row0 = wid.y * TM;
     let col0 = wid.x * TN;
     let lx = lid3.x;
@@ -68,8 +70,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
     for (var k0 = 0u; k0 < k_len; k0 = k0 + TK) {
         for (var e = li; e < TM * TK; e = e + NT) {
-            let r = e / TK;
-            let c = e % TK;
+            // Neighbouring threads read neighbouring addresses: along k, or along m when A is
+            // stored transposed (k strided).
+            var r = e / TK;
+            var c = e % TK;
+            if (a_m_contiguous) {
+                r = e % TM;
+                c = e / TM;
+            }
             let gm = row0 + r;
             let gk = k0 + c;
             var v = 0.0;
@@ -79,8 +87,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             a_tile[c * TM + r] = {{STAGE}}(v);
         }
         for (var e = li; e < TK * TN; e = e + NT) {
-            let r = e / TN;
-            let c = e % TN;
+            // Along n, or along k when B is stored transposed (a linear layer's [N, K] weight).
+            var r = e / TN;
+            var c = e % TN;
+            if (b_k_contiguous) {
+                r = e % TK;
+                c = e / TK;
+            }
             let gk = k0 + r;
             let gn = col0 + c;
             var v = 0.0;

@@ -1,5 +1,6 @@
 //! Row reductions over the last dim, one workgroup per row: layer norm, softmax (with an
-//! optional broadcast additive mask) and L2 normalisation.
+//! optional broadcast additive mask) and L2 normalisation. Rows of at most 64 elements get
+//! 32-thread workgroups (both sizes are compiled at init), longer rows the configured size.
 
 use crate::backends::webgpu::kernels::elementwise::broadcast_strides;
 use crate::backends::webgpu::kernels::{
@@ -7,6 +8,24 @@ use crate::backends::webgpu::kernels::{
 };
 use crate::error::{Error, ErrorCode, Result};
 use crate::program::TensorId;
+
+/// Rows of at most this many elements use [`small_row_workgroup`] threads.
+pub(crate) const SHORT_ROW: usize = 64;
+
+/// The workgroup size for short rows (e.g. attention scores over a short sequence): fewer idle
+/// threads per row than the configured size.
+pub(crate) fn small_row_workgroup(config_wg: u32) -> u32 {
+    config_wg.min(32)
+}
+
+/// Threads per row for rows of `h` elements.
+fn row_workgroup(ctx: &PlanContext<'_>, h: usize) -> u32 {
+    if h <= SHORT_ROW {
+        small_row_workgroup(ctx.config.workgroup_size)
+    } else {
+        ctx.config.workgroup_size
+    }
+}
 
 /// (rows, row length) of `x`, after checking that `out` has as many elements.
 fn rows_of(
@@ -62,7 +81,7 @@ pub(crate) fn layer_norm(
     };
     Ok(vec![Dispatch {
         key: KernelKey::LayerNorm {
-            wg: ctx.config.workgroup_size,
+            wg: row_workgroup(ctx, h),
         },
         uniforms: Uniforms::new()
             .vec4([
@@ -115,7 +134,7 @@ pub(crate) fn softmax(
     Ok(vec![Dispatch {
         key: KernelKey::Softmax {
             mask: mask_dtype,
-            wg: ctx.config.workgroup_size,
+            wg: row_workgroup(ctx, h),
         },
         uniforms: Uniforms::new()
             .vec4([
@@ -148,7 +167,7 @@ pub(crate) fn l2_normalize(
     };
     Ok(vec![Dispatch {
         key: KernelKey::L2Normalize {
-            wg: ctx.config.workgroup_size,
+            wg: row_workgroup(ctx, h),
         },
         uniforms: Uniforms::new()
             .vec4([

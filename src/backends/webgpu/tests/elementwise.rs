@@ -138,14 +138,13 @@ fn binary_ops_broadcast_like_numpy() {
         };
         let a_shape = operand(&mut rng);
         let b_shape = operand(&mut rng);
-        // NumPy's result has the larger operand rank.
-        let rank = a_shape.len().max(b_shape.len());
         let op = [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div][case % 4];
-        // The output shape is the broadcast of both (a dim of out may be 1 in both).
-        let full: Vec<usize> = (0..rank)
+        // The output is the NumPy broadcast of both: rank of the longer, extents the larger.
+        let out_rank = a_shape.len().max(b_shape.len());
+        let full: Vec<usize> = (0..out_rank)
             .map(|d| {
                 let pick = |s: &[usize]| {
-                    let lead = rank - s.len();
+                    let lead = out_rank - s.len();
                     if d >= lead { s[d - lead] } else { 1 }
                 };
                 pick(&a_shape).max(pick(&b_shape))
@@ -175,7 +174,7 @@ fn binary_ops_broadcast_like_numpy() {
         let out = run(&b, &[], inputs, &[]).unwrap();
         let n: usize = full.iter().product();
         let mut want = Vec::with_capacity(n);
-        let mut index = vec![0usize; rank];
+        let mut index = vec![0usize; out_rank];
         for _ in 0..n {
             let x = f64::from(a_vals[broadcast_index(&index, &a_shape)]);
             let y = f64::from(b_vals[broadcast_index(&index, &b_shape)]);
@@ -185,7 +184,7 @@ fn binary_ops_broadcast_like_numpy() {
                 BinaryOp::Mul => x * y,
                 BinaryOp::Div => x / y,
             });
-            for d in (0..rank).rev() {
+            for d in (0..out_rank).rev() {
                 index[d] += 1;
                 if index[d] < full[d] {
                     break;

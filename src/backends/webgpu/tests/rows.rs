@@ -6,7 +6,7 @@
 //! + 1e-7; L2 normalisation 1e-6 relative + 1e-7 (f32 sums of up to 1000 terms in tree order).
 
 use super::{Rng, assert_close, dims, f32_bytes, floats, run};
-use crate::evalue::{Tensor, TensorData};
+use crate::evalue::Tensor;
 use crate::program::{DType, Op, ProgramBuilder};
 use crate::registry::CompileSpec;
 
@@ -127,23 +127,26 @@ fn softmax_without_mask_matches_reference() {
     }
 }
 
-/// The attention pattern: scores [B, heads, S, S] + mask [B, 1, 1, S] (0 or -10000), with f32,
-/// i32 and i64 masks (converted to f32 before adding).
+/// The attention pattern: scores [B, heads, S, S] + an f32 mask [B, 1, 1, S] (0 or -10000), and
+/// a mask over [S, S] (broadcast over batch and heads). The IR takes f32 masks only (the kernel
+/// can convert others; validation refuses them).
 #[test]
 fn softmax_with_broadcast_masks_matches_reference() {
     let mut rng = Rng::new(22);
     let (b, heads, s) = (2, 3, 37);
     let x = rng.f32s(b * heads * s * s, -5.0, 5.0);
-    let mask_values: Vec<i64> = (0..b * s)
-        .map(|i| if i % 7 == 3 { -10000 } else { 0 })
+    let mask_values: Vec<f32> = (0..b * s)
+        .map(|i| if i % 7 == 3 { -10000.0 } else { 0.0 })
         .collect();
-    // The IR's softmax mask is f32 (validation refuses integer masks).
-    {
-        let mask = TensorData::Float32(mask_values.iter().map(|&v| v as f32).collect());
-        let dtype = DType::F32;
+    let square: Vec<f32> = (0..s * s)
+        .map(|i| if i % 5 == 1 { -10000.0 } else { 0.5 })
+        .collect();
+    let cases: [(Vec<usize>, &Vec<f32>); 2] =
+        [(vec![b, 1, 1, s], &mask_values), (vec![s, s], &square)];
+    for (mask_shape, mask) in cases {
         let mut p = ProgramBuilder::new();
         p.input("x", DType::F32, dims(&[b, heads, s, s]));
-        p.input("mask", dtype, dims(&[b, 1, 1, s]));
+        p.input("mask", DType::F32, dims(&mask_shape));
         p.tensor("y", DType::F32, dims(&[b, heads, s, s]));
         p.op(Op::Softmax {
             x: 0,
@@ -153,19 +156,22 @@ fn softmax_with_broadcast_masks_matches_reference() {
         .output(2);
         let inputs = vec![
             Tensor::from_f32(vec![b, heads, s, s], x.clone()).unwrap(),
-            Tensor::new(vec![b, 1, 1, s], mask).unwrap(),
+            Tensor::from_f32(mask_shape.clone(), mask.clone()).unwrap(),
         ];
         let out = run(&p, &[], inputs, &[]).unwrap();
         let want = softmax_reference(
             &x,
             |i| {
-                let batch = i / (heads * s * s);
-                mask_values[batch * s + i % s] as f64
+                if mask_shape.len() == 2 {
+                    f64::from(mask[i % (s * s)])
+                } else {
+                    f64::from(mask[i / (heads * s * s) * s + i % s])
+                }
             },
             s,
         );
         assert_close(
-            &format!("masked softmax ({})", dtype.name()),
+            &format!("masked softmax {mask_shape:?}"),
             floats(&out[0]),
             &want,
             |i| 1e-5 * want[i] + 1e-7,

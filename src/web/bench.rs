@@ -1,19 +1,15 @@
-//! The WebGPU backend from JavaScript: registering it, and the matmul fixture the benchmark page
-//! times (`bench/suites/matmul.mjs`).
+//! The matmul fixture the benchmark page times (`bench/suites/matmul.mjs`).
 //!
-//! `registerWebGpuBackend(name?)` acquires a device (asynchronously: `requestAdapter` and
-//! `requestDevice` are promises) and registers the backend under `name` (`"webgpu"` by default).
-//! `MatmulBench` builds a program of `repeats` independent `[M, K] x [K, N]` matmuls (only the
-//! last is an output, so one read-back per execution amortises over the repeats), initialises it
-//! on any registered backend, and executes it `iterations` times; the page measures the wall
-//! time around `run` and divides `flopsPerRun * iterations` by it.
+//! `MatmulBench` builds a program of `repeats` independent `[M, K] x [K, N]` matmuls, every one
+//! an output (a backend that skips ops whose results nobody reads still computes them all),
+//! initialises it on any registered backend, and executes it `iterations` times; the page
+//! measures the wall time around `run` and divides `flopsPerRun * iterations` by it.
 
-use crate::backends::webgpu::WebGpuBackend;
 use crate::error::{Error, ErrorCode};
 use crate::evalue::{EValue, Tensor};
 use crate::params::MemoryProvider;
 use crate::program::{DType, Dim, Op, ProgramBuilder};
-use crate::registry::{self, Backend, BackendInitContext, FreeableBuffer, LoadedDelegate};
+use crate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
 use crate::web::convert::compile_specs_from_js;
 use crate::web::errors::to_js_error;
 use js_sys::Promise;
@@ -23,21 +19,6 @@ use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 type JsResult<T> = std::result::Result<T, JsValue>;
-
-/// Creates a WebGPU backend and registers it under `name` (default `"webgpu"`). Resolves to
-/// whether it has a device (`isBackendAvailable` says the same later). Rejects with
-/// `InvalidArgument` for a taken name and `Internal` when the registry is full.
-#[wasm_bindgen(js_name = registerWebGpuBackend)]
-pub async fn register_webgpu_backend(name: Option<String>) -> JsResult<bool> {
-    let backend = WebGpuBackend::new().await;
-    let available = registry::BackendInterface::is_available(&backend);
-    // The registry shares backends through `Arc`; in single-threaded wasm nothing crosses threads.
-    #[allow(clippy::arc_with_non_send_sync)]
-    let shared = Arc::new(backend);
-    registry::register_backend(Backend::new(name.as_deref().unwrap_or("webgpu"), shared))
-        .map_err(to_js_error)?;
-    Ok(available)
-}
 
 /// Deterministic values in [-1, 1) (a linear congruential generator), so runs are comparable.
 fn values(count: usize, seed: u32) -> Vec<f32> {
@@ -93,19 +74,18 @@ impl MatmulBench {
         let mut b = ProgramBuilder::new();
         let a = b.input("a", DType::F32, fixed(&[m, k]));
         let weight = b.param("b", DType::F32, fixed(&[k, n]), "bench", "b");
-        let mut last = a;
         for r in 0..repeats {
-            last = b.tensor(&format!("out{r}"), DType::F32, fixed(&[m, n]));
+            let out = b.tensor(&format!("out{r}"), DType::F32, fixed(&[m, n]));
             b.op(Op::MatMul {
                 a,
                 b: weight,
                 bias: None,
                 transpose_a: false,
                 transpose_b: false,
-                out: last,
-            });
+                out,
+            })
+            .output(out);
         }
-        b.output(last);
         let blob = b.encode().map_err(to_js_error)?;
         let provider = MemoryProvider::new();
         provider.insert(
@@ -126,7 +106,9 @@ impl MatmulBench {
         Ok(MatmulBench {
             state: Rc::new(RefCell::new(Some(BenchState {
                 delegate,
-                args: vec![EValue::Tensor(input), EValue::None],
+                args: std::iter::once(EValue::Tensor(input))
+                    .chain((0..repeats).map(|_| EValue::None))
+                    .collect(),
             }))),
             destroyed: Rc::new(Cell::new(false)),
             flops: 2.0 * (m * k * n) as f64 * f64::from(repeats),
