@@ -56,13 +56,11 @@ const loadInPage = async ({ url, index, keys, options, scopeOptions, abortAfterF
     const growth = wd.wasmMemoryBytes() - before;
     const sha = {};
     for (const p of params) sha[p.key] = hex(await crypto.subtle.digest('SHA-256', await p.read()));
+    const lengths = params.map((p) => p.length);
     const liveWhileHeld = provider.liveGpuBuffers();
     for (const p of params) p.free();
     const liveAfterFree = provider.liveGpuBuffers();
-    return {
-      sha, stats: provider.lastStats(), growth, events, warnings, lengths: params.map((p) => p.length),
-      liveWhileHeld, liveAfterFree,
-    };
+    return { sha, stats: provider.lastStats(), growth, events, warnings, lengths, liveWhileHeld, liveAfterFree };
   }).then((r) => ({ ...r, events, warnings }));
 };
 
@@ -81,7 +79,8 @@ test('every tensor loads into GPU buffers byte-exact, in few requests, without g
   assert.ok(stats.requestsPlanned <= 1 + Math.ceil(bytes / maxRequestSize), JSON.stringify(stats));
   assert.equal(stats.bytesReceived, bytes, 'no byte fetched twice, no gap fetched');
   assert.equal(stats.requestsSent, stats.requestsPlanned);
-  t.diagnostic(`${(bytes / 1e6).toFixed(1)} MB in ${stats.requestsSent} requests, wasm memory grew ${r.value.growth} bytes`);
+  t.diagnostic(`${(bytes / 1e6).toFixed(1)} MB in ${stats.requestsSent} requests, wasm memory grew ${r.value.growth} bytes; `
+    + `${stats.bytesWrittenDirect} bytes written straight to the GPU queue, ${stats.bytesWrittenViaHost} from wasm memory`);
   assert.ok(r.value.growth <= 2 << 20, `wasm memory grew ${r.value.growth} bytes loading ${bytes}`);
   // Zero-copy: response chunks went straight to GPUQueue.writeBuffer; only the bytes carried
   // across chunk boundaries and the unaligned ends of the odd-length u8 tensors passed through
