@@ -1,7 +1,8 @@
 // Builds the demo page in www/ into www/dist/ (npm run build:www) and serves it on
 // http://127.0.0.1:8080/ (npm start). `import ... from 'webdelegate'` resolves to the package
 // wasm-pack built into pkg/; webpack emits its .wasm (referenced through
-// `new URL('webdelegate_bg.wasm', import.meta.url)`) as an asset next to the bundle.
+// `new URL('webdelegate_bg.wasm', import.meta.url)`) as an asset next to the bundle. The dev
+// server also serves .cache/models/ at /.cache/models/ for the demo's model.
 import { existsSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -11,6 +12,7 @@ const ROOT = path.dirname(fileURLToPath(import.meta.url));
 const PKG_ENTRY = path.join(ROOT, 'pkg', 'webdelegate.js');
 const HOST = '127.0.0.1';
 const PORT = 8080;
+const MODELS_DIR = path.join(ROOT, '.cache', 'models');
 
 export default () => {
   if (!existsSync(PKG_ENTRY)) {
@@ -34,7 +36,9 @@ export default () => {
     devServer: {
       host: HOST,
       port: PORT,
-      static: false,
+      // The demo's default model URL is /.cache/models/all-MiniLM-L6-v2/ (the repo root is the web
+      // root under nginx in the tests); serve the same path here.
+      static: [{ directory: MODELS_DIR, publicPath: '/.cache/models', watch: false }],
       hot: false,
       client: { overlay: true },
       onListening: () => console.log(`\nwebdelegate demo: http://${HOST}:${PORT}/\n`),

@@ -1,5 +1,6 @@
-// The WebGPU backend through the built package in headless Chromium: registerWebGpuBackend()
-// acquires a device and registers "webgpu", getOption reports the adapter and limits, a small
+// The WebGPU backend through the built package in headless Chromium: "webgpu" and "cpu" are
+// registered when the module starts and ready() resolves once the device is acquired;
+// registerWebGpuBackend(name) adds another instance; getOption reports the adapter and limits, a small
 // MatmulBench program initialises, executes and is destroyed, and the backend's live GPU
 // buffers go back to zero.
 import assert from 'node:assert/strict';
@@ -8,10 +9,11 @@ import { TEST_TIMEOUT, useBrowserHarness } from './support/fixture.mjs';
 
 const harness = useBrowserHarness();
 
-test('registerWebGpuBackend registers a backend with a device', TEST_TIMEOUT, async (t) => {
+test('webgpu and cpu are registered by default; ready() resolves once the device is had', TEST_TIMEOUT, async (t) => {
   const p = await harness.openHarnessPage(t);
   const r = await p.evaluate(async () => {
-    const available = await wd.registerWebGpuBackend();
+    const defaults = wd.listBackends();
+    const available = await wd.ready();
     const options = wd.getOption('webgpu', [
       { key: 'adapter.vendor', value: '' },
       { key: 'adapter.backend', value: '' },
@@ -19,10 +21,12 @@ test('registerWebGpuBackend registers a backend with a device', TEST_TIMEOUT, as
       { key: 'limits.max_buffer_size', value: 0 },
       { key: 'limits.max_compute_invocations_per_workgroup', value: 0 },
     ]);
-    const duplicate = await capture(() => wd.registerWebGpuBackend());
+    const duplicate = await capture(() => wd.registerWebGpuBackend('webgpu'));
     const unknown = capture(() => wd.getOption('webgpu', [{ key: 'adapter.colour', value: '' }]));
-    return { available, isAvailable: wd.isBackendAvailable('webgpu'), options, duplicate, unknown: await unknown };
+    return { defaults, available, isAvailable: wd.isBackendAvailable('webgpu'), cpu: wd.isBackendAvailable('cpu'), options, duplicate, unknown: await unknown };
   });
+  assert.deepEqual(r.defaults, ['webgpu', 'cpu']);
+  assert.equal(r.cpu, true);
   assert.equal(r.available, true);
   assert.equal(r.isAvailable, true);
   const value = (key) => r.options.find((o) => o.key === key).value;

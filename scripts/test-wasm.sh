@@ -3,6 +3,9 @@
 # in headless Chromium with WebGPU, through wasm-bindgen-test-runner + chromedriver.
 # Browser flags live in ../webdriver.json; WASM_BINDGEN_TEST_WEBDRIVER_JSON points the runner
 # at it by absolute path, because cargo starts the runner in each package's own directory.
+# tests/fixtures is served by nginx (scripts/serve-test-fixtures.mjs) for the tests that fetch
+# over HTTP; its URL reaches them at compile time as WEBDELEGATE_TEST_FIXTURES_URL (a fresh port
+# each run, so only those test crates rebuild).
 # Extra arguments go to cargo test (e.g. `npm run test:wasm -- --test web_registry`).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -14,4 +17,25 @@ export CHROMEDRIVER="${CHROMEDRIVER:-/usr/bin/chromedriver}"
 export WASM_BINDGEN_TEST_WEBDRIVER_JSON="$ROOT/webdriver.json"
 export WASM_BINDGEN_TEST_TIMEOUT="${WASM_BINDGEN_TEST_TIMEOUT:-120}"
 
-exec cargo test --target wasm32-unknown-unknown "$@"
+# nginx for the fixtures: the server reads its stdin from a pipe we hold open, so it also ends
+# when this script dies without running its trap.
+URL_FILE="$(mktemp)"
+exec 3> >(exec node scripts/serve-test-fixtures.mjs >"$URL_FILE")
+SERVER_PID=$!
+cleanup() {
+  exec 3>&-
+  kill "$SERVER_PID" 2>/dev/null || true
+  wait "$SERVER_PID" 2>/dev/null || true
+  rm -f "$URL_FILE"
+}
+trap cleanup EXIT
+for _ in $(seq 1 150); do
+  [ -s "$URL_FILE" ] && break
+  kill -0 "$SERVER_PID" 2>/dev/null || { echo "test-wasm.sh: the fixture server exited" >&2; exit 1; }
+  sleep 0.1
+done
+WEBDELEGATE_TEST_FIXTURES_URL="$(head -n 1 "$URL_FILE")"
+[ -n "$WEBDELEGATE_TEST_FIXTURES_URL" ] || { echo "test-wasm.sh: no fixture server URL" >&2; exit 1; }
+export WEBDELEGATE_TEST_FIXTURES_URL
+
+cargo test --target wasm32-unknown-unknown "$@"

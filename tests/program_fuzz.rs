@@ -1,6 +1,7 @@
 //! Deterministic fuzzing in CI: thousands of mutations of valid blobs (bit flips, byte
 //! overwrites, truncations, insertions, deletions, duplications, inflated length prefixes)
-//! go through `program::load`, and those that still load run once on the CPU backend.
+//! go through `program::load`, and those that still load run once on the CPU backend (with a
+//! provider serving zeros for every parameter).
 //!
 //! Properties: nothing panics; `load` fails only with `DelegateInvalidCompatibility` or
 //! `InvalidProgram`; a program that loads dumps, re-encodes to an equal program, and executes
@@ -11,6 +12,7 @@
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::params::MemoryProvider;
 use webdelegate::program::{DType, Dim, Program, ProgramBuilder, dump, encode, load, samples};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
 use webdelegate::{EValue, ErrorCode, ScalarType, Tensor};
@@ -58,9 +60,18 @@ fn every_op() -> Program {
 }
 
 fn seeds() -> Vec<Program> {
+    let tiny = samples::EncoderShape {
+        vocab: 20,
+        max_positions: 8,
+        hidden: 8,
+        heads: 2,
+        intermediate: 16,
+        layers: 1,
+    };
     vec![
         every_op(),
         samples::matmul(3, 5, 7, true).unwrap(),
+        samples::encoder(tiny).unwrap(),
         Program::default(),
     ]
 }
@@ -192,13 +203,29 @@ fn check_blob(blob: &[u8]) -> bool {
         return true;
     };
     args.extend(program.outputs.iter().map(|_| EValue::None));
+    // Serve every parameter (zeros of the declared size) so that mutants with params run too.
+    let provider = MemoryProvider::new();
+    for param in &program.params {
+        let bytes = program.tensors.get(param.tensor as usize).and_then(|decl| {
+            decl.shape
+                .iter()
+                .try_fold(decl.dtype.size() as u64, |acc, dim| match dim {
+                    Dim::Fixed(n) => acc.checked_mul(*n),
+                    Dim::Symbol(_) => None,
+                })
+        });
+        if let Some(bytes) = bytes.filter(|&b| b <= 1 << 20) {
+            provider.insert(&param.scope, &param.key, vec![0; bytes as usize]);
+        }
+    }
+    let context = BackendInitContext::new().with_parameters(Arc::new(provider));
     pollster::block_on(async {
         let init = LoadedDelegate::init_with_backend(
             "cpu",
             Arc::new(CpuBackend::new()),
             FreeableBuffer::new(blob.to_vec()),
             &[],
-            &BackendInitContext::new(),
+            &context,
         )
         .await;
         let outcome = match init {

@@ -1,8 +1,10 @@
-// Demo entry: loads the webdelegate package, then fills the page's two sections
-// (registered backends, WebGPU adapter); a failure shows in the section it belongs to.
+// Demo entry: loads the webdelegate package, fills the registered-backends and WebGPU-adapter
+// sections, and runs the semantic-search demo (demo.js). A failure shows in the section it
+// belongs to.
 import init, * as wd from 'webdelegate';
 import { renderAdapter } from './adapter.js';
 import { renderBackends } from './backends.js';
+import { runDemo } from './demo.js';
 import { el, fillSection } from './dom.js';
 
 function showError(section, what, err) {
@@ -11,17 +13,31 @@ function showError(section, what, err) {
 }
 
 async function main() {
+  document.body.dataset.state = 'loading';
   const backends = document.getElementById('backends');
   const adapter = document.getElementById('adapter');
   const adapterDone = renderAdapter(adapter).catch((e) => showError(adapter, 'Could not query WebGPU', e));
+  let exports;
   try {
-    await init();
+    exports = await init();
     document.getElementById('version').textContent = `package v${wd.version()}`;
+    // The default backends are registered at start; WebGPU's device arrives asynchronously.
+    await wd.ready();
     renderBackends(backends, wd);
   } catch (e) {
     showError(backends, 'Could not load the webdelegate package', e);
+    showError(document.getElementById('model'), 'Could not load the webdelegate package', e);
+    document.body.dataset.state = 'error';
+    await adapterDone;
+    return;
   }
-  await adapterDone;
+  await Promise.all([
+    adapterDone,
+    runDemo(wd, exports?.memory).catch((e) => {
+      showError(document.getElementById('model'), 'The demo failed', e);
+      document.body.dataset.state = 'error';
+    }),
+  ]);
 }
 
 main();

@@ -26,8 +26,8 @@ export async function run(ctx) {
   const measured = await p.evaluate(
     async ({ shapes, repeats, rounds, minMs }) => {
       const wd = window.wd;
-      if (!(await wd.registerWebGpuBackend('webgpu'))) throw new Error('no WebGPU device in the benchmark browser');
-      wd.registerCpuBackend('cpu');
+      // "webgpu" and "cpu" are registered when the package starts; ready() awaits the device.
+      if (!(await wd.ready())) throw new Error('no WebGPU device in the benchmark browser');
       async function gflops(bench) {
         let iterations = 0;
         const start = performance.now();

@@ -1,15 +1,16 @@
-//! Arbitrary blobs through the CPU backend: init (no parameters are provided, so programs with
-//! params fail with NotFound) and, when init succeeds, one execute with small inputs (every
-//! symbol bound to 2, integer inputs holding small ids). Nothing may panic; sizes are capped so
+//! Arbitrary blobs through the CPU backend: init (a provider serves zeros of the declared size
+//! for every parameter) and, when init succeeds, one execute with small zero inputs (every
+//! symbol bound to 2). Nothing may panic, and no failure may be `Internal`; sizes are capped so
 //! a legitimately huge program is skipped rather than allocated.
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
 use std::sync::Arc;
 use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::params::MemoryProvider;
 use webdelegate::program::{DType, Dim, load};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
-use webdelegate::{EValue, ScalarType, Tensor};
+use webdelegate::{EValue, ErrorCode, ScalarType, Tensor};
 
 const MAX_ELEMENTS: u64 = 1 << 16;
 
@@ -22,7 +23,11 @@ fuzz_target!(|blob: &[u8]| {
             Dim::Symbol(_) => acc.checked_mul(2),
         })
     };
-    if program.tensors.iter().any(|t| numel(&t.shape).is_none_or(|n| n > MAX_ELEMENTS)) {
+    if program
+        .tensors
+        .iter()
+        .any(|t| numel(&t.shape).is_none_or(|n| n > MAX_ELEMENTS))
+    {
         return;
     }
     let inputs: Vec<EValue> = program
@@ -47,20 +52,33 @@ fuzz_target!(|blob: &[u8]| {
             EValue::Tensor(Tensor::zeros(dtype, shape).expect("small tensor"))
         })
         .collect();
+    let provider = MemoryProvider::new();
+    for param in &program.params {
+        if let Some(bytes) = numel(&program.tensors[param.tensor as usize].shape) {
+            let size = program.tensors[param.tensor as usize].dtype.size() as u64;
+            provider.insert(&param.scope, &param.key, vec![0; (bytes * size) as usize]);
+        }
+    }
+    let context = BackendInitContext::new().with_parameters(Arc::new(provider));
     pollster::block_on(async {
-        let Ok(mut delegate) = LoadedDelegate::init_with_backend(
+        let outcome = match LoadedDelegate::init_with_backend(
             "cpu",
             Arc::new(CpuBackend::new()),
             FreeableBuffer::new(blob.to_vec()),
             &[],
-            &BackendInitContext::new(),
+            &context,
         )
         .await
-        else {
-            return;
+        {
+            Ok(mut delegate) => {
+                let mut args = inputs;
+                args.extend(program.outputs.iter().map(|_| EValue::None));
+                delegate.execute(&mut args).await
+            }
+            Err(error) => Err(error),
         };
-        let mut args = inputs;
-        args.extend(program.outputs.iter().map(|_| EValue::None));
-        let _ = delegate.execute(&mut args).await;
+        if let Err(error) = outcome {
+            assert_ne!(error.code(), ErrorCode::Internal, "{error}");
+        }
     });
 });

@@ -45,17 +45,19 @@ function headerLines(headers, indent) {
 
 /**
  * Writes the nginx config.
- * locations: [{ prefix: '/weights/', dir: '/abs/dir', headers: { 'Access-Control-Allow-Origin': '*' } }]
+ * locations: [{ prefix: '/weights/', dir: '/abs/dir', headers: { 'Access-Control-Allow-Origin': '*' }, preflight: true }]
+ * preflight: answer CORS preflight requests (OPTIONS) with 204 and the location's headers, for
+ * pages on another origin that send non-safelisted headers (If-Range).
  */
 function config({ dir, port, root, headers, locations }) {
   // nginx drops inherited add_header lines in a location that has its own, so repeat them.
   const user = process.getuid?.() === 0 ? 'user root root;' : '';
   const locs = locations
-    .map(({ prefix, dir: locDir, headers: h }) => {
+    .map(({ prefix, dir: locDir, headers: h, preflight }) => {
       if (!prefix.startsWith('/') || !prefix.endsWith('/')) throw new Error(`location prefix must be /.../: ${prefix}`);
       return `    location ^~ ${prefix} {
       alias ${quote(path.resolve(locDir) + '/')};
-${headerLines({ ...headers, ...h }, '      ')}
+${headerLines({ ...headers, ...h }, '      ')}${preflight ? '\n      if ($request_method = OPTIONS) { return 204; }' : ''}
     }`;
     })
     .join('\n');
@@ -120,7 +122,7 @@ async function stopChild(child) {
 
 /**
  * headers: added to every response (default Cache-Control: no-store); locations add their own.
- * @param {{root?: string, headers?: Record<string,string>, locations?: {prefix: string, dir: string, headers?: Record<string,string>}[]}} [opts]
+ * @param {{root?: string, headers?: Record<string,string>, locations?: {prefix: string, dir: string, headers?: Record<string,string>, preflight?: boolean}[]}} [opts]
  * @returns {Promise<{url: string, port: number, dir: string, stop: () => Promise<void>}>}
  */
 export async function startServer({ root = REPO_ROOT, headers = DEFAULT_HEADERS, locations = [] } = {}) {

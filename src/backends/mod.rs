@@ -3,12 +3,12 @@
 //! through the provider (`parameters`), so that all backends report the same codes for the same
 //! mistakes.
 //!
-//! Nothing here registers itself: callers (or the crate's default registration) put
-//! [`cpu::CpuBackend`] into the registry under [`cpu::CpuBackend::NAME`], and
-//! [`webgpu::WebGpuBackend`] (created asynchronously: it acquires a device) under `"webgpu"`.
+//! [`defaults`] registers the built-in backends: [`webgpu::WebGpuBackend`] as `"webgpu"` and
+//! [`cpu::CpuBackend`] as `"cpu"` (the browser build does it when the module starts).
 
 pub mod arguments;
 pub mod compile_specs;
 pub mod cpu;
+pub mod defaults;
 pub mod parameters;
 pub mod webgpu;

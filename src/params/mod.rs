@@ -16,6 +16,7 @@
 
 mod buffer;
 pub mod formats;
+pub mod http;
 mod index;
 mod list;
 mod memory;

@@ -1,10 +1,20 @@
 //! The delegate's program ("processed blob"): a versioned binary format, the IR it encodes,
-//! execute-time shape binding and a builder.
+//! validation, symbolic shape inference, execute-time shape binding, a builder and a text dump.
 //!
-//! Untrusted bytes go `decode` -> `validate` before anything else touches them: decoding never
-//! panics and never allocates more than the blob justifies; validation rejects every bad index,
-//! shape mismatch, overflowing size and cycle with `InvalidProgram` and a message naming the op
-//! or tensor.
+//! Untrusted bytes go through [`load`] (`decode` -> `validate`) before anything else touches
+//! them: decoding never panics and allocates in proportion to the blob (a claimed length is
+//! never pre-allocated); validation rejects every bad index, role conflict, dtype or shape
+//! mismatch, overflowing size and cycle with `InvalidProgram` and a message naming the op or
+//! tensor.
+//!
+//! - `ir`: tensors, ops and their semantics (the spec every backend implements).
+//! - [`infer`]: per-op symbolic shape inference, shared by validation, the builder and backends.
+//! - `validate`: whole-program checks ([`validate`], [`Limits`]).
+//! - `bind`: symbols -> concrete shapes from the inputs at execute time ([`bind_shapes`]).
+//! - [`geometry`]: concrete strides/offsets of broadcasting, matmul, permute, slice and concat.
+//! - `builder` / `builder_ops`: [`ProgramBuilder`], with one shape-inferring method per op.
+//! - `dump`: the stable text form ([`dump`]).
+//! - [`samples`]: ready-made programs (single matmul, MiniLM-shaped encoder) for benches.
 
 mod bind;
 mod builder;

@@ -12,3 +12,16 @@ export class WebDelegateError extends Error {
 export function makeWebDelegateError(code, codeValue, message) {
   return new WebDelegateError(code, codeValue, message);
 }
+
+// The parameter providers' errors: IREE status codes (`code`, e.g. "NOT_FOUND"; `codeValue`,
+// e.g. 5). A WebDelegateError too, so one `instanceof` check catches every package error.
+export class StatusError extends WebDelegateError {
+  constructor(code, codeValue, message) {
+    super(code, codeValue, message);
+    this.name = 'StatusError';
+  }
+}
+
+export function makeStatusError(code, codeValue, message) {
+  return new StatusError(code, codeValue, message);
+}

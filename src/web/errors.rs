@@ -1,11 +1,12 @@
 //! Errors across the JavaScript edge, both ways.
 //!
 //! Rust -> JS: every error becomes a `WebDelegateError` (an `Error` subclass) with `code` (the
-//! ExecuTorch name) and `codeValue` (its number). JS -> Rust: whatever a JavaScript backend throws
+//! ExecuTorch name) and `codeValue` (its number); the parameter providers' IREE statuses become
+//! its subclass `StatusError`, with the IREE name (`"NOT_FOUND"`) and number (5). JS -> Rust: whatever a JavaScript backend throws
 //! becomes an [`Error`]: its `code` (a name or a number) is kept when it is an ExecuTorch code,
 //! anything else is `Internal`, and the message is kept either way.
 
-use crate::error::{Error, ErrorCode};
+use crate::error::{Error, ErrorCode, Status};
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
@@ -13,6 +14,18 @@ use wasm_bindgen::prelude::*;
 extern "C" {
     #[wasm_bindgen(js_name = makeWebDelegateError)]
     fn make_web_delegate_error(code: &str, code_value: u32, message: &str) -> JsValue;
+
+    #[wasm_bindgen(js_name = makeStatusError)]
+    fn make_status_error(code: &str, code_value: u32, message: &str) -> JsValue;
+}
+
+/// The `StatusError` for an IREE `status`.
+pub fn status_to_js(status: Status) -> JsValue {
+    make_status_error(
+        status.code().name(),
+        status.code() as u32,
+        &status.to_string(),
+    )
 }
 
 /// The `WebDelegateError` for `error`.

@@ -8,7 +8,14 @@ pub mod api;
 pub mod backends;
 pub mod bench;
 pub mod convert;
+pub mod defaults;
+#[cfg(feature = "text")]
+pub mod embedder;
 pub mod errors;
+pub mod gpu_parameter;
+pub mod http_options;
+pub mod http_provider;
+mod http_types;
 pub mod js_backend;
 pub mod program_builder;
 pub mod types;

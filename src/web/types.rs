@@ -65,6 +65,23 @@ export interface JsBackend {
   destroy?(handle: any): void;
 }
 
+/** Options of `Embedder.load` (plus every `HttpProviderOptions` key, e.g. `onProgress`). */
+export interface EmbedderOptions {
+  /** `'auto'` (WebGPU when it has a device, else CPU), `'webgpu'`, `'cpu'` or a registered name. */
+  backend?: string;
+  /** Weights file in the model directory (default `model.safetensors`). */
+  weights?: string;
+  /** Truncation length (default: the directory's sentence_bert_config.json, else 256). */
+  maxTokens?: number;
+  /** Texts per execution (default 16). */
+  batchSize?: number;
+  /** Aborts the load: no request keeps running and nothing half-loaded is kept. */
+  signal?: AbortSignal;
+  onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;
+                         requestsDone: number; requestsTotal: number }) => void;
+  [option: string]: unknown;
+}
+
 /** Every error the package throws or rejects with. */
 export interface WebDelegateError extends Error {
   name: 'WebDelegateError';

@@ -3,8 +3,9 @@
 //! - `init` reads the compile specs (only `precision = "f32"`; any other key or value is
 //!   refused), refuses every runtime spec (it has none), decodes and validates the blob
 //!   (`program::load`), frees it, fetches every parameter through the context's provider into
-//!   typed host vectors, and plans execution (dead ops skipped, intermediates released after
-//!   their last use).
+//!   typed host vectors, packs weights used only as matmul right operands (dropping their raw
+//!   copy), and plans execution (dead ops skipped, intermediates released after their last
+//!   use).
 //! - `execute` checks and binds the arguments, runs the plan and writes the outputs.
 //! - `destroy` drops the handle; [`CpuBackend::live_programs`] counts handles not yet dropped.
 //!
@@ -18,6 +19,7 @@ use crate::backends::compile_specs::{
 use crate::backends::cpu::executor::{self, PreparedProgram, Scratch};
 use crate::backends::cpu::plan::Plan;
 use crate::backends::cpu::values::Values;
+use crate::backends::cpu::weights::pack_weights;
 use crate::backends::parameters::fetch_to_host;
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
@@ -84,11 +86,13 @@ impl CpuBackend {
             Ok(())
         })
         .await?;
+        let packed = pack_weights(&program, &mut params)?;
         let plan = Plan::new(&program);
         Ok(CpuHandle {
             prepared: PreparedProgram {
                 program,
                 params,
+                packed,
                 plan,
             },
             scratch: Scratch::default(),

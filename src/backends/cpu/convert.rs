@@ -106,13 +106,18 @@ pub fn range(len: usize, dtype: DType) -> Result<Values> {
 }
 
 /// Row `ids[s]` of the `[vocab, width]` `table` for every id, into `out` (`ids.len() * width`).
+/// Ids are checked against `vocab` even when rows are empty (`width` 0).
 ///
 /// # Errors
 /// `InvalidArgument` naming the first id outside `0..vocab` (before anything is written);
 /// `Internal` when lengths disagree.
-pub fn gather(table: &[f32], width: usize, ids: ValuesRef<'_>, out: &mut [f32]) -> Result<()> {
-    let vocab = table.len().checked_div(width).unwrap_or(0);
-    if out.len() != ids.len() * width || (width > 0 && table.len() != vocab * width) {
+pub fn gather(
+    table: &[f32],
+    [vocab, width]: [usize; 2],
+    ids: ValuesRef<'_>,
+    out: &mut [f32],
+) -> Result<()> {
+    if out.len() != ids.len() * width || table.len() != vocab * width {
         return Err(Error::internal("gather operands disagree in length"));
     }
     let rows: Vec<usize> = match ids {
@@ -147,4 +152,33 @@ fn checked_rows(ids: impl Iterator<Item = i64>, vocab: usize) -> Result<Vec<usiz
                 })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gather_checks_ids_even_for_empty_rows() {
+        let mut out = [];
+        gather(&[], [5, 0], ValuesRef::I64(&[0, 4]), &mut out).unwrap();
+        let error = gather(&[], [5, 0], ValuesRef::I64(&[5]), &mut out).unwrap_err();
+        assert_eq!(error.code(), crate::error::ErrorCode::InvalidArgument);
+        let mut out = [0.0; 2];
+        let error = gather(&[1.0, 2.0], [1, 2], ValuesRef::I32(&[-1]), &mut out).unwrap_err();
+        assert!(error.message().contains("id -1 at position 0"), "{error}");
+        assert!(gather(&[1.0], [1, 2], ValuesRef::I32(&[0]), &mut out).is_err());
+    }
+
+    #[test]
+    fn casts_saturate_and_ranges_count() {
+        let cast_u8 = cast(ValuesRef::I32(&[-3, 7, 300]), DType::U8).unwrap();
+        assert_eq!(cast_u8, Values::U8(vec![0, 7, 255]));
+        let cast_i32 = cast(ValuesRef::F32(&[f32::INFINITY, -2.9, f32::NAN]), DType::I32).unwrap();
+        assert_eq!(cast_i32, Values::I32(vec![i32::MAX, -2, 0]));
+        assert_eq!(
+            range(3, DType::F32).unwrap(),
+            Values::F32(vec![0.0, 1.0, 2.0])
+        );
+    }
 }

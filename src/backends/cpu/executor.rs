@@ -7,7 +7,7 @@
 
 use crate::backends::arguments::{bind_arguments, store_output};
 use crate::backends::cpu::elementwise;
-use crate::backends::cpu::matmul::{self, GemmScratch};
+use crate::backends::cpu::matmul::{self, GemmScratch, PackedB, RightOperand};
 use crate::backends::cpu::normalize;
 use crate::backends::cpu::plan::{Plan, Step};
 use crate::backends::cpu::values::{BufferPool, Element, Values, ValuesRef};
@@ -22,8 +22,11 @@ use crate::program::{BinaryOp, DType, Op, Program, TensorId};
 pub struct PreparedProgram {
     /// The validated program.
     pub program: Program,
-    /// Parameter values, by tensor id (`None` for tensors that are not params).
+    /// Parameter values, by tensor id (`None` for tensors that are not params, and for
+    /// weights kept only packed).
     pub params: Vec<Option<Values>>,
+    /// Weights packed for matmul, by tensor id.
+    pub packed: Vec<Option<PackedB>>,
     /// What to run.
     pub plan: Plan,
 }
@@ -128,7 +131,7 @@ pub fn execute(
             .ops
             .get(step.op)
             .ok_or_else(|| Error::internal("plan names a missing op"))?;
-        let result = run_op(program, op, step, &mut frame, scratch)?;
+        let result = run_op(prepared, op, step, &mut frame, scratch)?;
         if let Some(slot) = frame.slots.get_mut(op.output() as usize) {
             *slot = result;
         }
@@ -178,20 +181,27 @@ fn f32_result(
 }
 
 fn run_op<'a>(
-    program: &Program,
+    prepared: &PreparedProgram,
     op: &Op,
     step: &Step,
     frame: &mut Frame<'a>,
     scratch: &mut Scratch,
 ) -> Result<Slot<'a>> {
+    let program = &prepared.program;
     let out = op.output();
     let len = frame.numel(out)?;
     let pool = &mut scratch.pool;
     let f = &*frame;
     match op {
-        Op::Gather { table, ids, .. } => f32_result(pool, len, |o| {
-            convert::gather(f.f32(*table)?, f.last_dim(*table)?, f.get(*ids)?, o)
-        }),
+        Op::Gather { table, ids, .. } => {
+            let dims = match *f.shape(*table)? {
+                [vocab, width] => [vocab, width],
+                _ => return Err(Error::internal("gather table is not 2-D")),
+            };
+            f32_result(pool, len, |o| {
+                convert::gather(f.f32(*table)?, dims, f.get(*ids)?, o)
+            })
+        }
         Op::Binary { op, a, b, .. } => f32_result(pool, len, |o| {
             elementwise::binary(
                 *op,
@@ -218,9 +228,13 @@ fn run_op<'a>(
             let geometry =
                 MatMulGeometry::new(f.shape(*a)?, f.shape(*b)?, *transpose_a, *transpose_b)?;
             let bias = bias.map(|id| f.f32(id)).transpose()?;
+            let right = match prepared.packed.get(*b as usize) {
+                Some(Some(packed)) => RightOperand::Packed(packed),
+                _ => RightOperand::Values(f.f32(*b)?),
+            };
             let gemm = &mut scratch.gemm;
             f32_result(pool, len, |o| {
-                matmul::matmul(f.f32(*a)?, f.f32(*b)?, bias, &geometry, o, gemm)
+                matmul::matmul(f.f32(*a)?, right, bias, &geometry, o, gemm)
             })
         }
         Op::LayerNorm {

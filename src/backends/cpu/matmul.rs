@@ -9,6 +9,9 @@
 //!
 //! Every operand offset is checked against its slice before any arithmetic, so the inner loops
 //! need no per-element checks that could fail.
+//!
+//! A right operand that is a weight (a parameter used only as `b` of matmuls) is packed once at
+//! init into the same panel order ([`PackedB`]), so executions skip packing it.
 
 use crate::error::{Error, Result};
 use crate::program::geometry::MatMulGeometry;
@@ -72,15 +75,72 @@ impl View<'_> {
     }
 }
 
+/// A `k x n` right operand packed once into the GEMM's panel order (all `NC` x `KC` panels, in
+/// the order the product visits them), so products with it skip packing.
+#[derive(Clone, Debug, PartialEq)]
+pub struct PackedB {
+    k: usize,
+    n: usize,
+    data: Vec<f32>,
+}
+
+impl PackedB {
+    /// Packs `values` of stored shape `[k, n]`, or `[n, k]` when `transposed`.
+    ///
+    /// # Errors
+    /// `Internal` when `values` is shorter than the shape.
+    pub fn pack(values: &[f32], shape: [usize; 2], transposed: bool) -> Result<Self> {
+        let (k, n, rows, cols) = if transposed {
+            (shape[1], shape[0], 1, shape[1])
+        } else {
+            (shape[0], shape[1], shape[1], 1)
+        };
+        let view = View {
+            data: values,
+            offset: 0,
+            rows,
+            cols,
+        };
+        view.check(k, n, "b")?;
+        let mut data = Vec::new();
+        for jc in (0..n).step_by(NC) {
+            let nc = (n - jc).min(NC);
+            for pc in (0..k).step_by(KC) {
+                let kc = (k - pc).min(KC);
+                let start = data.len();
+                data.resize(start + kc * nc.div_ceil(NR) * NR, 0.0);
+                pack_b(view, pc, kc, jc, nc, &mut data[start..]);
+            }
+        }
+        Ok(Self { k, n, data })
+    }
+}
+
+/// The right operand of a product.
+#[derive(Clone, Copy, Debug)]
+pub enum RightOperand<'a> {
+    /// Elements addressed through the geometry's `b` strides.
+    Values(&'a [f32]),
+    /// A matrix packed by [`PackedB::pack`], shared by every batch.
+    Packed(&'a PackedB),
+}
+
+/// Where `gemm` gets its `B` panels.
+#[derive(Clone, Copy)]
+enum Panels<'a> {
+    Pack(View<'a>),
+    Packed(&'a PackedB),
+}
+
 /// `out = a @ b (+ bias)` for every batch of `geometry`; `out` is contiguous
 /// `batch x m x n`.
 ///
 /// # Errors
-/// `Internal` when an operand or `out` is too short for the geometry (validation and binding
-/// rule that out).
+/// `Internal` when an operand or `out` is too short for the geometry, or a packed `b` does not
+/// match it (validation and binding rule both out).
 pub fn matmul(
     a: &[f32],
-    b: &[f32],
+    b: RightOperand<'_>,
     bias: Option<&[f32]>,
     geometry: &MatMulGeometry,
     out: &mut [f32],
@@ -104,15 +164,28 @@ pub fn matmul(
             rows: geometry.a_row_stride,
             cols: geometry.a_col_stride,
         };
-        let view_b = View {
-            data: b,
-            offset: offset_b,
-            rows: geometry.b_row_stride,
-            cols: geometry.b_col_stride,
-        };
         view_a.check(m, k, "a")?;
-        view_b.check(k, n, "b")?;
-        gemm(m, k, n, view_a, view_b, bias, c, scratch);
+        let panels = match b {
+            RightOperand::Values(data) => {
+                let view_b = View {
+                    data,
+                    offset: offset_b,
+                    rows: geometry.b_row_stride,
+                    cols: geometry.b_col_stride,
+                };
+                view_b.check(k, n, "b")?;
+                Panels::Pack(view_b)
+            }
+            RightOperand::Packed(packed) if packed.k == k && packed.n == n && offset_b == 0 => {
+                Panels::Packed(packed)
+            }
+            RightOperand::Packed(_) => {
+                return Err(Error::internal(
+                    "packed matmul operand does not fit the product",
+                ));
+            }
+        };
+        gemm(m, k, n, view_a, panels, bias, c, scratch)?;
     }
     Ok(())
 }
@@ -124,11 +197,11 @@ fn gemm(
     k: usize,
     n: usize,
     a: View<'_>,
-    b: View<'_>,
+    b: Panels<'_>,
     bias: Option<&[f32]>,
     c: &mut [f32],
     scratch: &mut GemmScratch,
-) {
+) -> Result<()> {
     for row in c.chunks_exact_mut(n.max(1)) {
         match bias {
             Some(bias) => row.copy_from_slice(bias),
@@ -136,33 +209,44 @@ fn gemm(
         }
     }
     if m == 0 || n == 0 || k == 0 {
-        return;
+        return Ok(());
     }
     let kc_max = k.min(KC);
     let nc_max = n.min(NC).div_ceil(NR) * NR;
     let mc_max = m.min(MC).div_ceil(MR) * MR;
-    scratch.packed_b.resize(kc_max * nc_max, 0.0);
-    scratch.packed_a.resize(kc_max * mc_max, 0.0);
+    let GemmScratch { packed_a, packed_b } = scratch;
+    if let Panels::Pack(_) = b {
+        packed_b.resize(kc_max * nc_max, 0.0);
+    }
+    packed_a.resize(kc_max * mc_max, 0.0);
+    let mut packed_offset = 0;
     for jc in (0..n).step_by(NC) {
         let nc = (n - jc).min(NC);
         for pc in (0..k).step_by(KC) {
             let kc = (k - pc).min(KC);
-            pack_b(b, pc, kc, jc, nc, &mut scratch.packed_b);
+            let panel: &[f32] = match b {
+                Panels::Pack(view) => {
+                    pack_b(view, pc, kc, jc, nc, packed_b);
+                    packed_b
+                }
+                Panels::Packed(packed) => {
+                    let len = kc * nc.div_ceil(NR) * NR;
+                    let panel = packed
+                        .data
+                        .get(packed_offset..packed_offset + len)
+                        .ok_or_else(|| Error::internal("packed matmul operand is too short"))?;
+                    packed_offset += len;
+                    panel
+                }
+            };
             for ic in (0..m).step_by(MC) {
                 let mc = (m - ic).min(MC);
-                pack_a(a, ic, mc, pc, kc, &mut scratch.packed_a);
-                macro_tile(
-                    &scratch.packed_a,
-                    &scratch.packed_b,
-                    kc,
-                    (ic, mc),
-                    (jc, nc),
-                    n,
-                    c,
-                );
+                pack_a(a, ic, mc, pc, kc, packed_a);
+                macro_tile(packed_a, panel, kc, (ic, mc), (jc, nc), n, c);
             }
         }
     }
+    Ok(())
 }
 
 /// Packs `B[pc..pc+kc, jc..jc+nc]` as `NR`-wide strips: strip `s`, depth `p`, column `j` at

@@ -28,8 +28,24 @@ fn check(a_shape: &[usize], b_shape: &[usize], ta: bool, tb: bool, with_bias: bo
     let bias = with_bias.then_some(bias.as_slice());
     let mut out = vec![f32::NAN; g.batch_count() * g.m * g.n];
     let mut scratch = GemmScratch::default();
-    matmul(&a, &b, bias, &g, &mut out, &mut scratch).unwrap();
+    matmul(
+        &a,
+        RightOperand::Values(&b),
+        bias,
+        &g,
+        &mut out,
+        &mut scratch,
+    )
+    .unwrap();
     let want = naive(&a, &b, bias, &g);
+    if let [rows, cols] = *b_shape {
+        // The same product with `b` packed once up front must give identical bits.
+        let packed = PackedB::pack(&b, [rows, cols], tb).unwrap();
+        let mut again = vec![f32::NAN; out.len()];
+        let right = RightOperand::Packed(&packed);
+        matmul(&a, right, bias, &g, &mut again, &mut scratch).unwrap();
+        assert_eq!(again, out, "{a_shape:?} x {b_shape:?} packed");
+    }
     for (index, (&got, &want)) in out.iter().zip(&want).enumerate() {
         let tolerance = 1e-5 * (g.k as f64).sqrt() * (1.0 + want.abs());
         assert!(
@@ -68,28 +84,23 @@ fn batches_broadcast_and_fold() {
 
 #[test]
 fn empty_dims_give_bias_or_zeros() {
+    let mut scratch = GemmScratch::default();
     let g = MatMulGeometry::new(&[2, 0], &[0, 3], false, false).unwrap();
     let mut out = vec![f32::NAN; 6];
+    let none = RightOperand::Values(&[]);
     matmul(
         &[],
-        &[],
+        none,
         Some(&[1.0, 2.0, 3.0]),
         &g,
         &mut out,
-        &mut GemmScratch::default(),
+        &mut scratch,
     )
     .unwrap();
     assert_eq!(out, vec![1.0, 2.0, 3.0, 1.0, 2.0, 3.0]);
     let g = MatMulGeometry::new(&[0, 4], &[4, 3], false, false).unwrap();
-    matmul(
-        &[],
-        &[0.0; 12],
-        None,
-        &g,
-        &mut [],
-        &mut GemmScratch::default(),
-    )
-    .unwrap();
+    let b = RightOperand::Values(&[0.0; 12]);
+    matmul(&[], b, None, &g, &mut [], &mut scratch).unwrap();
 }
 
 #[test]
@@ -97,17 +108,15 @@ fn short_operands_are_errors_not_panics() {
     let g = MatMulGeometry::new(&[2, 3], &[3, 2], false, false).unwrap();
     let mut out = vec![0.0; 4];
     let mut scratch = GemmScratch::default();
-    assert!(matmul(&[0.0; 5], &[0.0; 6], None, &g, &mut out, &mut scratch).is_err());
-    assert!(matmul(&[0.0; 6], &[0.0; 6], None, &g, &mut out[..3], &mut scratch).is_err());
-    assert!(
-        matmul(
-            &[0.0; 6],
-            &[0.0; 6],
-            Some(&[0.0]),
-            &g,
-            &mut out,
-            &mut scratch
-        )
-        .is_err()
-    );
+    let b = RightOperand::Values(&[0.0; 6]);
+    let short_b = RightOperand::Values(&[0.0; 5]);
+    assert!(matmul(&[0.0; 5], b, None, &g, &mut out, &mut scratch).is_err());
+    assert!(matmul(&[0.0; 6], short_b, None, &g, &mut out, &mut scratch).is_err());
+    assert!(matmul(&[0.0; 6], b, None, &g, &mut out[..3], &mut scratch).is_err());
+    assert!(matmul(&[0.0; 6], b, Some(&[0.0]), &g, &mut out, &mut scratch).is_err());
+    // A packed operand of another shape is refused.
+    let packed = PackedB::pack(&[0.0; 6], [2, 3], false).unwrap();
+    let right = RightOperand::Packed(&packed);
+    assert!(matmul(&[0.0; 6], right, None, &g, &mut out, &mut scratch).is_err());
+    assert!(PackedB::pack(&[0.0; 5], [2, 3], false).is_err());
 }

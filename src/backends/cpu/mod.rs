@@ -18,5 +18,6 @@ mod normalize;
 mod plan;
 mod values;
 mod walk;
+mod weights;
 
 pub use backend::{CPU_COMPILE_SPEC_KEYS, CpuBackend};

@@ -113,6 +113,20 @@ impl WebGpuBackend {
         }
     }
 
+    /// A backend whose device is not acquired yet: unavailable until [`reacquire`](Self::reacquire)
+    /// succeeds. Lets the browser build register `"webgpu"` synchronously at start-up and acquire
+    /// the device in the background.
+    pub fn pending() -> Self {
+        Self {
+            state: Mutex::new(State {
+                ctx: None,
+                failure: Some("the WebGPU device is still being acquired".to_owned()),
+                power: wgpu::PowerPreference::None,
+            }),
+            profiling: AtomicBool::new(false),
+        }
+    }
+
     fn state(&self) -> std::sync::MutexGuard<'_, State> {
         // Updates replace whole fields; a poisoned state is still consistent.
         self.state.lock().unwrap_or_else(|p| p.into_inner())

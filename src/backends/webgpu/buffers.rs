@@ -107,6 +107,14 @@ impl GpuBuffer {
         &self.buffer
     }
 
+    /// The queue of the buffer's device: the HTTP provider's zero-copy path
+    /// (`params::http::gpu_direct`) writes response chunks with its `writeBuffer`, in order with
+    /// this buffer's own writes and patches.
+    #[cfg(web)]
+    pub(crate) fn queue(&self) -> &wgpu::Queue {
+        &self.ctx.queue
+    }
+
     /// Bytes allocated (the usable size rounded up to a whole word, at least 4).
     pub(crate) fn allocated(&self) -> u64 {
         self.buffer.size()
@@ -277,6 +285,18 @@ impl GpuAllocator {
     /// An allocator on the device of `ctx`.
     pub(crate) fn new(ctx: Arc<GpuContext>) -> Self {
         Self { ctx }
+    }
+
+    /// Resolves once the GPU has finished the work submitted so far, parameter writes included
+    /// (`GPUQueue.onSubmittedWorkDone`).
+    ///
+    /// # Errors
+    /// `UNAVAILABLE` when the device was lost or cannot be polled.
+    pub async fn submitted_work_done(&self) -> StatusResult<()> {
+        self.ctx
+            .submitted_work_done()
+            .await
+            .map_err(|e| Status::new(StatusCode::Unavailable, e.to_string()))
     }
 }
 

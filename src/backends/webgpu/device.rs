@@ -12,6 +12,7 @@
 use crate::backends::webgpu::adapter::AdapterReport;
 use crate::backends::webgpu::buffers::LiveBuffers;
 use crate::backends::webgpu::pipelines::PipelineCache;
+use crate::backends::webgpu::readback::{oneshot, wait_idle};
 use crate::error::{Error, ErrorCode, Result};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -163,6 +164,25 @@ impl GpuContext {
                 errors.len(),
                 errors.join("; ")
             )))
+        }
+    }
+
+    /// Resolves once the GPU has finished the work submitted so far (`writeBuffer` calls
+    /// included: an empty submit flushes them natively).
+    ///
+    /// # Errors
+    /// `InvalidState` when the device was lost meanwhile; `Internal` when it cannot be polled.
+    pub(crate) async fn submitted_work_done(&self) -> Result<()> {
+        let (sender, receiver) = oneshot();
+        self.queue.on_submitted_work_done(move || sender.send(()));
+        self.queue.submit(std::iter::empty());
+        wait_idle(self)?;
+        match receiver.await {
+            Some(()) => Ok(()),
+            None => Err(Error::invalid_state(format!(
+                "the WebGPU device dropped its work-done callback ({})",
+                self.lost().unwrap_or_else(|| "device lost?".to_owned())
+            ))),
         }
     }
 

@@ -27,6 +27,8 @@ pub(crate) struct ParamStorage {
     pub offset: u64,
     /// Bytes on the GPU.
     pub bytes: u64,
+    /// Whether it is bound in the very buffer the provider loaded it into (no copy).
+    pub in_place: bool,
 }
 
 impl ParamStorage {
@@ -172,6 +174,7 @@ async fn place(
                 buffer: span.buffer.clone(),
                 offset: span.offset,
                 bytes: span.length,
+                in_place: true,
             });
         }
         if span.offset.is_multiple_of(4) && span.length.is_multiple_of(4) {
@@ -187,6 +190,7 @@ async fn place(
                 buffer: share(copy),
                 offset: 0,
                 bytes: span.length,
+                in_place: false,
             });
         }
     }
@@ -209,5 +213,6 @@ async fn place(
         bytes: words.len() as u64,
         buffer: share(buffer),
         offset: 0,
+        in_place: false,
     })
 }

@@ -36,6 +36,9 @@ pub struct ProgramStats {
     pub params: usize,
     /// Bytes of parameters on the GPU.
     pub param_bytes: u64,
+    /// Parameters bound in the very GPU buffer the provider loaded them into (the rest were
+    /// copied: realigned on the GPU, or widened / uploaded through the host).
+    pub params_in_place: usize,
     /// Distinct kernels the program uses.
     pub kernels: usize,
     /// Plans cached (one per tuple of bound symbol values).
@@ -224,6 +227,7 @@ impl LoadedProgram {
             arena_bytes_without_reuse: recent.map_or(0, |p| p.activation_bytes),
             params: self.params.len(),
             param_bytes: self.params.iter().map(|p| p.bytes).sum(),
+            params_in_place: self.params.iter().filter(|p| p.in_place).count(),
             kernels: self.kernels,
             cached_plans: self.plans.len(),
             dispatches: recent.map_or(0, |p| p.ops.iter().map(|o| o.dispatches.len()).sum()),

@@ -1,0 +1,104 @@
+// The semantic-search demo (www/dist, built by `npm run build:www`) on all-MiniLM-L6-v2 served
+// by nginx, on the CPU backend with a 60-sentence corpus (WebGPU in the test Chromium runs on
+// SwiftShader, too slow for this): it must load, index, and rank as you type — the top hit of an
+// unambiguous query is from the right topic, scores descend, and window.demo.search agrees with
+// what the page shows. A missing model must put the page in its error state with a message.
+// Saves a screenshot to pkg-tests/artifacts/demo.png.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir } from 'node:fs/promises';
+import path from 'node:path';
+import { test } from 'node:test';
+import { useBrowserHarness } from './support/fixture.mjs';
+import { REPO_ROOT } from './support/server.mjs';
+
+const ARTIFACTS = path.join(REPO_ROOT, 'pkg-tests', 'artifacts');
+const SLOW = { timeout: 240_000 };
+const settled = () => ['ready', 'error'].includes(document.body.dataset.state);
+const harness = useBrowserHarness();
+
+async function openDemo(t, query) {
+  // openPage's own wait is short; loading and indexing on CPU can take longer, so wait here.
+  const demo = await harness.openPage(t, `/www/dist/index.html${query}`);
+  await demo.page.waitForFunction(settled, undefined, { timeout: 200_000, polling: 250 });
+  return demo;
+}
+
+async function typeAndRead(demo, query) {
+  const input = demo.page.locator('#search input[type=search]');
+  await input.fill('');
+  await input.pressSequentially(query, { delay: 10 });
+  await demo.page.waitForFunction((q) => document.querySelector('#search ol.results')?.dataset.query === q, query, { timeout: 30_000 });
+  return demo.evaluate(() => [...document.querySelectorAll('#search ol.results li')].map((li) => ({
+    text: li.querySelector('.text').textContent,
+    topic: li.querySelector('.topic').textContent,
+    score: Number(li.querySelector('.score').textContent),
+  })));
+}
+
+test('semantic search demo: loads, indexes and ranks on the CPU backend', SLOW, async (t) => {
+  assert.ok(existsSync(path.join(REPO_ROOT, 'www/dist/index.html')), 'www/dist is missing: run `npm run build:www`');
+  const demo = await openDemo(t, '?backend=cpu&corpus=60');
+  const state = await demo.evaluate(() => ({
+    state: document.body.dataset.state,
+    model: document.getElementById('model').textContent,
+    index: document.getElementById('index').textContent,
+    lifecycle: document.getElementById('lifecycle').textContent,
+  }));
+  assert.equal(state.state, 'ready', `model: ${state.model}\nindex: ${state.index}`);
+  assert.match(state.model, /backend used\s*cpu/);
+  assert.match(state.index, /60 sentences/);
+  assert.match(state.lifecycle, /^active/);
+
+  const cases = [
+    ['How is the weather today?', 'weather', /sunny and warm/],
+    ['my kitten naps by the window', 'animals', /cat sleeps/],
+    ['when does the rocket go to orbit', 'space', /rocket launched/],
+  ];
+  for (const [query, topic, sentence] of cases) {
+    const shown = await typeAndRead(demo, query);
+    t.diagnostic(`${query} -> ${shown.map((r) => `${r.score} ${r.text}`).join(' | ')}`);
+    assert.equal(shown.length, 5, `${query}: 5 results`);
+    assert.equal(shown[0].topic, topic, `${query}: top result ${shown[0].text}`);
+    assert.match(shown[0].text, sentence);
+    for (let i = 1; i < shown.length; i++) assert.ok(shown[i - 1].score >= shown[i].score, `${query}: scores descend`);
+    assert.ok(shown[0].score > 0.3 && shown[0].score <= 1.0001, `${query}: top score ${shown[0].score}`);
+
+    const api = await demo.evaluate((q) => window.demo.search(q), query);
+    assert.deepEqual(api.map((r) => r.text), shown.map((r) => r.text), `${query}: window.demo.search agrees`);
+    api.forEach((r, i) => assert.ok(Math.abs(r.score - shown[i].score) < 1e-3));
+  }
+
+  // Lifecycle: a hidden page suspends, a visible one resumes (visibilityState faked in-page).
+  const lifecycle = await demo.evaluate(() => {
+    const set = (v) => {
+      Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => v });
+      document.dispatchEvent(new Event('visibilitychange'));
+      return document.getElementById('lifecycle').textContent;
+    };
+    const hidden = set('hidden');
+    const visible = set('visible');
+    delete document.visibilityState;
+    return { hidden, visible };
+  });
+  assert.equal(lifecycle.hidden, 'suspended');
+  assert.equal(lifecycle.visible, 'active');
+
+  await typeAndRead(demo, 'How is the weather today?');
+  await mkdir(ARTIFACTS, { recursive: true });
+  await demo.page.screenshot({ path: path.join(ARTIFACTS, 'demo.png'), fullPage: true });
+});
+
+test('semantic search demo: an unreachable model is reported, not hung on', SLOW, async (t) => {
+  const demo = await openDemo(t, '?backend=cpu&model=/no/such/model/');
+  const shown = await demo.evaluate(() => ({
+    state: document.body.dataset.state,
+    model: document.getElementById('model').textContent,
+    search: document.querySelector('#search .search-status').textContent,
+    disabled: document.querySelector('#search input').disabled,
+  }));
+  assert.equal(shown.state, 'error');
+  assert.match(shown.model, /Could not load the model: .*could not be fetched/);
+  assert.match(shown.search, /unavailable/);
+  assert.ok(shown.disabled);
+});

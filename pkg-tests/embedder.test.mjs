@@ -1,0 +1,111 @@
+// The high-level Embedder on the real all-MiniLM-L6-v2 (weights streamed from nginx), in headless
+// Chromium through the built package: embeddings on the CPU backend and on WebGPU (SwiftShader)
+// compared with the NumPy float64 reference (tests/fixtures/minilm/reference.json: cosine >=
+// 0.9999 and max abs difference <= 1e-3 per sentence), the reference's retrieval ranking
+// reproduced, progress reported, errors and aborts reported with ExecuTorch codes.
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { test } from 'node:test';
+import { useBrowserHarness } from './support/fixture.mjs';
+import { REPO_ROOT } from './support/server.mjs';
+
+const MODEL_URL = '/.cache/models/all-MiniLM-L6-v2/';
+const reference = JSON.parse(await readFile(path.join(REPO_ROOT, 'tests/fixtures/minilm/reference.json'), 'utf8'));
+const refBytes = Buffer.from(reference.embeddings_f32_le_base64, 'base64');
+const refRows = reference.sentences.map((_, i) => new Float32Array(refBytes.buffer, refBytes.byteOffset + i * reference.dim * 4, reference.dim));
+const harness = useBrowserHarness();
+// SwiftShader runs WebGPU on the CPU: loading and a few short sentences take tens of seconds.
+const SLOW = { timeout: 240_000 };
+
+function compare(rows, indices) {
+  let minCos = 1;
+  let maxAbs = 0;
+  indices.forEach((sentence, k) => {
+    const got = rows[k];
+    const want = refRows[sentence];
+    assert.equal(got.length, reference.dim);
+    let dot = 0; let ng = 0; let nw = 0;
+    for (let i = 0; i < got.length; i++) {
+      dot += got[i] * want[i]; ng += got[i] * got[i]; nw += want[i] * want[i];
+      maxAbs = Math.max(maxAbs, Math.abs(got[i] - want[i]));
+    }
+    minCos = Math.min(minCos, dot / Math.sqrt(ng * nw));
+  });
+  return { minCos, maxAbs };
+}
+
+async function embedIn(t, backend, indices) {
+  const page = await harness.openHarnessPage(t);
+  return page.evaluate(async ({ url, backend, texts }) => {
+    const progress = [];
+    const embedder = await wd.Embedder.load(url, { backend, onProgress: (e) => progress.push(e) });
+    const rows = await embedder.embed(texts);
+    const result = {
+      backend: embedder.backend,
+      dim: embedder.dim,
+      maxTokens: embedder.maxTokens,
+      lastBatchMillis: embedder.lastBatchMillis,
+      stats: embedder.loadStats(),
+      info: embedder.backendInfo(),
+      progressEvents: progress.length,
+      lastProgress: progress.at(-1),
+      rows: rows.map((r) => Array.from(r)),
+    };
+    embedder.destroy();
+    result.afterDestroy = await capture(() => embedder.embed(['x']));
+    return result;
+  }, { url: MODEL_URL, backend, texts: indices.map((i) => reference.sentences[i]) });
+}
+
+test('CPU backend: every reference sentence matches and the ranking is the same', SLOW, async (t) => {
+  const all = reference.sentences.map((_, i) => i);
+  const r = await embedIn(t, 'cpu', all);
+  assert.equal(r.backend, 'cpu');
+  assert.equal(r.dim, 384);
+  assert.equal(r.maxTokens, 256, 'from sentence_bert_config.json');
+  const { minCos, maxAbs } = compare(r.rows.map((x) => Float32Array.from(x)), all);
+  t.diagnostic(`cpu: min cosine ${minCos.toFixed(7)}, max abs ${maxAbs.toExponential(2)}`);
+  assert.ok(minCos >= 0.9999, `min cosine ${minCos}`);
+  assert.ok(maxAbs <= 1e-3, `max abs ${maxAbs}`);
+  const rows = r.rows;
+  const score = (a, b) => rows[a].reduce((s, v, i) => s + v * rows[b][i], 0);
+  reference.retrieval.queries.forEach((q, k) => {
+    const ranked = [...reference.retrieval.corpus].sort((a, b) => score(q, b) - score(q, a));
+    assert.deepEqual(ranked, reference.retrieval.ranking[k], `ranking for ${JSON.stringify(reference.sentences[q])}`);
+  });
+  assert.ok(r.progressEvents > 0, 'progress was reported');
+  assert.equal(r.lastProgress.bytesDone, r.lastProgress.bytesTotal);
+  assert.ok(r.stats.requests >= 1 && r.stats.requests <= 8, `requests ${r.stats.requests}`);
+  assert.equal(r.afterDestroy.ok, false);
+  assert.equal(r.afterDestroy.error.code, 'InvalidState');
+});
+
+test('auto picks WebGPU when it has a device, and matches the reference', SLOW, async (t) => {
+  const picks = [0, 9, 12, 13, 24];
+  const r = await embedIn(t, 'auto', picks);
+  assert.equal(r.backend, 'webgpu');
+  const { minCos, maxAbs } = compare(r.rows.map((x) => Float32Array.from(x)), picks);
+  t.diagnostic(`webgpu: min cosine ${minCos.toFixed(7)}, max abs ${maxAbs.toExponential(2)}`);
+  assert.ok(minCos >= 0.9999, `min cosine ${minCos}`);
+  assert.ok(maxAbs <= 1e-3, `max abs ${maxAbs}`);
+  const vendor = r.info.find((o) => o.key === 'adapter.vendor');
+  assert.ok(vendor && vendor.value.length > 0, `backendInfo reports the adapter: ${JSON.stringify(r.info)}`);
+  assert.ok(r.lastBatchMillis > 0);
+});
+
+test('a missing model directory and an aborted load reject with codes', SLOW, async (t) => {
+  const page = await harness.openHarnessPage(t);
+  const r = await page.evaluate(async (url) => {
+    const missing = await capture(() => wd.Embedder.load('/no/such/model/', { backend: 'cpu' }));
+    const controller = new AbortController();
+    controller.abort();
+    const aborted = await capture(() => wd.Embedder.load(url, { backend: 'cpu', signal: controller.signal }));
+    const badBackend = await capture(() => wd.Embedder.load(url, { backend: 'nope' }));
+    return { missing, aborted, badBackend };
+  }, MODEL_URL);
+  assert.equal(r.missing.error.code, 'AccessFailed');
+  assert.match(r.missing.error.message, /config\.json/);
+  assert.equal(r.aborted.error.code, 'InvalidState');
+  assert.equal(r.badBackend.error.code, 'NotFound');
+});

@@ -1,0 +1,306 @@
+// The HTTP parameter provider in headless Chromium (the built package, real WebGPU): weights
+// served by nginx loaded with Range requests straight into GPU buffers (the WebGPU backend's,
+// written from the response chunks with no copy through wasm memory), every buffer read back
+// and compared (SHA-256) with the source, request counts, write paths, live GPU buffers and wasm
+// memory checked; IREE status codes on errors; AbortSignal cancellation; and, against our
+// fault-injecting server, a dropped body resumed with If-Range, a server ignoring Range, a file
+// replaced mid-load, SHA-256 checks.
+import assert from 'node:assert/strict';
+import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import os from 'node:os';
+import path from 'node:path';
+import { after, before, test } from 'node:test';
+import { startFaultyServer } from './support/faulty-server.mjs';
+import { TEST_TIMEOUT, useBrowserHarness } from './support/fixture.mjs';
+import { REPO_ROOT } from './support/server.mjs';
+import { writeRandomSafetensors } from './support/weights.mjs';
+
+const dir = await mkdtemp(path.join(os.tmpdir(), 'webdelegate-weights-'));
+const model = await writeRandomSafetensors(path.join(dir, 'model.safetensors'), { seed: 3, count: 40, maxLen: 600_000 });
+const FIXTURES = path.join(REPO_ROOT, 'tests', 'fixtures', 'formats');
+const manifest = JSON.parse(await readFile(path.join(FIXTURES, 'manifest.json'), 'utf8'));
+const harness = useBrowserHarness({
+  locations: [{ prefix: '/weights/', dir }, { prefix: '/fixtures/', dir: FIXTURES }],
+});
+let faulty;
+
+before(async () => { faulty = await startFaultyServer({ root: dir }); });
+after(async () => {
+  await faulty?.stop();
+  await rm(dir, { recursive: true, force: true });
+});
+
+const index = model.index.map(({ key, offset, length, dtype, shape }) => ({ key, offset, length, dtype, shape }));
+
+/** Opens the harness and lets the page reach the fault server (another origin). */
+async function page(t) {
+  await harness.browser.context.route(`${faulty.url}/**`, (route) => route.continue());
+  return harness.openHarnessPage(t);
+}
+
+/** In the page: loads `keys` and returns {sha: {key: hex}, stats, growth, events, warnings} or an error. */
+const loadInPage = async ({ url, index, keys, options, scopeOptions, abortAfterFirstEvent }) => {
+  const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+  const events = [];
+  const warnings = [];
+  const controller = new AbortController();
+  const provider = new wd.HttpParameterProvider({
+    ...options,
+    onProgress: (e) => { events.push(e); if (abortAfterFirstEvent) controller.abort(); },
+    onWarning: (m) => warnings.push(m),
+  });
+  return capture(async () => {
+    await provider.addScope('m', url, index ? { index, ...scopeOptions } : scopeOptions);
+    const before = wd.wasmMemoryBytes();
+    const params = await provider.loadToGpu('m', keys, { signal: controller.signal });
+    const growth = wd.wasmMemoryBytes() - before;
+    const sha = {};
+    for (const p of params) sha[p.key] = hex(await crypto.subtle.digest('SHA-256', await p.read()));
+    const liveWhileHeld = provider.liveGpuBuffers();
+    for (const p of params) p.free();
+    const liveAfterFree = provider.liveGpuBuffers();
+    return {
+      sha, stats: provider.lastStats(), growth, events, warnings, lengths: params.map((p) => p.length),
+      liveWhileHeld, liveAfterFree,
+    };
+  }).then((r) => ({ ...r, events, warnings }));
+};
+
+test('every tensor loads into GPU buffers byte-exact, in few requests, without growing wasm memory', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const keys = index.map((e) => e.key);
+  const maxRequestSize = 1 << 20;
+  // No index given: the provider reads the file's own (format detected from the extension).
+  const r = await p.evaluate(loadInPage, {
+    url: `${harness.server.url}/weights/model.safetensors`, keys, options: { maxRequestSize },
+  });
+  assert.ok(r.ok, JSON.stringify(r.error));
+  for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], `bytes of ${key}`);
+  const bytes = index.reduce((n, e) => n + e.length, 0);
+  const { stats } = r.value;
+  assert.ok(stats.requestsPlanned <= 1 + Math.ceil(bytes / maxRequestSize), JSON.stringify(stats));
+  assert.equal(stats.bytesReceived, bytes, 'no byte fetched twice, no gap fetched');
+  assert.equal(stats.requestsSent, stats.requestsPlanned);
+  t.diagnostic(`${(bytes / 1e6).toFixed(1)} MB in ${stats.requestsSent} requests, wasm memory grew ${r.value.growth} bytes`);
+  assert.ok(r.value.growth <= 2 << 20, `wasm memory grew ${r.value.growth} bytes loading ${bytes}`);
+  // Zero-copy: response chunks went straight to GPUQueue.writeBuffer; only the bytes carried
+  // across chunk boundaries and the unaligned ends of the odd-length u8 tensors passed through
+  // wasm memory.
+  assert.ok(stats.bytesWrittenDirect >= bytes * 0.99, JSON.stringify(stats));
+  assert.ok(stats.bytesWrittenViaHost <= bytes * 0.01, JSON.stringify(stats));
+  // The parameters live in the WebGPU backend's counted buffers, freed with their GpuParameter.
+  assert.equal(r.value.liveWhileHeld.count, keys.length);
+  assert.ok(r.value.liveWhileHeld.bytes >= bytes);
+  assert.deepEqual(r.value.liveAfterFree, { count: 0, bytes: 0 });
+  const last = r.value.events.at(-1);
+  assert.equal(last.bytesDone, last.bytesTotal);
+  assert.equal(last.requestsDone, last.requestsTotal);
+  assert.deepEqual(r.value.warnings, []);
+});
+
+test('safetensors, GGUF and IRPA files (peers\' writers) load byte-exact, splats included', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const files = ['mixed.safetensors', 'mixed_v3.gguf', 'align64_v3.gguf', 'mixed.irpa', 'chained.irpa'];
+  const r = await p.evaluate(async ({ base, files }) => {
+    const hex = (bytes) => Array.from(bytes, (b) => b.toString(16).padStart(2, '0')).join('');
+    const provider = new wd.HttpParameterProvider();
+    const out = {};
+    for (const name of files) {
+      out[name] = await capture(async () => {
+        await provider.addScope(name, `${base}/fixtures/${name}`);
+        const keys = provider.keys(name);
+        const params = await provider.loadToGpu(name, keys);
+        return Object.fromEntries(await Promise.all(params.map(async (q) => [q.key, hex(await q.read())])));
+      });
+    }
+    return out;
+  }, { base: harness.server.url, files });
+  for (const name of files) {
+    assert.ok(r[name].ok, `${name}: ${JSON.stringify(r[name].error)}`);
+    const entries = manifest.files[name].entries;
+    assert.equal(Object.keys(r[name].value).length, entries.length, name);
+    for (const e of entries) {
+      const want = e.bytes_hex ?? e.splat_pattern_hex.repeat(e.length / (e.splat_pattern_hex.length / 2));
+      assert.equal(r[name].value[e.key], want, `${name}: ${e.key}`);
+    }
+  }
+});
+
+test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const url = `${harness.server.url}/weights/model.safetensors`;
+  const missing = `${harness.server.url}/weights/missing.safetensors`;
+  const key = index[4].key;
+  const r = await p.evaluate(async ({ url, missing, index, key }) => {
+    const provider = new wd.HttpParameterProvider();
+    await provider.addScope('m', url, { index });
+    const span = await provider.loadToGpu('m', [{ key, offset: 3, length: 1001 }]);
+    const bytes = Array.from(await span[0].read());
+    return {
+      bytes,
+      describe: provider.describe('m', key),
+      unknown: provider.describe('m', 'nope'),
+      supported: [provider.querySupport('m'), provider.querySupport('x')],
+      keys: provider.keys('m').length,
+      notFoundKey: await capture(() => provider.loadToGpu('m', ['nope'])),
+      notFoundScope: await capture(() => provider.loadToGpu('x', [key])),
+      outOfRange: await capture(() => provider.loadToGpu('m', [{ key, offset: 1, length: 1e9 }])),
+      missingFile: await capture(() => provider.addScope('y', missing, { index })),
+      badOption: await capture(() => new wd.HttpParameterProvider({ concurrency: 9 })),
+      badSignal: await capture(() => provider.notify('nap')),
+    };
+  }, { url, missing, index, key });
+  const entry = index[4];
+  assert.deepEqual(Buffer.from(r.bytes), model.bytes.subarray(entry.offset + 3, entry.offset + 3 + 1001));
+  assert.deepEqual(r.describe, { length: entry.length, dtype: entry.dtype, shape: entry.shape });
+  assert.equal(r.unknown, null);
+  assert.deepEqual(r.supported, [true, false]);
+  assert.equal(r.keys, index.length);
+  for (const [what, code, value] of [
+    ['notFoundKey', 'NOT_FOUND', 5], ['notFoundScope', 'NOT_FOUND', 5], ['outOfRange', 'OUT_OF_RANGE', 11],
+    ['missingFile', 'NOT_FOUND', 5], ['badOption', 'INVALID_ARGUMENT', 3], ['badSignal', 'INVALID_ARGUMENT', 3],
+  ]) {
+    assert.equal(r[what].ok, false, what);
+    assert.equal(r[what].error.name, 'StatusError', what);
+    assert.equal(r[what].error.code, code, `${what}: ${r[what].error.message}`);
+    assert.equal(r[what].error.codeValue, value, what);
+  }
+  assert.match(r.missingFile.error.message, /404/);
+});
+
+test('an AbortSignal cancels a load: CANCELLED, and no request keeps running', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const r = await p.evaluate(loadInPage, {
+    url: `${faulty.url}/f/slow=5/model.safetensors`, index, keys: index.map((e) => e.key),
+    options: { maxRequestSize: 256 << 10 }, abortAfterFirstEvent: true,
+  });
+  assert.equal(r.ok, false);
+  assert.equal(r.error.code, 'CANCELLED', r.error.message);
+  let active = -1;
+  for (let i = 0; i < 100 && active !== 0; i++) {
+    active = Number(await (await fetch(`${faulty.url}/__active`)).text());
+    if (active) await new Promise((res) => setTimeout(res, 30));
+  }
+  assert.equal(active, 0, 'a response was still being sent after the cancelled load');
+});
+
+test('faults from the browser: drop resumed with If-Range, Range ignored, file replaced, SHA-256', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const keys = index.slice(0, 12).map((e) => e.key);
+  const load = (faults, extra = {}) => p.evaluate(loadInPage, {
+    url: `${faulty.url}/f/${faults}/model.safetensors`, index, keys,
+    options: { maxRequestSize: 512 << 10, concurrency: 1, backoffMs: 10, idleTimeoutMs: 2000 }, ...extra,
+  });
+  const logOf = async (faults) => (await (await fetch(`${faulty.url}/__log`)).text())
+    .split('\n').filter((l) => l.includes(`/f/${faults}/`)).map((l) => l.split('\t'));
+
+  // Trickled so the page reads what arrives before the drop (a stream that errors drops its queue).
+  let r = await load('slow=3,drop=200000,skip=1,times=1');
+  assert.ok(r.ok, JSON.stringify(r.error));
+  for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
+  const log = await logOf('slow=3,drop=200000,skip=1,times=1');
+  const start = (range) => Number(/bytes=(\d+)-/.exec(range)[1]);
+  assert.ok(start(log[2][1]) > start(log[1][1]), `resumed past the bytes received: ${JSON.stringify(log)}`);
+  assert.ok(start(log[2][1]) <= start(log[1][1]) + 200000);
+  assert.notEqual(log[2][2], '-', 'the resumed request carries If-Range');
+
+  r = await load('ignore-range');
+  assert.ok(r.ok, JSON.stringify(r.error));
+  for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
+  assert.ok(r.warnings.some((w) => /ignores Range/.test(w)), JSON.stringify(r.warnings));
+
+  r = await load('change-after=2');
+  assert.equal(r.ok, false);
+  assert.equal(r.error.code, 'ABORTED', r.error.message);
+  assert.match(r.error.message, /file changed mid-load/);
+
+  r = await load('-', { scopeOptions: { sha256: model.sha256 } });
+  assert.ok(r.ok, JSON.stringify(r.error));
+  for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
+  const wrong = model.sha256.replace(/^./, (c) => (c === '0' ? '1' : '0'));
+  r = await load('-', { scopeOptions: { sha256: wrong } });
+  assert.equal(r.error?.code, 'DATA_LOSS', JSON.stringify(r));
+  r = await load('-', { scopeOptions: { parameterSha256: { [keys[1]]: model.tensorSha256[keys[2]] } } });
+  assert.equal(r.error?.code, 'DATA_LOSS', JSON.stringify(r));
+  assert.match(r.error.message, new RegExp(keys[1].replace('.', '\\.')));
+});
+
+test('a persistent cache serves the next load without data requests, and never a stale version', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const keys = index.slice(0, 12).map((e) => e.key);
+  const bytes = index.slice(0, 12).reduce((n, e) => n + e.length, 0);
+  const maxRequestSize = 512 << 10;
+  const dataRequests = Math.ceil(bytes / maxRequestSize);
+  const cacheName = `wd-test-${Date.now()}`;
+  const urlOf = (faults) => `${faulty.url}/f/${faults}/model.safetensors`;
+  const requestsTo = async (faults) => (await (await fetch(`${faulty.url}/__log`)).text())
+    .split('\n').filter((l) => l.includes(`/f/${faults}/`)).length;
+  const run = (url) => p.evaluate(async ({ url, index, keys, cacheName, maxRequestSize, dataRequests }) => {
+    const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+    const provider = new wd.HttpParameterProvider({ persistentCache: cacheName, maxRequestSize, concurrency: 1 });
+    return capture(async () => {
+      await provider.addScope('m', url, { index });
+      const params = await provider.loadToGpu('m', keys);
+      const sha = {};
+      for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
+      // Entries are written while the bodies stream: wait until they are all in.
+      const cache = await caches.open(cacheName);
+      for (let i = 0; i < 200 && (await cache.keys()).filter((r) => r.url.includes(encodeURIComponent(url))).length < dataRequests; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return sha;
+    });
+  }, { url, index, keys, cacheName, maxRequestSize, dataRequests });
+
+  let r = await run(urlOf('skip=0'));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  assert.equal(await requestsTo('skip=0'), 1 + dataRequests);
+  r = await run(urlOf('skip=0'));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  for (const key of keys) assert.equal(r.value[key], model.tensorSha256[key], key);
+  assert.equal(await requestsTo('skip=0'), 2 + dataRequests, 'the second load sends only its index read');
+
+  // The file changes after the first load: the second load must fetch the new version.
+  const changing = `change-after=${1 + dataRequests}`;
+  r = await run(urlOf(changing));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  r = await run(urlOf(changing));
+  assert.ok(r.ok, JSON.stringify(r.error));
+  const { createHash } = await import('node:crypto');
+  for (const e of index.slice(0, 12)) {
+    const inverted = Buffer.from(model.bytes.subarray(e.offset, e.offset + e.length).map((b) => b ^ 0xff));
+    assert.equal(r.value[e.key], createHash('sha256').update(inverted).digest('hex'), `${e.key}: stale cached bytes`);
+  }
+  assert.equal(await requestsTo(changing), 2 * (1 + dataRequests), 'the new version came from the network');
+  await p.evaluate((name) => caches.delete(name), cacheName);
+});
+
+test('notify("suspend") stops every request; notify("resume") finishes the load byte-exact', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const keys = index.slice(0, 12).map((e) => e.key);
+  const r = await p.evaluate(async ({ url, base, keys }) => {
+    const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+    let suspended = null;
+    const provider = new wd.HttpParameterProvider({
+      concurrency: 1,
+      onProgress: () => { if (!suspended) { suspended = true; provider.notify('suspend'); } },
+    });
+    return capture(async () => {
+      await provider.addScope('m', url);
+      const loading = provider.loadToGpu('m', keys);
+      while (!suspended) await new Promise((res) => setTimeout(res, 10));
+      await new Promise((res) => setTimeout(res, 300));
+      const activeWhileSuspended = Number(await (await fetch(`${base}/__active`)).text());
+      provider.notify('resume');
+      const params = await loading;
+      const sha = {};
+      for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
+      return { activeWhileSuspended, sha, stats: provider.lastStats() };
+    });
+  }, { url: `${faulty.url}/f/slow=4/model.safetensors`, base: faulty.url, keys });
+  assert.ok(r.ok, JSON.stringify(r.error));
+  assert.equal(r.value.activeWhileSuspended, 0, 'a request kept running while suspended');
+  for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
+  assert.ok(r.value.stats.requestsSent > r.value.stats.requestsPlanned, 'the interrupted request was resumed');
+  assert.equal(r.value.stats.bytesReceived, r.value.stats.bytesPlanned, 'resumed from the first byte not consumed');
+});

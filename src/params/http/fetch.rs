@@ -1,0 +1,363 @@
+//! The browser transport: `fetch` with an `AbortController` per request, the body read with a
+//! `ReadableStream` reader. Chunks stay JavaScript `Uint8Array`s ([`BodyChunk::Js`]); nothing is
+//! copied into wasm memory here. Works in windows and workers (the global `fetch`).
+//!
+//! Idle timeout: an attempt fails with `DEADLINE_EXCEEDED` (and is aborted) when neither the
+//! head nor a body chunk arrived for `idle_timeout`. One timer serves many chunks: it is re-armed
+//! only when it fires, for the time left since the last chunk.
+
+use crate::error::{Status, StatusCode};
+use crate::params::StatusResult;
+use crate::params::http::cache::{PersistentCache, data_key};
+use crate::params::http::response::parse_content_range;
+use crate::params::http::staging::StagingPool;
+use crate::params::http::timer::{now_ms, sleep};
+use crate::params::http::transport::{
+    BodyChunk, HttpRequest, ResponseBody, ResponseHead, Transport,
+};
+use crate::registry::LocalBoxFuture;
+use futures_util::future::{Either, select};
+use js_sys::Uint8Array;
+use std::rc::Rc;
+use std::time::Duration;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    AbortController, Headers, ReadableStream, ReadableStreamDefaultReader, Request, RequestInit,
+    Response,
+};
+
+#[wasm_bindgen]
+extern "C" {
+    /// The global `fetch` (window and worker scopes alike).
+    #[wasm_bindgen(js_name = fetch)]
+    fn global_fetch(request: &Request) -> js_sys::Promise;
+
+    /// What `ReadableStreamDefaultReader.read()` resolves to: `{done, value}`. Read through
+    /// getters (no per-chunk property-name strings crossing into JS).
+    type ReadResult;
+
+    #[wasm_bindgen(method, getter)]
+    fn done(this: &ReadResult) -> Option<bool>;
+
+    #[wasm_bindgen(method, getter)]
+    fn value(this: &ReadResult) -> JsValue;
+}
+
+/// Settings of the browser transport.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FetchOptions {
+    /// Longest wait for the response head or the next body chunk.
+    pub idle_timeout: Duration,
+    /// The request's cache mode (`RequestCache::NoStore` bypasses the HTTP cache).
+    pub cache: web_sys::RequestCache,
+}
+
+impl Default for FetchOptions {
+    fn default() -> Self {
+        Self {
+            idle_timeout: Duration::from_secs(30),
+            cache: web_sys::RequestCache::Default,
+        }
+    }
+}
+
+/// `fetch`-based [`Transport`], optionally keeping data responses in a persistent cache.
+#[derive(Clone, Debug, Default)]
+pub struct FetchTransport {
+    options: FetchOptions,
+    persistent: Option<Rc<PersistentCache>>,
+}
+
+impl FetchTransport {
+    /// A transport with `options`.
+    pub fn new(options: FetchOptions) -> Self {
+        Self {
+            options,
+            persistent: None,
+        }
+    }
+
+    /// The transport keeping data responses in the Cache API cache named `name`.
+    pub fn with_persistent_cache(mut self, name: &str) -> Self {
+        self.persistent = Some(Rc::new(PersistentCache::new(name)));
+        self
+    }
+
+    /// The persistent cache, when enabled.
+    pub fn persistent_cache(&self) -> Option<&Rc<PersistentCache>> {
+        self.persistent.as_ref()
+    }
+}
+
+/// Whether a 206 is exactly `[start, end)` of version `validator`: only then may it be cached.
+fn cacheable(head: &ResponseHead, validator: &str, start: u64, end: u64) -> bool {
+    let same_version =
+        head.header("etag") == Some(validator) || head.header("last-modified") == Some(validator);
+    let range = head.header("content-range").and_then(parse_content_range);
+    head.status == 206 && same_version && range.is_some_and(|r| r.start == start && r.end == end)
+}
+
+fn reader_of(stream: &ReadableStream) -> ReadableStreamDefaultReader {
+    stream
+        .get_reader()
+        .unchecked_into::<ReadableStreamDefaultReader>()
+}
+
+/// Headers a response is read for (fetch exposes only these cross-origin if the server lists
+/// them in Access-Control-Expose-Headers).
+const HEADERS: [&str; 6] = [
+    "content-range",
+    "content-length",
+    "etag",
+    "last-modified",
+    "accept-ranges",
+    "content-encoding",
+];
+
+fn js_message(value: &JsValue) -> String {
+    value
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| format!("{}: {}", e.name(), e.message()))
+        .or_else(|| value.as_string())
+        .unwrap_or_else(|| format!("{value:?}"))
+}
+
+/// Maps a rejection: an abort is `CANCELLED`, anything else (a network failure) `UNAVAILABLE`.
+fn rejection(value: &JsValue, what: &str) -> Status {
+    let message = js_message(value);
+    let code = if message.starts_with("AbortError") {
+        StatusCode::Cancelled
+    } else {
+        StatusCode::Unavailable
+    };
+    Status::new(code, format!("{what}: {message}"))
+}
+
+fn setup_error(value: JsValue, what: &str) -> Status {
+    Status::new(
+        StatusCode::InvalidArgument,
+        format!("{what}: {}", js_message(&value)),
+    )
+}
+
+/// Aborts the request when dropped (unless disarmed).
+struct AbortOnDrop(Option<AbortController>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        if let Some(controller) = self.0.take() {
+            controller.abort();
+        }
+    }
+}
+
+impl Transport for FetchTransport {
+    fn get(
+        &self,
+        request: HttpRequest,
+        _pool: &StagingPool,
+    ) -> LocalBoxFuture<'_, StatusResult<Box<dyn ResponseBody>>> {
+        Box::pin(async move {
+            let url = request.url.clone();
+            let cache_key = match (&self.persistent, request.range, &request.if_range) {
+                (Some(_), Some((start, end)), Some(validator)) if end > start => Some((
+                    data_key(&url, validator, start, end),
+                    validator.clone(),
+                    start,
+                    end,
+                )),
+                _ => None,
+            };
+            if let (Some(cache), Some((key, ..))) = (&self.persistent, &cache_key)
+                && let Some((head, stream)) = cache.lookup(key).await
+            {
+                return Ok(self.body(head, Some(reader_of(&stream)), None, url));
+            }
+            let controller =
+                AbortController::new().map_err(|e| setup_error(e, "AbortController"))?;
+            let init = RequestInit::new();
+            init.set_method("GET");
+            init.set_signal(Some(&controller.signal()));
+            init.set_cache(self.options.cache);
+            let headers = Headers::new().map_err(|e| setup_error(e, "Headers"))?;
+            if let Some(range) = request.range_header() {
+                headers
+                    .set("Range", &range)
+                    .map_err(|e| setup_error(e, "Range header"))?;
+                if let Some(validator) = &request.if_range {
+                    headers
+                        .set("If-Range", validator)
+                        .map_err(|e| setup_error(e, "If-Range header"))?;
+                }
+            }
+            init.set_headers(&headers);
+            let js_request = Request::new_with_str_and_init(&url, &init)
+                .map_err(|e| setup_error(e, &format!("request for {url}")))?;
+            let mut guard = AbortOnDrop(Some(controller.clone()));
+            let response = JsFuture::from(global_fetch(&js_request));
+            let timeout = sleep(self.options.idle_timeout);
+            let response = match select(response, timeout).await {
+                Either::Left((Ok(value), _)) => value,
+                Either::Left((Err(error), _)) => {
+                    return Err(rejection(&error, &format!("GET {url}")));
+                }
+                Either::Right(((), _)) => {
+                    return Err(Status::new(
+                        StatusCode::DeadlineExceeded,
+                        format!(
+                            "GET {url}: no response within {:?}",
+                            self.options.idle_timeout
+                        ),
+                    ));
+                }
+            };
+            let response: Response = response
+                .dyn_into()
+                .map_err(|v| Status::new(StatusCode::Internal, format!("fetch gave {v:?}")))?;
+            let js_headers = response.headers();
+            let head = ResponseHead {
+                status: response.status(),
+                headers: HEADERS
+                    .iter()
+                    .filter_map(|name| {
+                        let value = js_headers.get(name).ok().flatten()?;
+                        Some(((*name).to_owned(), value))
+                    })
+                    .collect(),
+            };
+            let mut stream = response.body();
+            if let (Some(cache), Some((key, validator, start, end)), Some(body)) =
+                (&self.persistent, cache_key, &stream)
+                && cacheable(&head, &validator, start, end)
+            {
+                let branches = body.tee();
+                let (Ok(ours), Ok(stored)) = (
+                    branches.get(0).dyn_into::<ReadableStream>(),
+                    branches.get(1).dyn_into::<ReadableStream>(),
+                ) else {
+                    return Err(Status::new(
+                        StatusCode::Internal,
+                        "ReadableStream.tee failed",
+                    ));
+                };
+                cache.store(key, &head, stored);
+                stream = Some(ours);
+            }
+            guard.0 = None;
+            Ok(self.body(head, stream.as_ref().map(reader_of), Some(controller), url))
+        })
+    }
+}
+
+impl FetchTransport {
+    fn body(
+        &self,
+        head: ResponseHead,
+        reader: Option<ReadableStreamDefaultReader>,
+        controller: Option<AbortController>,
+        url: String,
+    ) -> Box<dyn ResponseBody> {
+        Box::new(FetchBody {
+            head,
+            reader,
+            controller,
+            aborted: false,
+            idle: self.options.idle_timeout,
+            timer: None,
+            last_progress: now_ms(),
+            url,
+        })
+    }
+}
+
+struct FetchBody {
+    head: ResponseHead,
+    reader: Option<ReadableStreamDefaultReader>,
+    controller: Option<AbortController>,
+    aborted: bool,
+    idle: Duration,
+    timer: Option<LocalBoxFuture<'static, ()>>,
+    last_progress: f64,
+    url: String,
+}
+
+impl FetchBody {
+    async fn read(&mut self) -> StatusResult<Option<BodyChunk>> {
+        if self.aborted {
+            return Err(Status::new(StatusCode::Cancelled, "request was aborted"));
+        }
+        let Some(reader) = &self.reader else {
+            return Ok(None);
+        };
+        let read = JsFuture::from(reader.read());
+        futures_util::pin_mut!(read);
+        let idle_ms = self.idle.as_secs_f64() * 1000.0;
+        let result = loop {
+            let timer = self.timer.get_or_insert_with(|| sleep(self.idle));
+            match select(&mut read, timer).await {
+                Either::Left((result, _)) => break result,
+                Either::Right(((), _)) => {
+                    let quiet = now_ms() - self.last_progress;
+                    if quiet >= idle_ms {
+                        self.abort();
+                        return Err(Status::new(
+                            StatusCode::DeadlineExceeded,
+                            format!("body of {}: nothing received for {:?}", self.url, self.idle),
+                        ));
+                    }
+                    let left = Duration::from_secs_f64((idle_ms - quiet).max(1.0) / 1000.0);
+                    self.timer = Some(sleep(left));
+                }
+            }
+        };
+        self.last_progress = now_ms();
+        let result = result.map_err(|e| rejection(&e, &format!("body of {}", self.url)))?;
+        let result = result.unchecked_into::<ReadResult>();
+        if result.done().unwrap_or(true) {
+            return Ok(None);
+        }
+        let value = result.value();
+        let array = value.dyn_into::<Uint8Array>().map_err(|v| {
+            Status::new(
+                StatusCode::DataLoss,
+                format!("body chunk of {} is not bytes: {v:?}", self.url),
+            )
+        })?;
+        Ok(Some(BodyChunk::Js(array)))
+    }
+}
+
+impl ResponseBody for FetchBody {
+    fn head(&self) -> &ResponseHead {
+        &self.head
+    }
+
+    fn next_chunk(&mut self) -> LocalBoxFuture<'_, StatusResult<Option<BodyChunk>>> {
+        Box::pin(self.read())
+    }
+
+    fn abort(&mut self) {
+        self.aborted = true;
+        match (self.controller.take(), self.reader.take()) {
+            // Aborting the request errors its stream (and every tee branch).
+            (Some(controller), _) => controller.abort(),
+            // A cached body has no request: cancel its stream, ignoring how that settles.
+            (None, Some(reader)) => {
+                let cancelled = JsFuture::from(reader.cancel());
+                wasm_bindgen_futures::spawn_local(async move {
+                    let _ = cancelled.await;
+                });
+            }
+            (None, None) => {}
+        }
+        self.timer = None;
+    }
+}
+
+impl Drop for FetchBody {
+    fn drop(&mut self) {
+        self.abort();
+    }
+}

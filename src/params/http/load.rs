@@ -1,0 +1,311 @@
+//! The transfer engine behind `load` and `gather`: spans are checked against the scope's index
+//! (upstream's order: key, then access, then bounds), splat parameters are filled in place, file
+//! bytes are planned into coalesced requests and run with bounded concurrency, and the unaligned
+//! edges are written last. The first error (or an abort) drops every request still in flight,
+//! which aborts it; nothing is reported loaded unless every byte arrived.
+
+use crate::error::{Status, StatusCode};
+use crate::params::http::control::{AbortHandle, SuspendGate};
+use crate::params::http::options::{HttpProviderOptions, ScopeOptions};
+use crate::params::http::planner::{Piece, PlannedRequest, Wanted, plan, plan_whole_file};
+use crate::params::http::progress::{LoadObserver, LoadStats, LoadTracker};
+use crate::params::http::response::Validators;
+use crate::params::http::runner::{RequestEnv, run_request};
+use crate::params::http::sink::{ExpectedDigest, LoadTargets, RequestSink};
+use crate::params::http::transport::{BodyChunk, Transport};
+use crate::params::{EntryStorage, ParameterIndex, SpanRequest, StatusResult, check_span};
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+/// A file the provider serves under a scope name, with its index and version.
+pub struct RemoteScope {
+    /// The scope name.
+    pub name: String,
+    /// The file's URL.
+    pub url: String,
+    /// Its parameters.
+    pub index: ParameterIndex,
+    /// Its version when the index was read.
+    pub validators: Validators,
+    /// Whether the server honours Range (turned off when a data request gets the whole file).
+    pub ranges_supported: AtomicBool,
+    /// Digests and format.
+    pub options: ScopeOptions,
+}
+
+/// Where a span's bytes come from.
+enum Source<'i> {
+    File { offset: u64 },
+    Splat { pattern: &'i [u8], phase: usize },
+}
+
+/// A span checked against the index.
+struct Resolved<'i> {
+    key: &'i str,
+    source: Source<'i>,
+    length: u64,
+    target: usize,
+    target_offset: u64,
+    /// The span covers its whole parameter (so a per-parameter digest applies).
+    whole: bool,
+}
+
+/// What the engine needs from its provider.
+pub struct Engine<'a> {
+    /// Issues the GETs.
+    pub transport: &'a dyn Transport,
+    /// Settings.
+    pub options: &'a HttpProviderOptions,
+    /// The provider's suspend gate.
+    pub gate: &'a SuspendGate,
+    /// Progress and warnings.
+    pub observer: Option<&'a dyn LoadObserver>,
+}
+
+/// Checks `requests` against `scope`. With `shared_target` (gather) every span goes to target
+/// 0 at its `buffer_offset`, checked against `shared_target`'s size; otherwise span `i` goes to
+/// target `i` at offset 0.
+///
+/// # Errors
+/// `NOT_FOUND` for an unknown key; `OUT_OF_RANGE` for a span past its parameter or the target.
+fn resolve<'i>(
+    scope: &'i RemoteScope,
+    requests: &'i [SpanRequest],
+    shared_target: Option<u64>,
+) -> StatusResult<Vec<Resolved<'i>>> {
+    let mut resolved = Vec::with_capacity(requests.len());
+    for (index, request) in requests.iter().enumerate() {
+        let entry = scope.index.get(&request.key).ok_or_else(|| {
+            Status::new(
+                StatusCode::NotFound,
+                format!("no parameter {:?} in scope {:?}", request.key, scope.name),
+            )
+        })?;
+        let span = request.span;
+        let what = format!("parameter {:?} of scope {:?}", request.key, scope.name);
+        check_span(&what, span.parameter_offset, span.length, entry.length)?;
+        let source = match &entry.storage {
+            EntryStorage::Data { offset } => Source::File {
+                offset: offset.checked_add(span.parameter_offset).ok_or_else(|| {
+                    Status::new(
+                        StatusCode::OutOfRange,
+                        format!("{what}: file offset overflows"),
+                    )
+                })?,
+            },
+            EntryStorage::Splat { pattern } if !pattern.is_empty() => Source::Splat {
+                pattern,
+                phase: (span.parameter_offset % pattern.len() as u64) as usize,
+            },
+            EntryStorage::Splat { .. } => {
+                return Err(Status::new(
+                    StatusCode::DataLoss,
+                    format!("{what}: splat with an empty pattern"),
+                ));
+            }
+        };
+        let (target, target_offset) = match shared_target {
+            Some(size) => {
+                check_span("target buffer", span.buffer_offset, span.length, size)?;
+                (0, span.buffer_offset)
+            }
+            None => (index, 0),
+        };
+        resolved.push(Resolved {
+            key: &request.key,
+            source,
+            length: span.length,
+            target,
+            target_offset,
+            whole: span.parameter_offset == 0 && span.length == entry.length,
+        });
+    }
+    Ok(resolved)
+}
+
+/// Moves the bytes of `requests` of `scope` into `targets`.
+///
+/// # Errors
+/// As [`resolve`]; `CANCELLED` when `abort` fires; transport, HTTP, validation and digest errors
+/// as the first request that failed saw them.
+pub async fn transfer(
+    engine: &Engine<'_>,
+    scope: &RemoteScope,
+    requests: &[SpanRequest],
+    shared_target: Option<u64>,
+    targets: &LoadTargets<'_>,
+    abort: Option<&AbortHandle>,
+) -> StatusResult<LoadStats> {
+    let resolved = resolve(scope, requests, shared_target)?;
+    let cancelled = || {
+        Status::new(
+            StatusCode::Cancelled,
+            format!("load of scope {:?} was cancelled", scope.name),
+        )
+    };
+    if abort.is_some_and(AbortHandle::is_aborted) {
+        return Err(cancelled());
+    }
+    let work = run(engine, scope, &resolved, targets);
+    match abort {
+        None => work.await,
+        Some(handle) => {
+            let aborted = handle.aborted();
+            futures_util::pin_mut!(work);
+            futures_util::pin_mut!(aborted);
+            match futures_util::future::select(work, aborted).await {
+                futures_util::future::Either::Left((result, _)) => result,
+                futures_util::future::Either::Right(((), _)) => Err(cancelled()),
+            }
+        }
+    }
+}
+
+async fn run(
+    engine: &Engine<'_>,
+    scope: &RemoteScope,
+    resolved: &[Resolved<'_>],
+    targets: &LoadTargets<'_>,
+) -> StatusResult<LoadStats> {
+    for span in resolved {
+        if let Source::Splat { pattern, phase } = span.source {
+            fill_splat(targets, span, pattern, phase)?;
+        }
+    }
+    let mut wanted = Vec::new();
+    let mut digests = Vec::new();
+    for span in resolved {
+        if let Source::File { offset } = span.source {
+            let expected = span
+                .whole
+                .then(|| {
+                    scope
+                        .options
+                        .parameter_sha256
+                        .iter()
+                        .find(|(k, _)| k == span.key)
+                })
+                .flatten()
+                .map(|(key, sha256)| ExpectedDigest {
+                    sha256: *sha256,
+                    what: format!("parameter {key:?} of {}", scope.url),
+                });
+            wanted.push(Wanted {
+                file_offset: offset,
+                length: span.length,
+                target: span.target,
+                target_offset: span.target_offset,
+                atomic: expected.is_some(),
+            });
+            digests.push(expected);
+        }
+    }
+    let size = scope.validators.size.or(scope.index.file_size());
+    let file_digest = scope.options.sha256.map(|sha256| ExpectedDigest {
+        sha256,
+        what: format!("file {}", scope.url),
+    });
+    let planned = match (&file_digest, size) {
+        (Some(_), Some(size)) => plan_whole_file(&wanted, size)?,
+        (Some(_), None) => {
+            return Err(Status::new(
+                StatusCode::FailedPrecondition,
+                format!(
+                    "cannot check the SHA-256 of {}: its size is unknown",
+                    scope.url
+                ),
+            ));
+        }
+        (None, _) => {
+            let ranges = scope.ranges_supported.load(Ordering::Relaxed);
+            plan(&wanted, engine.options.planner(ranges), size)?
+        }
+    };
+    let stats = LoadStats {
+        requests_planned: planned.requests.len() as u64,
+        bytes_needed: planned.bytes_needed,
+        bytes_planned: planned.bytes_fetched,
+        ..LoadStats::default()
+    };
+    let tracker = LoadTracker::new(&scope.name, engine.observer, stats);
+    let env = RequestEnv {
+        transport: engine.transport,
+        url: &scope.url,
+        validators: &scope.validators,
+        retry: engine.options.retry,
+        gate: engine.gate,
+        tracker: &tracker,
+    };
+    let mut pending = planned.requests.iter();
+    let mut running = FuturesUnordered::new();
+    loop {
+        while running.len() < engine.options.concurrency {
+            let Some(request) = pending.next() else {
+                break;
+            };
+            let digest_for = |w: usize| digests.get(w).cloned().flatten();
+            let whole = file_digest.clone();
+            let env = &env;
+            running.push(async move {
+                let mut sink = RequestSink::new(request, digest_for, whole);
+                run_request(env, targets, &mut sink, request.end).await
+            });
+        }
+        match running.next().await {
+            None => break,
+            Some(result) => result?,
+        }
+    }
+    drop(running);
+    if tracker.saw_ranges_ignored() {
+        scope.ranges_supported.store(false, Ordering::Relaxed);
+    }
+    let edges = std::mem::take(&mut *targets.edges.borrow_mut());
+    edges.flush(&targets.destinations).await?;
+    let mut stats = tracker.stats();
+    for destination in &targets.destinations {
+        let counts = destination.write_counts();
+        stats.bytes_written_direct = stats.bytes_written_direct.saturating_add(counts.direct);
+        stats.bytes_written_via_host = stats.bytes_written_via_host.saturating_add(counts.via_host);
+    }
+    Ok(stats)
+}
+
+/// Writes a splat parameter's span: its pattern repeated, from `phase`, through the same
+/// aligned path as file bytes.
+fn fill_splat(
+    targets: &LoadTargets<'_>,
+    span: &Resolved<'_>,
+    pattern: &[u8],
+    phase: usize,
+) -> StatusResult<()> {
+    let request = PlannedRequest {
+        start: 0,
+        end: span.length,
+        pieces: vec![Piece {
+            wanted: 0,
+            target: span.target,
+            target_offset: span.target_offset,
+            file_offset: 0,
+            length: span.length,
+        }],
+    };
+    let mut sink = RequestSink::new(&request, |_| None, None);
+    let mut produced = 0u64;
+    let mut phase = phase;
+    while produced < span.length {
+        let mut staging = targets.pool.take();
+        let step = (span.length - produced).min(staging.capacity() as u64) as usize;
+        if let Some(window) = staging.space().get_mut(..step) {
+            for byte in window.iter_mut() {
+                *byte = pattern.get(phase).copied().unwrap_or(0);
+                phase = (phase + 1) % pattern.len();
+            }
+        }
+        staging.set_len(step);
+        sink.consume(targets, &BodyChunk::Host(staging), 0, step)?;
+        produced += step as u64;
+    }
+    sink.finish()
+}

@@ -1,0 +1,408 @@
+//! [`HttpProvider`]: IREE's parameter provider over weights files on HTTP servers.
+//!
+//! A scope names one file (a URL). Adding a scope reads the file's index with small Range
+//! requests and captures its version (ETag / Last-Modified / size); every later data request
+//! carries `If-Range` with that version, so a file replaced mid-load fails the load (`ABORTED`,
+//! "file changed mid-load") instead of mixing bytes of two versions. Scopes are read-only.
+
+use crate::error::{Status, StatusCode};
+use crate::params::http::control::{AbortHandle, SuspendGate};
+use crate::params::http::destination::Destination;
+use crate::params::http::file::HttpFile;
+use crate::params::http::load::{Engine, RemoteScope, transfer};
+use crate::params::http::options::{HttpProviderOptions, ScopeOptions};
+use crate::params::http::progress::{LoadObserver, LoadStats};
+use crate::params::http::response::Validators;
+use crate::params::http::sink::LoadTargets;
+use crate::params::http::staging::StagingPool;
+use crate::params::http::transport::Transport;
+use crate::params::{
+    BufferAllocator, LoadedSpan, ParameterBuffer, ParameterIndex, ParameterInfo, ParameterProvider,
+    Signal, SpanRequest, StatusResult,
+};
+use crate::registry::LocalBoxFuture;
+use std::cell::RefCell;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
+
+/// Per-load controls beyond the trait's arguments.
+#[derive(Clone, Debug, Default)]
+pub struct LoadControl {
+    /// Cancels the load: it then fails with `CANCELLED`, every request it had in flight is
+    /// aborted, and the buffers it allocated are dropped.
+    pub abort: Option<AbortHandle>,
+}
+
+/// Serves parameters of weights files on HTTP servers.
+pub struct HttpProvider {
+    transport: Arc<dyn Transport>,
+    options: HttpProviderOptions,
+    pool: StagingPool,
+    gate: SuspendGate,
+    scopes: Mutex<Vec<Arc<RemoteScope>>>,
+    observer: Option<Arc<dyn LoadObserver>>,
+    last_stats: Mutex<Option<LoadStats>>,
+    total_stats: Mutex<LoadStats>,
+}
+
+impl HttpProvider {
+    /// A provider fetching through `transport` with `options` (normalized).
+    pub fn new(transport: Arc<dyn Transport>, options: HttpProviderOptions) -> Self {
+        let options = options.normalized();
+        Self {
+            transport,
+            options,
+            // Each request holds at most a few chunks at once (one being filled, one queued, one
+            // being written); keep that many idle for reuse.
+            pool: StagingPool::new(options.chunk_size, options.concurrency * 3),
+            gate: SuspendGate::default(),
+            scopes: Mutex::new(Vec::new()),
+            observer: None,
+            last_stats: Mutex::new(None),
+            total_stats: Mutex::new(LoadStats::default()),
+        }
+    }
+
+    /// The provider with `observer` receiving progress events and warnings.
+    pub fn with_observer(mut self, observer: Arc<dyn LoadObserver>) -> Self {
+        self.observer = Some(observer);
+        self
+    }
+
+    /// The settings in use.
+    pub fn options(&self) -> &HttpProviderOptions {
+        &self.options
+    }
+
+    /// The host staging pool (its counters bound the host memory a load holds).
+    pub fn staging_pool(&self) -> &StagingPool {
+        &self.pool
+    }
+
+    /// Statistics of the last load or gather that finished (successfully or not).
+    pub fn last_stats(&self) -> Option<LoadStats> {
+        *lock(&self.last_stats)
+    }
+
+    /// Statistics of every load and gather this provider finished, summed (a backend may fetch
+    /// one program's parameters in several loads).
+    pub fn total_stats(&self) -> LoadStats {
+        *lock(&self.total_stats)
+    }
+
+    /// Serves the file at `url` as `scope` (replacing a scope of that name), reading its index
+    /// in the format `options.format` names or the one detected.
+    ///
+    /// # Errors
+    /// The HTTP status of the first read (`NOT_FOUND` for 404, ...); the index parser's errors.
+    pub async fn add_scope(
+        &self,
+        scope: &str,
+        url: &str,
+        options: ScopeOptions,
+    ) -> StatusResult<()> {
+        let file = self.open(url).await?;
+        let (format, index) =
+            super::index_source::read_index(&file, options.format.as_deref()).await?;
+        let options = ScopeOptions {
+            format: Some(format.to_string()),
+            ..options
+        };
+        self.insert(scope, &file, index, options);
+        Ok(())
+    }
+
+    /// Serves the file at `url` as `scope` with an index the caller already has (read from a
+    /// manifest, say); the file is still opened to capture its version.
+    ///
+    /// # Errors
+    /// The HTTP status of the first read.
+    pub async fn add_scope_with_index(
+        &self,
+        scope: &str,
+        url: &str,
+        index: ParameterIndex,
+        options: ScopeOptions,
+    ) -> StatusResult<()> {
+        let file = self.open(url).await?;
+        self.insert(scope, &file, index, options);
+        Ok(())
+    }
+
+    /// Stops serving `scope`; whether it was served.
+    pub fn remove_scope(&self, scope: &str) -> bool {
+        let mut scopes = lock(&self.scopes);
+        let before = scopes.len();
+        scopes.retain(|s| s.name != scope);
+        scopes.len() != before
+    }
+
+    /// The index of `scope`, if served.
+    pub fn index(&self, scope: &str) -> Option<ParameterIndex> {
+        self.scope(scope).map(|s| s.index.clone())
+    }
+
+    /// The version of `scope`'s file captured when its index was read.
+    pub fn validators(&self, scope: &str) -> Option<Validators> {
+        self.scope(scope).map(|s| s.validators.clone())
+    }
+
+    async fn open(&self, url: &str) -> StatusResult<HttpFile<'_>> {
+        HttpFile::open(
+            &*self.transport,
+            url,
+            self.options.index_prefetch,
+            self.options.retry,
+            self.pool.clone(),
+        )
+        .await
+    }
+
+    fn insert(
+        &self,
+        scope: &str,
+        file: &HttpFile<'_>,
+        index: ParameterIndex,
+        options: ScopeOptions,
+    ) {
+        if !file.validators().can_detect_changes()
+            && let Some(observer) = &self.observer
+        {
+            observer.warning(&format!(
+                "{} sends neither ETag nor Last-Modified: a change of the file mid-load can only \
+                 be detected by its size",
+                file.url()
+            ));
+        }
+        let remote = Arc::new(RemoteScope {
+            name: scope.to_owned(),
+            url: file.url().to_owned(),
+            validators: Validators {
+                size: file.validators().size.or(index.file_size()),
+                ..file.validators().clone()
+            },
+            index,
+            ranges_supported: AtomicBool::new(file.ranges_supported()),
+            options,
+        });
+        let mut scopes = lock(&self.scopes);
+        scopes.retain(|s| s.name != scope);
+        scopes.push(remote);
+    }
+
+    fn scope(&self, scope: &str) -> Option<Arc<RemoteScope>> {
+        lock(&self.scopes).iter().find(|s| s.name == scope).cloned()
+    }
+
+    fn require(&self, scope: &str) -> StatusResult<Arc<RemoteScope>> {
+        self.scope(scope).ok_or_else(|| {
+            Status::new(
+                StatusCode::NotFound,
+                format!("no parameter scope {scope:?}"),
+            )
+        })
+    }
+
+    fn engine(&self) -> Engine<'_> {
+        Engine {
+            transport: &*self.transport,
+            options: &self.options,
+            gate: &self.gate,
+            observer: self.observer.as_deref(),
+        }
+    }
+
+    /// [`ParameterProvider::load`] with per-load controls.
+    ///
+    /// # Errors
+    /// As [`ParameterProvider::load`]; `CANCELLED` when `control.abort` fires.
+    pub async fn load_with(
+        &self,
+        allocator: &dyn BufferAllocator,
+        scope: &str,
+        requests: &[SpanRequest],
+        control: &LoadControl,
+    ) -> StatusResult<Vec<LoadedSpan>> {
+        if requests.is_empty() {
+            return Ok(Vec::new());
+        }
+        let remote = self.require(scope)?;
+        // Check every span before allocating anything.
+        for request in requests {
+            let entry = remote.index.require(&request.key)?;
+            crate::params::check_span(
+                &format!("parameter {:?} of scope {scope:?}", request.key),
+                request.span.parameter_offset,
+                request.span.length,
+                entry.length,
+            )?;
+        }
+        let mut destinations = Vec::with_capacity(requests.len());
+        for request in requests {
+            // GPU writes are whole 4-byte words: round the buffer up; the padding is ours.
+            let size = request
+                .span
+                .length
+                .checked_next_multiple_of(4)
+                .ok_or_else(|| {
+                    Status::new(StatusCode::ResourceExhausted, "span too large to allocate")
+                })?;
+            let buffer = allocator.allocate(size, &request.key)?;
+            destinations.push(Destination::shared(buffer, Some(request.span.length)));
+        }
+        let targets = LoadTargets {
+            destinations,
+            edges: RefCell::default(),
+            pool: self.pool.clone(),
+        };
+        let result = transfer(
+            &self.engine(),
+            &remote,
+            requests,
+            None,
+            &targets,
+            control.abort.as_ref(),
+        )
+        .await;
+        self.finished(&result);
+        result?;
+        Ok(targets
+            .destinations
+            .iter()
+            .zip(requests)
+            .filter_map(|(destination, request)| {
+                destination.shared_buffer().map(|buffer| LoadedSpan {
+                    buffer: buffer.clone(),
+                    offset: 0,
+                    length: request.span.length,
+                })
+            })
+            .collect())
+    }
+
+    /// [`ParameterProvider::gather`] with per-load controls.
+    ///
+    /// # Errors
+    /// As [`ParameterProvider::gather`]; `CANCELLED` when `control.abort` fires (the target may
+    /// then hold some of the bytes).
+    pub async fn gather_with(
+        &self,
+        scope: &str,
+        target: &dyn ParameterBuffer,
+        requests: &[SpanRequest],
+        control: &LoadControl,
+    ) -> StatusResult<()> {
+        if requests.is_empty() {
+            return Ok(());
+        }
+        let remote = self.require(scope)?;
+        let targets = LoadTargets {
+            destinations: vec![Destination::borrowed(target)],
+            edges: RefCell::default(),
+            pool: self.pool.clone(),
+        };
+        let result = transfer(
+            &self.engine(),
+            &remote,
+            requests,
+            Some(target.size()),
+            &targets,
+            control.abort.as_ref(),
+        )
+        .await;
+        self.finished(&result);
+        result.map(|_| ())
+    }
+
+    fn finished(&self, result: &StatusResult<LoadStats>) {
+        if let Ok(stats) = result {
+            *lock(&self.last_stats) = Some(*stats);
+            let mut total = lock(&self.total_stats);
+            *total = total.plus(stats);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every critical section is a single assignment or retain: a poisoned lock is consistent.
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+impl ParameterProvider for HttpProvider {
+    fn notify(&self, signal: Signal) -> StatusResult<()> {
+        match signal {
+            Signal::Suspend => {
+                self.gate.suspend();
+                self.pool.set_retaining(false);
+            }
+            Signal::Resume => {
+                self.pool.set_retaining(true);
+                self.gate.resume();
+            }
+            Signal::LowMemory => self.pool.release(),
+        }
+        Ok(())
+    }
+
+    fn query_support(&self, scope: &str) -> bool {
+        self.scope(scope).is_some()
+    }
+
+    fn describe(&self, scope: &str, key: &str) -> Option<ParameterInfo> {
+        let remote = self.scope(scope)?;
+        let entry = remote.index.get(key)?;
+        Some(ParameterInfo {
+            length: entry.length,
+            dtype: entry.dtype.clone(),
+            shape: entry.shape.clone(),
+        })
+    }
+
+    fn load<'a>(
+        &'a self,
+        allocator: &'a dyn BufferAllocator,
+        scope: &'a str,
+        requests: &'a [SpanRequest],
+    ) -> LocalBoxFuture<'a, StatusResult<Vec<LoadedSpan>>> {
+        Box::pin(async move {
+            self.load_with(allocator, scope, requests, &LoadControl::default())
+                .await
+        })
+    }
+
+    fn gather<'a>(
+        &'a self,
+        scope: &'a str,
+        target: &'a dyn ParameterBuffer,
+        requests: &'a [SpanRequest],
+    ) -> LocalBoxFuture<'a, StatusResult<()>> {
+        Box::pin(async move {
+            self.gather_with(scope, target, requests, &LoadControl::default())
+                .await
+        })
+    }
+
+    fn scatter<'a>(
+        &'a self,
+        _source: &'a dyn ParameterBuffer,
+        scope: &'a str,
+        requests: &'a [SpanRequest],
+    ) -> LocalBoxFuture<'a, StatusResult<()>> {
+        Box::pin(async move {
+            if requests.is_empty() {
+                return Ok(());
+            }
+            // Upstream's order: the key first, then access.
+            let remote = self.require(scope)?;
+            for request in requests {
+                remote.index.require(&request.key)?;
+            }
+            Err(Status::new(
+                StatusCode::PermissionDenied,
+                format!("scope {scope:?} is served over HTTP and is read-only"),
+            ))
+        })
+    }
+}

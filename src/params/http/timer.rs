@@ -1,0 +1,57 @@
+//! A sleep that works on any executor: `setTimeout` in the browser (window or worker), a sleeping
+//! helper thread natively. Used for retry backoff and idle timeouts, never on a hot path.
+
+use crate::registry::LocalBoxFuture;
+use std::time::Duration;
+
+/// Resolves after `duration`.
+#[cfg(native)]
+pub fn sleep(duration: Duration) -> LocalBoxFuture<'static, ()> {
+    let (done, wait) = futures_channel::oneshot::channel::<()>();
+    let spawned = std::thread::Builder::new()
+        .name("webdelegate-timer".into())
+        .spawn(move || {
+            std::thread::sleep(duration);
+            let _ = done.send(());
+        });
+    Box::pin(async move {
+        match spawned {
+            // A dropped sender (cannot happen short of a panic in the thread) also ends the wait.
+            Ok(_) => {
+                let _ = wait.await;
+            }
+            // No thread to be had: block instead of returning early and retrying at once.
+            Err(_) => std::thread::sleep(duration),
+        }
+    })
+}
+
+#[cfg(web)]
+mod js {
+    use wasm_bindgen::prelude::*;
+
+    #[wasm_bindgen]
+    extern "C" {
+        /// The global `setTimeout` (window and worker scopes alike).
+        #[wasm_bindgen(js_name = setTimeout)]
+        pub fn set_timeout(handler: &js_sys::Function, milliseconds: f64) -> JsValue;
+    }
+}
+
+/// Resolves after `duration`.
+#[cfg(web)]
+pub fn sleep(duration: Duration) -> LocalBoxFuture<'static, ()> {
+    let milliseconds = duration.as_secs_f64() * 1000.0;
+    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+        js::set_timeout(&resolve, milliseconds);
+    });
+    Box::pin(async move {
+        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+    })
+}
+
+/// Milliseconds on a monotonic-enough clock, for idle timeouts.
+#[cfg(web)]
+pub fn now_ms() -> f64 {
+    js_sys::Date::now()
+}

@@ -1,0 +1,237 @@
+//! Reading the HTTP provider's option objects from JavaScript: every number must be a
+//! non-negative integer within `Number.MAX_SAFE_INTEGER`, every string a string; anything else
+//! is `INVALID_ARGUMENT` naming the option.
+
+use crate::error::{Status, StatusCode};
+use crate::params::http::fetch::FetchOptions;
+use crate::params::http::{HttpProvider, HttpProviderOptions, ScopeOptions, parse_sha256};
+use crate::params::{
+    EntryStorage, IndexEntry, ParameterIndex, ParameterProvider, SpanRequest, StatusResult,
+};
+use js_sys::{Array, Object, Reflect};
+use std::time::Duration;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+/// Largest integer a JS number holds exactly.
+const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
+
+fn invalid(message: impl Into<String>) -> Status {
+    Status::new(StatusCode::InvalidArgument, message.into())
+}
+
+/// `object[key]`, or `None` when absent, `undefined` or `null` (or `object` is not an object).
+pub fn optional(object: &JsValue, key: &str) -> Option<JsValue> {
+    if !object.is_object() {
+        return None;
+    }
+    Reflect::get(object, &JsValue::from_str(key))
+        .ok()
+        .filter(|value| !value.is_undefined() && !value.is_null())
+}
+
+/// `object[key]` as a string.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` when present and not a string.
+pub fn string(object: &JsValue, key: &str) -> StatusResult<Option<String>> {
+    optional(object, key)
+        .map(|v| {
+            v.as_string()
+                .ok_or_else(|| invalid(format!("{key} must be a string")))
+        })
+        .transpose()
+}
+
+/// `object[key]` as a non-negative integer.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` when present and not a non-negative safe integer.
+pub fn integer(object: &JsValue, key: &str) -> StatusResult<Option<u64>> {
+    optional(object, key)
+        .map(|v| {
+            v.as_f64()
+                .filter(|n| n.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(n))
+                .map(|n| n as u64)
+                .ok_or_else(|| invalid(format!("{key} must be a non-negative integer, got {v:?}")))
+        })
+        .transpose()
+}
+
+fn cache_mode(name: &str) -> StatusResult<web_sys::RequestCache> {
+    use web_sys::RequestCache as C;
+    Ok(match name {
+        "default" => C::Default,
+        "no-store" => C::NoStore,
+        "reload" => C::Reload,
+        "no-cache" => C::NoCache,
+        "force-cache" => C::ForceCache,
+        other => return Err(invalid(format!("unknown cache mode {other:?}"))),
+    })
+}
+
+/// The provider and transport settings in `options` (defaults for what is absent).
+///
+/// # Errors
+/// `INVALID_ARGUMENT` naming the first bad option.
+pub fn provider_options(options: &JsValue) -> StatusResult<(HttpProviderOptions, FetchOptions)> {
+    let mut settings = HttpProviderOptions::default();
+    let mut fetch = FetchOptions::default();
+    if let Some(n) = integer(options, "concurrency")? {
+        if n == 0 || n > 8 {
+            return Err(invalid(format!("concurrency must be 1 to 8, got {n}")));
+        }
+        settings.concurrency = n as usize;
+    }
+    if let Some(n) = integer(options, "chunkSize")? {
+        settings.chunk_size = usize::try_from(n).unwrap_or(usize::MAX);
+    }
+    if let Some(n) = integer(options, "maxRequestSize")? {
+        settings.max_request_size = n;
+    }
+    if let Some(n) = integer(options, "gapThreshold")? {
+        settings.gap_threshold = n;
+    }
+    if let Some(n) = integer(options, "retries")? {
+        settings.retry.retries = u32::try_from(n).unwrap_or(u32::MAX);
+    }
+    if let Some(n) = integer(options, "backoffMs")? {
+        settings.retry.backoff_base = Duration::from_millis(n);
+        settings.retry.backoff_max = settings.retry.backoff_max.max(Duration::from_millis(n));
+    }
+    if let Some(n) = integer(options, "idleTimeoutMs")? {
+        if n == 0 {
+            return Err(invalid("idleTimeoutMs must be positive".to_owned()));
+        }
+        fetch.idle_timeout = Duration::from_millis(n);
+    }
+    if let Some(name) = string(options, "cache")? {
+        fetch.cache = cache_mode(&name)?;
+    }
+    Ok((settings.normalized(), fetch))
+}
+
+/// `addScope`'s options: format and digests.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed option.
+pub fn scope_options(options: &JsValue) -> StatusResult<ScopeOptions> {
+    let sha = |value: JsValue, what: &str| -> StatusResult<[u8; 32]> {
+        value
+            .as_string()
+            .and_then(|hex| parse_sha256(&hex))
+            .ok_or_else(|| invalid(format!("{what} must be 64 hex digits")))
+    };
+    let mut parsed = ScopeOptions {
+        format: string(options, "format")?,
+        sha256: optional(options, "sha256")
+            .map(|v| sha(v, "sha256"))
+            .transpose()?,
+        parameter_sha256: Vec::new(),
+    };
+    if let Some(map) = optional(options, "parameterSha256") {
+        let object = map
+            .dyn_into::<Object>()
+            .map_err(|_| invalid("parameterSha256 must be an object {key: hex}"))?;
+        for pair in Object::entries(&object).iter() {
+            let pair = Array::from(&pair);
+            let key = pair
+                .get(0)
+                .as_string()
+                .ok_or_else(|| invalid("parameterSha256 keys must be strings"))?;
+            let digest = sha(pair.get(1), &format!("parameterSha256[{key:?}]"))?;
+            parsed.parameter_sha256.push((key, digest));
+        }
+    }
+    Ok(parsed)
+}
+
+/// `addScope`'s `index` option, when given.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed entry.
+pub fn index_option(options: &JsValue) -> StatusResult<Option<ParameterIndex>> {
+    let Some(entries) = optional(options, "index") else {
+        return Ok(None);
+    };
+    if !Array::is_array(&entries) {
+        return Err(invalid("index must be an array of {key, offset, length}"));
+    }
+    let mut parsed = Vec::new();
+    for entry in Array::from(&entries).iter() {
+        let key = string(&entry, "key")?.ok_or_else(|| invalid("index entries need a key"))?;
+        let offset =
+            integer(&entry, "offset")?.ok_or_else(|| invalid("index entries need an offset"))?;
+        let length =
+            integer(&entry, "length")?.ok_or_else(|| invalid("index entries need a length"))?;
+        let shape = match optional(&entry, "shape") {
+            Some(shape) if Array::is_array(&shape) => Some(
+                Array::from(&shape)
+                    .iter()
+                    .map(|d| {
+                        d.as_f64()
+                            .filter(|d| *d >= 0.0 && d.fract() == 0.0)
+                            .map(|d| d as u64)
+                    })
+                    .collect::<Option<Vec<u64>>>()
+                    .ok_or_else(|| {
+                        invalid(format!("shape of {key:?} must hold non-negative integers"))
+                    })?,
+            ),
+            Some(_) => return Err(invalid(format!("shape of {key:?} must be an array"))),
+            None => None,
+        };
+        parsed.push(IndexEntry {
+            dtype: string(&entry, "dtype")?,
+            key,
+            length,
+            storage: EntryStorage::Data { offset },
+            shape,
+        });
+    }
+    Ok(Some(ParameterIndex::new(parsed, None)))
+}
+
+/// `loadToGpu`'s spans: keys (whole parameters) or `{key, offset?, length?}`.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` for a malformed span.
+pub fn span_requests(
+    provider: &HttpProvider,
+    scope: &str,
+    spans: &JsValue,
+) -> StatusResult<Vec<SpanRequest>> {
+    if !Array::is_array(spans) {
+        return Err(invalid(
+            "spans must be an array of keys or {key, offset?, length?}",
+        ));
+    }
+    let mut requests = Vec::new();
+    for item in Array::from(spans).iter() {
+        let (key, offset, length) = match item.as_string() {
+            Some(key) => (key, None, None),
+            None => (
+                string(&item, "key")?.ok_or_else(|| invalid("a span needs a key"))?,
+                integer(&item, "offset")?,
+                integer(&item, "length")?,
+            ),
+        };
+        let offset = offset.unwrap_or(0);
+        let length = match length {
+            Some(length) => length,
+            // The rest of the parameter (an unknown key fails in the load with NOT_FOUND).
+            None => provider
+                .describe(scope, &key)
+                .map_or(0, |info| info.length.saturating_sub(offset)),
+        };
+        requests.push(SpanRequest {
+            key,
+            span: crate::params::Span {
+                parameter_offset: offset,
+                buffer_offset: 0,
+                length,
+            },
+        });
+    }
+    Ok(requests)
+}

@@ -1,0 +1,365 @@
+//! The JavaScript face of the HTTP parameter provider: `HttpParameterProvider` (scopes, describe,
+//! querySupport, notify) and `loadToGpu`, which loads parameters into the WebGPU backend's GPU
+//! buffers (its `GpuAllocator`, on a device of the provider's own, acquired on first use) and
+//! hands back `GpuParameter`s that can be read back (for tests and checks; a program's backend
+//! uses the provider from Rust, see [`HttpParameterProvider::shared_provider`]). Errors reject
+//! with a `StatusError` carrying the IREE code.
+
+use crate::backends::webgpu::{GpuAllocator, WebGpuBackend};
+use crate::error::{Status, StatusCode};
+use crate::params::http::cache::PersistentCache;
+use crate::params::http::fetch::FetchTransport;
+use crate::params::http::{
+    AbortHandle, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
+};
+use crate::params::{ParameterProvider, SharedProvider, Signal, StatusResult};
+use crate::web::errors::status_to_js;
+use crate::web::gpu_parameter::{AbortListener, GpuParameter};
+use crate::web::http_options::{
+    index_option, optional, provider_options, scope_options, span_requests, string,
+};
+use js_sys::{Array, Function, Object, Promise, Reflect};
+use std::cell::RefCell;
+use std::rc::Rc;
+use std::sync::Arc;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+
+type JsResult<T> = std::result::Result<T, JsValue>;
+
+fn invalid(message: impl Into<String>) -> Status {
+    Status::new(StatusCode::InvalidArgument, message.into())
+}
+
+/// Calls the page's `onProgress` / `onWarning` callbacks (warnings go to `console.warn` when no
+/// callback is given). A callback that throws is ignored: it must not fail a load.
+pub(crate) struct JsObserver {
+    on_progress: Option<Function>,
+    on_warning: Option<Function>,
+}
+
+impl LoadObserver for JsObserver {
+    fn progress(&self, progress: &LoadProgress) {
+        let Some(callback) = &self.on_progress else {
+            return;
+        };
+        let event = Object::new();
+        let fields: [(&str, JsValue); 5] = [
+            ("scope", JsValue::from_str(&progress.scope)),
+            ("bytesDone", JsValue::from_f64(progress.bytes_done as f64)),
+            ("bytesTotal", JsValue::from_f64(progress.bytes_total as f64)),
+            (
+                "requestsDone",
+                JsValue::from_f64(progress.requests_done as f64),
+            ),
+            (
+                "requestsTotal",
+                JsValue::from_f64(progress.requests_total as f64),
+            ),
+        ];
+        for (key, value) in fields {
+            let _ = Reflect::set(&event, &JsValue::from_str(key), &value);
+        }
+        let _ = callback.call1(&JsValue::NULL, &event);
+    }
+
+    fn warning(&self, message: &str) {
+        match &self.on_warning {
+            Some(callback) => {
+                let _ = callback.call1(&JsValue::NULL, &JsValue::from_str(message));
+            }
+            None => web_sys::console::warn_1(&JsValue::from_str(message)),
+        }
+    }
+}
+
+/// An [`HttpProvider`] over `fetch` configured from a JS options object (see
+/// [`HttpParameterProvider::new`] for the keys), and its persistent cache when one is asked for.
+pub(crate) fn provider_from_options(
+    options: &JsValue,
+) -> StatusResult<(HttpProvider, Option<Rc<PersistentCache>>)> {
+    let (settings, fetch) = provider_options(options)?;
+    let callback = |key: &str| -> StatusResult<Option<Function>> {
+        optional(options, key)
+            .map(|f| {
+                f.dyn_into::<Function>()
+                    .map_err(|_| invalid(format!("{key} must be a function")))
+            })
+            .transpose()
+    };
+    let observer = JsObserver {
+        on_progress: callback("onProgress")?,
+        on_warning: callback("onWarning")?,
+    };
+    let mut transport = FetchTransport::new(fetch);
+    if let Some(name) = string(options, "persistentCache")? {
+        transport = transport.with_persistent_cache(&name);
+    }
+    let persistent = transport.persistent_cache().cloned();
+    // Shared through `Arc` as the provider requires; on wasm there is one thread.
+    #[allow(clippy::arc_with_non_send_sync)]
+    let transport = Arc::new(transport);
+    #[allow(clippy::arc_with_non_send_sync)]
+    let observer = Arc::new(observer);
+    Ok((
+        HttpProvider::new(transport, settings).with_observer(observer),
+        persistent,
+    ))
+}
+
+/// Parameters of weights files on HTTP servers (IREE's parameter provider), streamed with Range
+/// requests straight into GPU buffers.
+#[wasm_bindgen]
+pub struct HttpParameterProvider {
+    provider: Arc<HttpProvider>,
+    /// The WebGPU backend whose buffers `loadToGpu` fills (created on first use).
+    gpu: Rc<RefCell<Option<Rc<WebGpuBackend>>>>,
+    persistent: Option<Rc<PersistentCache>>,
+}
+
+impl HttpParameterProvider {
+    /// The provider itself, for a program's init context
+    /// (`BackendInitContext::with_parameters`): the WebGPU backend then streams the program's
+    /// parameters straight into its own GPU buffers.
+    pub fn shared_provider(&self) -> SharedProvider {
+        self.provider.clone()
+    }
+}
+
+#[wasm_bindgen]
+impl HttpParameterProvider {
+    /// A provider. `options`: `concurrency` (1-8, default 2), `chunkSize`, `maxRequestSize`,
+    /// `gapThreshold`, `retries`, `backoffMs`, `idleTimeoutMs`, `cache` (a `RequestCache` mode),
+    /// `persistentCache` (a Cache API cache name: data responses are kept there per file
+    /// version and range), `onProgress(event)`, `onWarning(message)`. Throws
+    /// `INVALID_ARGUMENT` for a bad option.
+    #[wasm_bindgen(constructor)]
+    pub fn new(
+        #[wasm_bindgen(unchecked_param_type = "HttpProviderOptions")] options: Option<JsValue>,
+    ) -> JsResult<HttpParameterProvider> {
+        let options = options.unwrap_or(JsValue::UNDEFINED);
+        let (provider, persistent) = provider_from_options(&options).map_err(status_to_js)?;
+        // Shared through `Arc` (see `shared_provider`); on wasm there is one thread.
+        #[allow(clippy::arc_with_non_send_sync)]
+        let provider = Arc::new(provider);
+        Ok(Self {
+            provider,
+            gpu: Rc::new(RefCell::new(None)),
+            persistent,
+        })
+    }
+
+    /// Serves the file at `url` as `scope`, reading its index with small Range requests.
+    /// `options`: `format` (`'safetensors'`, `'gguf'`, `'irpa'`), `sha256` (hex, of the whole
+    /// file), `parameterSha256` (`{key: hex}`), `index` (`[{key, offset, length, dtype?, shape?}]`,
+    /// an index the page already has). Rejects with the HTTP or parser error's status.
+    #[wasm_bindgen(js_name = addScope, unchecked_return_type = "Promise<void>")]
+    pub fn add_scope(
+        &self,
+        scope: String,
+        url: String,
+        #[wasm_bindgen(unchecked_param_type = "ScopeOptions")] options: Option<JsValue>,
+    ) -> Promise {
+        let options = options.unwrap_or(JsValue::UNDEFINED);
+        let parsed = scope_options(&options).and_then(|o| Ok((o, index_option(&options)?)));
+        let provider = self.provider.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let (scope_options, index) = parsed.map_err(status_to_js)?;
+            let added = match index {
+                Some(index) => {
+                    provider
+                        .add_scope_with_index(&scope, &url, index, scope_options)
+                        .await
+                }
+                None => provider.add_scope(&scope, &url, scope_options).await,
+            };
+            added.map(|()| JsValue::UNDEFINED).map_err(status_to_js)
+        })
+    }
+
+    /// Whether `scope` is served.
+    #[wasm_bindgen(js_name = querySupport)]
+    pub fn query_support(&self, scope: &str) -> bool {
+        self.provider.query_support(scope)
+    }
+
+    /// `{length, dtype, shape}` of `key` in `scope`, or `null`.
+    #[wasm_bindgen(unchecked_return_type = "ParameterDescription | null")]
+    pub fn describe(&self, scope: &str, key: &str) -> JsValue {
+        let Some(info) = self.provider.describe(scope, key) else {
+            return JsValue::NULL;
+        };
+        let object = Object::new();
+        let dtype = info.dtype.map_or(JsValue::NULL, |d| JsValue::from_str(&d));
+        let shape = info.shape.map_or(JsValue::NULL, |shape| {
+            shape
+                .iter()
+                .map(|&d| JsValue::from_f64(d as f64))
+                .collect::<Array>()
+                .into()
+        });
+        for (k, v) in [
+            ("length", JsValue::from_f64(info.length as f64)),
+            ("dtype", dtype),
+            ("shape", shape),
+        ] {
+            let _ = Reflect::set(&object, &JsValue::from_str(k), &v);
+        }
+        object.into()
+    }
+
+    /// The keys of `scope`, in file order (empty for an unknown scope).
+    pub fn keys(&self, scope: &str) -> Vec<String> {
+        self.provider.index(scope).map_or_else(Vec::new, |index| {
+            index.entries().iter().map(|e| e.key.clone()).collect()
+        })
+    }
+
+    /// Tells the provider about the page's life: `'resume'`, `'suspend'` (stop issuing requests,
+    /// release staging memory) or `'lowMemory'`.
+    pub fn notify(&self, signal: &str) -> JsResult<()> {
+        let signal = match signal {
+            "resume" => Signal::Resume,
+            "suspend" => Signal::Suspend,
+            "lowMemory" => Signal::LowMemory,
+            other => {
+                return Err(status_to_js(invalid(format!(
+                    "unknown signal {other:?} (resume | suspend | lowMemory)"
+                ))));
+            }
+        };
+        self.provider.notify(signal).map_err(status_to_js)
+    }
+
+    /// Loads parameters of `scope` into new GPU buffers: `spans` are keys (whole parameters) or
+    /// `{key, offset?, length?}`. `options.signal`: an `AbortSignal` that cancels the load
+    /// (rejecting with `CANCELLED`, no buffer kept). Resolves once the GPU queue has taken every
+    /// write (`onSubmittedWorkDone`).
+    #[wasm_bindgen(js_name = loadToGpu, unchecked_return_type = "Promise<GpuParameter[]>")]
+    pub fn load_to_gpu(
+        &self,
+        scope: String,
+        #[wasm_bindgen(unchecked_param_type = "(string | SpanSpec)[]")] spans: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "LoadOptions")] options: Option<JsValue>,
+    ) -> Promise {
+        let provider = self.provider.clone();
+        let gpu = self.gpu.clone();
+        let options = options.unwrap_or(JsValue::UNDEFINED);
+        wasm_bindgen_futures::future_to_promise(async move {
+            let requests = span_requests(&provider, &scope, &spans).map_err(status_to_js)?;
+            let abort = AbortHandle::new();
+            let _listener = match optional(&options, "signal") {
+                Some(signal) => Some(AbortListener::attach(signal, &abort).map_err(status_to_js)?),
+                None => None,
+            };
+            let allocator = gpu_allocator(&gpu).await.map_err(status_to_js)?;
+            let control = LoadControl { abort: Some(abort) };
+            let loaded = provider
+                .load_with(&allocator, &scope, &requests, &control)
+                .await
+                .map_err(status_to_js)?;
+            allocator
+                .submitted_work_done()
+                .await
+                .map_err(status_to_js)?;
+            Ok(requests
+                .into_iter()
+                .zip(loaded)
+                .map(|(request, span)| JsValue::from(GpuParameter::new(request.key, span)))
+                .collect::<Array>()
+                .into())
+        })
+    }
+
+    /// Counts of the last load that finished: `{requestsPlanned, requestsSent, retries,
+    /// bytesNeeded, bytesPlanned, bytesReceived}`, or `null`.
+    #[wasm_bindgen(js_name = lastStats, unchecked_return_type = "LoadStats | null")]
+    pub fn last_stats(&self) -> JsValue {
+        self.provider
+            .last_stats()
+            .map_or(JsValue::NULL, stats_to_js)
+    }
+
+    /// Deletes the persistent cache (`persistentCache` option); resolves to whether it existed.
+    #[wasm_bindgen(js_name = clearPersistentCache, unchecked_return_type = "Promise<boolean>")]
+    pub fn clear_persistent_cache(&self) -> Promise {
+        let persistent = self.persistent.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            Ok(JsValue::from_bool(match persistent {
+                Some(cache) => cache.clear().await,
+                None => false,
+            }))
+        })
+    }
+
+    /// GPU buffers alive on the device `loadToGpu` loads into, and their bytes: `{count,
+    /// bytes}` (zeros before the first load). Freeing every `GpuParameter` brings both to 0.
+    #[wasm_bindgen(js_name = liveGpuBuffers, unchecked_return_type = "{count: number, bytes: number}")]
+    pub fn live_gpu_buffers(&self) -> JsValue {
+        let (count, bytes) = self
+            .gpu
+            .borrow()
+            .as_ref()
+            .map_or((0, 0), |b| (b.live_buffers(), b.live_buffer_bytes()));
+        let object = Object::new();
+        let _ = Reflect::set(&object, &"count".into(), &(count as f64).into());
+        let _ = Reflect::set(&object, &"bytes".into(), &(bytes as f64).into());
+        object.into()
+    }
+
+    /// Host bytes the provider's staging pool holds now and at most so far: `{inUse, peak}`.
+    #[wasm_bindgen(js_name = stagingBytes, unchecked_return_type = "{inUse: number, peak: number}")]
+    pub fn staging_bytes(&self) -> JsValue {
+        let pool = self.provider.staging_pool();
+        let object = Object::new();
+        let _ = Reflect::set(
+            &object,
+            &"inUse".into(),
+            &(pool.in_use_bytes() as f64).into(),
+        );
+        let _ = Reflect::set(&object, &"peak".into(), &(pool.peak_bytes() as f64).into());
+        object.into()
+    }
+}
+
+fn stats_to_js(stats: LoadStats) -> JsValue {
+    let object = Object::new();
+    for (key, value) in [
+        ("requestsPlanned", stats.requests_planned),
+        ("requestsSent", stats.requests_sent),
+        ("retries", stats.retries),
+        ("bytesNeeded", stats.bytes_needed),
+        ("bytesPlanned", stats.bytes_planned),
+        ("bytesReceived", stats.bytes_received),
+        ("bytesWrittenDirect", stats.bytes_written_direct),
+        ("bytesWrittenViaHost", stats.bytes_written_via_host),
+    ] {
+        let _ = Reflect::set(&object, &JsValue::from_str(key), &(value as f64).into());
+    }
+    object.into()
+}
+
+/// An allocator of the WebGPU backend's buffers on the provider's device, acquiring the device
+/// on first use (and again after it was lost).
+async fn gpu_allocator(slot: &RefCell<Option<Rc<WebGpuBackend>>>) -> StatusResult<GpuAllocator> {
+    let current = slot.borrow().clone();
+    let backend = match current {
+        Some(backend) if backend.unavailable_reason().is_none() => backend,
+        _ => {
+            let backend = Rc::new(WebGpuBackend::new().await);
+            *slot.borrow_mut() = Some(backend.clone());
+            backend
+        }
+    };
+    backend.allocator().ok_or_else(|| {
+        Status::new(
+            StatusCode::Unavailable,
+            format!(
+                "no WebGPU device for loadToGpu: {}",
+                backend
+                    .unavailable_reason()
+                    .unwrap_or_else(|| "none was acquired".to_owned())
+            ),
+        )
+    })
+}

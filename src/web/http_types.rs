@@ -1,0 +1,116 @@
+//! TypeScript declarations for the shapes the HTTP parameter provider's JavaScript API takes and
+//! returns.
+
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const HTTP_PROVIDER_TYPES: &'static str = r#"
+/** IREE status code names carried by `StatusError.code`. */
+export type StatusCodeName =
+  | 'OK' | 'CANCELLED' | 'UNKNOWN' | 'INVALID_ARGUMENT' | 'DEADLINE_EXCEEDED' | 'NOT_FOUND'
+  | 'ALREADY_EXISTS' | 'PERMISSION_DENIED' | 'RESOURCE_EXHAUSTED' | 'FAILED_PRECONDITION'
+  | 'ABORTED' | 'OUT_OF_RANGE' | 'UNIMPLEMENTED' | 'INTERNAL' | 'UNAVAILABLE' | 'DATA_LOSS'
+  | 'UNAUTHENTICATED';
+
+/** What parameter providers reject with: an IREE status (a WebDelegateError subclass). */
+export interface StatusError extends Error {
+  name: 'StatusError';
+  /** The IREE code name, e.g. 'NOT_FOUND'. */
+  code: StatusCodeName;
+  /** The IREE code value, e.g. 5. */
+  codeValue: number;
+}
+
+/** A progress event of a load. */
+export interface LoadProgressEvent {
+  scope: string;
+  bytesDone: number;
+  bytesTotal: number;
+  requestsDone: number;
+  requestsTotal: number;
+}
+
+/** Options of `new HttpParameterProvider(...)`. */
+export interface HttpProviderOptions {
+  /** Requests in flight at once, 1 to 8 (default 2). */
+  concurrency?: number;
+  /** Host staging buffer size in bytes (default 1 MiB). */
+  chunkSize?: number;
+  /** Most bytes in one Range request (default 64 MiB). */
+  maxRequestSize?: number;
+  /** Ranges at most this many bytes apart share a request (default 64 KiB). */
+  gapThreshold?: number;
+  /** Retries of a failed attempt without progress (default 4). */
+  retries?: number;
+  /** First retry delay in ms, doubled each time (default 100). */
+  backoffMs?: number;
+  /** An attempt fails when nothing arrives for this long (default 30000). */
+  idleTimeoutMs?: number;
+  /**
+   * A Cache API cache name: data responses are stored there per file version and byte range,
+   * so a later page load with the same requests reads them without the network (only the small
+   * index read, which learns the file's current version, goes out).
+   */
+  persistentCache?: string;
+  /** The fetch cache mode (default 'default'). */
+  cache?: 'default' | 'no-store' | 'reload' | 'no-cache' | 'force-cache';
+  onProgress?: (event: LoadProgressEvent) => void;
+  /** Non-fatal conditions (a server ignoring Range, ...); default console.warn. */
+  onWarning?: (message: string) => void;
+}
+
+/** One entry of an index the page already has. */
+export interface IndexEntrySpec {
+  key: string;
+  /** Absolute file offset of the first byte. */
+  offset: number;
+  length: number;
+  dtype?: string;
+  shape?: number[];
+}
+
+/** Options of `addScope`. */
+export interface ScopeOptions {
+  format?: 'safetensors' | 'gguf' | 'irpa';
+  /** SHA-256 (hex) of the whole file: loads then stream the whole file through it. */
+  sha256?: string;
+  /** SHA-256 (hex) per parameter, checked when a whole parameter is loaded. */
+  parameterSha256?: Record<string, string>;
+  /** Use this index instead of reading the file's own. */
+  index?: IndexEntrySpec[];
+}
+
+/** A span of a parameter: `length` bytes (default: to its end) from `offset` (default 0). */
+export interface SpanSpec {
+  key: string;
+  offset?: number;
+  length?: number;
+}
+
+/** Options of `loadToGpu`. */
+export interface LoadOptions {
+  /** Cancels the load: it rejects with CANCELLED and keeps no buffer. */
+  signal?: AbortSignal;
+}
+
+/** What `describe` returns. */
+export interface ParameterDescription {
+  length: number;
+  dtype: string | null;
+  shape: number[] | null;
+}
+
+/** Counts of the last load. */
+export interface LoadStats {
+  requestsPlanned: number;
+  requestsSent: number;
+  retries: number;
+  bytesNeeded: number;
+  bytesPlanned: number;
+  bytesReceived: number;
+  /** Bytes written from response chunks straight to GPUQueue.writeBuffer (never in wasm memory). */
+  bytesWrittenDirect: number;
+  /** Bytes written from wasm memory (carries across chunk boundaries, unaligned edges, splats). */
+  bytesWrittenViaHost: number;
+}
+"#;
