@@ -19,7 +19,9 @@ export async function run(ctx) {
     const page = await ctx.openHarnessPage();
     const rows = await page.evaluate(async ({ url, backend, texts }) => {
       await wd.ready();
-      const embedder = await wd.Embedder.load(url, { backend });
+      // One sentence per batch on WebGPU: SwiftShader is slow, and padding every short sentence to
+      // the 256-token one would multiply the work.
+      const embedder = await wd.Embedder.load(url, { backend, batchSize: backend === 'webgpu' ? 1 : 16 });
       const out = await embedder.embed(texts);
       embedder.destroy();
       return out.map((r) => Array.from(r));
