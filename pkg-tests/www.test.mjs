@@ -19,6 +19,7 @@ test('the demo page shows the backends and the WebGPU adapter', TEST_TIMEOUT, as
   // What the page should show, asked independently from a fresh harness page.
   const ref = await harness.openHarnessPage(t);
   const expected = await ref.evaluate(async () => {
+    await wd.ready(); // the demo lists the backends once the WebGPU device is acquired: so do we
     const adapter = await navigator.gpu?.requestAdapter();
     return {
       backends: wd.listBackends().map((name) => ({ name, available: wd.isBackendAvailable(name) })),
