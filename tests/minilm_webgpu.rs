@@ -14,31 +14,6 @@ use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::models::bert::{BertConfig, sentence_embedding_program};
 use webdelegate::program;
 use webdelegate::registry::{BackendInitContext, BackendInterface, FreeableBuffer, LoadedDelegate};
-use webdelegate::{EValue, Tensor, TensorData};
-
-fn embed_rows(delegate: &mut LoadedDelegate, rows: &[Vec<i64>]) -> Vec<Vec<f32>> {
-    let seq = rows.iter().map(Vec::len).max().unwrap();
-    let mut ids = Vec::new();
-    let mut mask = Vec::new();
-    for row in rows {
-        let pad = seq - row.len();
-        ids.extend(row.iter().copied().chain(std::iter::repeat_n(0, pad)));
-        mask.extend(std::iter::repeat_n(1, row.len()).chain(std::iter::repeat_n(0, pad)));
-    }
-    let shape = vec![rows.len(), seq];
-    let mut args = vec![
-        EValue::Tensor(Tensor::new(shape.clone(), TensorData::Int64(ids)).unwrap()),
-        EValue::Tensor(Tensor::new(shape, TensorData::Int64(mask)).unwrap()),
-        EValue::None,
-    ];
-    block_on(delegate.execute(&mut args)).unwrap();
-    let out = args[2].as_tensor().unwrap();
-    out.as_f32()
-        .unwrap()
-        .chunks_exact(out.shape()[1])
-        .map(<[f32]>::to_vec)
-        .collect()
-}
 
 #[test]
 fn embeddings_match_the_reference_and_rank_the_same() {

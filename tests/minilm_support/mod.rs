@@ -7,6 +7,8 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use webdelegate::params::formats::{Format, parse_index};
 use webdelegate::params::{EntryStorage, MemoryProvider, ParameterIndex};
+use webdelegate::registry::LoadedDelegate;
+use webdelegate::{EValue, Tensor, TensorData};
 
 /// The scope name the tests give the checkpoint.
 pub const SCOPE: &str = "all-MiniLM-L6-v2";
@@ -129,4 +131,29 @@ pub fn max_abs_diff(a: &[f32], b: &[f32]) -> f32 {
         .zip(b)
         .map(|(x, y)| (x - y).abs())
         .fold(0.0, f32::max)
+}
+
+/// Runs one padded batch of token-id rows (mask 0 on padding) and returns its embeddings.
+pub fn embed_rows(delegate: &mut LoadedDelegate, rows: &[Vec<i64>]) -> Vec<Vec<f32>> {
+    let seq = rows.iter().map(Vec::len).max().unwrap();
+    let mut ids = Vec::new();
+    let mut mask = Vec::new();
+    for row in rows {
+        let pad = seq - row.len();
+        ids.extend(row.iter().copied().chain(std::iter::repeat_n(0, pad)));
+        mask.extend(std::iter::repeat_n(1, row.len()).chain(std::iter::repeat_n(0, pad)));
+    }
+    let shape = vec![rows.len(), seq];
+    let mut args = vec![
+        EValue::Tensor(Tensor::new(shape.clone(), TensorData::Int64(ids)).unwrap()),
+        EValue::Tensor(Tensor::new(shape, TensorData::Int64(mask)).unwrap()),
+        EValue::None,
+    ];
+    pollster::block_on(delegate.execute(&mut args)).unwrap();
+    let out = args[2].as_tensor().unwrap();
+    out.as_f32()
+        .unwrap()
+        .chunks_exact(out.shape()[1])
+        .map(<[f32]>::to_vec)
+        .collect()
 }
