@@ -1,7 +1,9 @@
 // Benchmark runner (`npm run bench`, after the package is built into pkg/): runs every suite in
 // bench/suites/*.mjs in headless Chromium against a real nginx serving the repo root, merges
-// their results into one flat JSON object of numbers, writes it to bench/results/latest.json
-// (git-ignored) and prints a table.
+// their results into one flat JSON object of numbers, writes it to bench/results/latest.json,
+// the same as a markdown table with the date and the machine to bench/results/latest.md, and a
+// chart of the side-by-side numbers to bench/results/latest.png (rendered by the same Chromium;
+// see bench/lib/report.mjs), all git-ignored, and prints a table.
 //
 // Suite contract: a suite module exports `async function run(ctx)` that resolves to a flat
 // object `{ key: number }` (finite numbers; keys unique across suites, snake_case, units in the
@@ -15,13 +17,17 @@
 //   openHarnessPage()      opens pkg-tests/harness.html: the built package as `window.wd`
 //   startServer(options)   another nginx (see pkg-tests/support/server.mjs), stopped when the
 //                          suite ends: e.g. to serve weight files from another directory
+//   accessLog              path of that nginx's access log (combined format): a suite can
+//                          count the requests and bytes the server sent during a step
 //   log(message)           a progress line on stderr
 // Environment: BENCH_FILTER=<regex> runs only the suites whose file name matches.
 import { mkdir, readdir, writeFile } from 'node:fs/promises';
+import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startBrowser } from '../pkg-tests/support/browser.mjs';
 import { REPO_ROOT, startServer } from '../pkg-tests/support/server.mjs';
+import { writeReports } from './lib/write_reports.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
 const SUITES = path.join(HERE, 'suites');
@@ -39,6 +45,7 @@ function suiteContext(name, server, browser) {
   const ctx = {
     serverUrl: server.url,
     root: REPO_ROOT,
+    accessLog: path.join(server.dir, 'access.log'),
     openPage: (urlPath, ready) => browser.openPage(owner, urlPath, ready),
     async openHarnessPage() {
       const p = await browser.openPage(owner, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
@@ -90,6 +97,33 @@ function table(results) {
   return lines.join('\n');
 }
 
+/** Date, CPU, memory, browser and WebGPU adapter of this run, for the report. */
+async function machine(browser, server) {
+  const cpus = os.cpus();
+  let gpu = 'none';
+  const owner = { name: 'machine', after: () => {} };
+  const p = await browser.openPage(owner, '/bench/pages/side-by-side.html', () => window.pageReady);
+  try {
+    gpu = await p.evaluate(async () => {
+      const adapter = await navigator.gpu?.requestAdapter();
+      if (!adapter) return 'none';
+      const { vendor, architecture, description } = adapter.info;
+      return [vendor, architecture, description].filter(Boolean).join(' / ');
+    });
+  } finally {
+    await p.page.close();
+  }
+  return {
+    date: new Date().toISOString().replace(/\.\d+Z$/, 'Z'),
+    cores: cpus.length,
+    cpu: cpus[0]?.model?.trim() ?? 'unknown',
+    memoryGb: Math.round(os.totalmem() / 1e9),
+    chromium: browser.browser.version(),
+    gpu,
+    server: server.url,
+  };
+}
+
 async function main() {
   const filter = process.env.BENCH_FILTER ? new RegExp(process.env.BENCH_FILTER) : null;
   const files = (await readdir(SUITES))
@@ -99,8 +133,11 @@ async function main() {
   const server = await startServer();
   let browser;
   const merged = {};
+  const bySuite = {};
+  let meta;
   try {
     browser = await startBrowser({ baseUrl: server.url });
+    meta = await machine(browser, server);
     for (const file of files) {
       const name = path.basename(file, '.mjs');
       const suite = await import(path.join(SUITES, file));
@@ -116,18 +153,20 @@ async function main() {
       }
       checkResult(name, result, merged);
       Object.assign(merged, result);
+      bySuite[name] = Object.keys(result);
       log(`${name} done in ${((Date.now() - started) / 1000).toFixed(1)} s`);
     }
+    const sorted = Object.fromEntries(Object.keys(merged).sort().map((k) => [k, merged[k]]));
+    await mkdir(RESULTS, { recursive: true });
+    const out = path.join(RESULTS, 'latest.json');
+    await writeFile(out, `${JSON.stringify(sorted, null, 2)}\n`);
+    await writeReports(browser, RESULTS, 'latest', sorted, bySuite, meta);
+    console.log(table(sorted));
+    log(`wrote ${path.relative(REPO_ROOT, out)}, latest.md and latest.png`);
   } finally {
     await browser?.close();
     await server.stop();
   }
-  const sorted = Object.fromEntries(Object.keys(merged).sort().map((k) => [k, merged[k]]));
-  await mkdir(RESULTS, { recursive: true });
-  const out = path.join(RESULTS, 'latest.json');
-  await writeFile(out, `${JSON.stringify(sorted, null, 2)}\n`);
-  console.log(table(sorted));
-  log(`wrote ${path.relative(REPO_ROOT, out)}`);
 }
 
 main().catch((error) => {

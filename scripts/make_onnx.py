@@ -165,10 +165,15 @@ def main():
     args = [a for a in sys.argv[1:] if not a.startswith("--")]
     model_dir = Path(args[0] if args else ".cache/models/all-MiniLM-L6-v2")
     out = model_dir / "model.onnx"
-    onnx.save(build(model_dir), str(out))
-    print(f"wrote {out} ({out.stat().st_size / 1e6:.1f} MB)")
+    # Written next to the target and renamed over it only once it passed --check, so a reader
+    # never sees a half-written or failing model.
+    partial = model_dir / "model.onnx.partial"
+    onnx.save(build(model_dir), str(partial))
+    print(f"wrote {partial} ({partial.stat().st_size / 1e6:.1f} MB)")
     if "--check" in sys.argv:
-        check(out, model_dir)
+        check(partial, model_dir)
+    partial.replace(out)
+    print(f"renamed it to {out}")
 
 
 if __name__ == "__main__":

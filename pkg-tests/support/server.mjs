@@ -2,7 +2,7 @@
 // a config written to a fresh temp dir (pid, logs and every temp path inside it), so it needs no
 // privileges (run as root, its worker stays root so it can read a checkout under /root).
 // Serves `root` (default: the repo root, so pages can import '/pkg/webdelegate.js'), with
-// application/wasm for .wasm and nginx's own Range / ETag / Last-Modified handling, plus optional
+// application/wasm for .wasm, text/javascript for .mjs, and nginx's own Range / ETag / Last-Modified handling, plus optional
 // extra locations (e.g. weight files from another dir, with CORS headers).
 // Promise: startServer() resolves only once nginx answers; stop() ends it and removes the temp dir.
 import { spawn } from 'node:child_process';
@@ -84,6 +84,8 @@ http {
     root ${quote(path.resolve(root))};
 ${headerLines(headers, '    ')}
     location = ${READY_PATH} { return 204; }
+    # ES modules (.mjs, e.g. onnxruntime-web's dist files): mime.types does not map them.
+    location ~ \\.mjs$ { types { text/javascript mjs; } }
 ${locs}
   }
 }

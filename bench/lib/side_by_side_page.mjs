@@ -1,0 +1,137 @@
+// In-page halves of the side-by-side benchmark (bench/suites/side_by_side.mjs). Each function is
+// handed to page.evaluate, so it is self-contained: it runs in bench/pages/side-by-side.html (a
+// page that has loaded no runtime yet, with `wasmMemoryBytes()` on window) and returns plain data.
+//
+// loadX(arg) starts the clock, imports the runtime (its JS and wasm come from nginx like the
+// model), builds the model and stops the clock when it can run: `readyMs`. It keeps the model on
+// `window.contender` for `inferInPage`. Raw pipe: one fetch of model.safetensors and one
+// writeBuffer into a GPU buffer, ended by onSubmittedWorkDone (the floor any loader pays).
+
+/**
+ * Ours: import + init of the package, then Embedder.load (config, tokenizer, weights index,
+ * program, weights streamed into the backend). Progress events split the load into: before the
+ * first weight bytes, streaming the weights, and after the last byte until ready.
+ */
+export async function loadOurs({ modelUrl, backend, seq, batch }) {
+  const t0 = performance.now();
+  const wd = await import('/pkg/webdelegate.js');
+  await wd.default();
+  const tInit = performance.now();
+  let tFirstBytes = NaN;
+  let tAllBytes = NaN;
+  const onProgress = (e) => {
+    const now = performance.now();
+    if (Number.isNaN(tFirstBytes) && e.bytesDone > 0) tFirstBytes = now;
+    if (e.bytesDone === e.bytesTotal) tAllBytes = now;
+  };
+  const embedder = await wd.Embedder.load(modelUrl, { backend, maxTokens: seq, batchSize: batch, onProgress });
+  const t1 = performance.now();
+  if (embedder.backend !== backend) throw new Error(`asked for ${backend}, the Embedder runs on ${embedder.backend}`);
+  if (embedder.maxTokens !== seq) throw new Error(`maxTokens ${embedder.maxTokens}, expected ${seq}`);
+  const run = async (texts) => {
+    const rows = await embedder.embed(texts);
+    return { rows, batchMs: embedder.lastBatchMillis };
+  };
+  window.contender = { run, inputs: 'texts', destroy: () => embedder.destroy() };
+  return {
+    readyMs: t1 - t0,
+    initMs: tInit - t0,
+    beforeWeightsMs: tFirstBytes - tInit,
+    weightsMs: tAllBytes - tFirstBytes,
+    afterWeightsMs: t1 - tAllBytes,
+    stats: embedder.loadStats(),
+    wasmBytes: window.wasmMemoryBytes(),
+    threads: 1,
+  };
+}
+
+/** onnxruntime-web: import of its ES module bundle, then InferenceSession.create(url). */
+export async function loadOrt({ modelUrl, ep, distUrl, seq }) {
+  const t0 = performance.now();
+  const ort = await import(`${distUrl}${ep === 'webgpu' ? 'ort.webgpu.min.mjs' : 'ort.wasm.min.mjs'}`);
+  ort.env.wasm.wasmPaths = distUrl;
+  // Threads need SharedArrayBuffer, i.e. a cross-origin isolated page; webdelegate runs on one.
+  const threads = self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
+  ort.env.wasm.numThreads = threads;
+  ort.env.wasm.proxy = false;
+  ort.env.logLevel = 'warning';
+  // No fallback EP listed: if this one cannot start, create() rejects.
+  const options = { executionProviders: [ep], graphOptimizationLevel: 'all' };
+  const session = await ort.InferenceSession.create(modelUrl, options);
+  const t1 = performance.now();
+  const webgpuDevice = ep === 'webgpu' ? Boolean(await ort.env.webgpu.device) : false;
+  /**
+   * Which provider ORT placed the graph's nodes on: a second session of the same model, created
+   * with ORT's verbose log captured (not part of any timing). Resolves to {provider: nodes}.
+   */
+  const placements = async () => {
+    window.captureConsole = [];
+    let lines;
+    try {
+      const probe = await ort.InferenceSession.create(modelUrl, { ...options, logSeverityLevel: 0, logVerbosityLevel: 0 });
+      await probe.release();
+    } finally {
+      lines = window.captureConsole;
+      window.captureConsole = undefined;
+    }
+    const counts = {};
+    for (const line of lines) {
+      const all = /All nodes placed on \[(\w+)\]\. Number of nodes: (\d+)/.exec(line);
+      if (all) counts[all[1]] = (counts[all[1]] ?? 0) + Number(all[2]);
+      const some = /Node\(s\) placed on \[(\w+)\]\. Number of nodes: (\d+)/.exec(line);
+      if (some) counts[some[1]] = (counts[some[1]] ?? 0) + Number(some[2]);
+    }
+    return { counts, lines: lines.filter((l) => /placed on|Node placements/.test(l)).slice(0, 40) };
+  };
+  const run = async (ids) => {
+    const rows = ids.length;
+    const flat = BigInt64Array.from(ids.flat(), (v) => BigInt(v));
+    const feeds = {
+      input_ids: new ort.Tensor('int64', flat, [rows, seq]),
+      attention_mask: new ort.Tensor('int64', new BigInt64Array(rows * seq).fill(1n), [rows, seq]),
+    };
+    const out = await session.run(feeds);
+    const data = await out.sentence_embedding.getData();
+    const dim = data.length / rows;
+    return { rows: Array.from({ length: rows }, (_, i) => data.slice(i * dim, (i + 1) * dim)) };
+  };
+  window.contender = { run, inputs: 'ids', placements, destroy: () => session.release() };
+  return { readyMs: t1 - t0, wasmBytes: window.wasmMemoryBytes(), threads, webgpuDevice, version: ort.env.versions?.web ?? '' };
+}
+
+/** The raw pipe: adapter + device, one fetch of the whole file, one writeBuffer. */
+export async function loadRaw({ weightsUrl }) {
+  const t0 = performance.now();
+  const adapter = await navigator.gpu.requestAdapter();
+  const device = await adapter.requestDevice({ requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize } });
+  const body = await (await fetch(weightsUrl)).arrayBuffer();
+  const size = Math.ceil(body.byteLength / 4) * 4;
+  const buffer = device.createBuffer({ size, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.STORAGE });
+  const padded = size === body.byteLength ? body : (() => { const b = new Uint8Array(size); b.set(new Uint8Array(body)); return b; })();
+  device.queue.writeBuffer(buffer, 0, padded);
+  await device.queue.onSubmittedWorkDone();
+  const t1 = performance.now();
+  buffer.destroy();
+  device.destroy();
+  return { readyMs: t1 - t0, bytes: body.byteLength, wasmBytes: window.wasmMemoryBytes(), threads: 1 };
+}
+
+/**
+ * One timed run of `window.contender` on the first `rows` of `inputs` ({texts, ids}, the same
+ * batch as texts for ours and as token ids for ORT), from the call to the embeddings in JS
+ * arrays (ours: tokenisation included; ORT: tensor creation and getData included). Returns the
+ * milliseconds, ours' own batch time (`lastBatchMillis`, execution only) and, when asked, the
+ * embeddings.
+ */
+export async function inferOnce({ inputs, rows, returnRows }) {
+  const c = window.contender;
+  const input = c.inputs === 'texts' ? inputs.texts.slice(0, rows) : inputs.ids.slice(0, rows);
+  const t0 = performance.now();
+  const out = await c.run(input);
+  const ms = performance.now() - t0;
+  return {
+    ms,
+    batchMs: out.batchMs ?? null,
+    rows: returnRows ? out.rows.map((r) => Array.from(r)) : null,
+  };
+}
