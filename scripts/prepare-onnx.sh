@@ -21,6 +21,16 @@ die() { echo "prepare-onnx: $*" >&2; exit 1; }
 [[ -f "$MODEL_DIR/model.safetensors" ]] || die "$MODEL_DIR/model.safetensors is missing: run npm run setup"
 
 if [[ ! -x "$VENV/bin/python" ]]; then
+  # Debian's python3 makes venvs only with python3-venv (ensurepip) installed.
+  if ! python3 -c 'import ensurepip' 2>/dev/null; then
+    if [[ $(id -u) -eq 0 ]]; then
+      echo "installing python3-venv" >&2
+      apt-get update -qq
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv >/dev/null
+    else
+      die "python3 cannot create a venv; install python3-venv as root: apt-get install -y python3-venv"
+    fi
+  fi
   echo "installing python venv ($VENV)" >&2
   python3 -m venv "$VENV"
 fi

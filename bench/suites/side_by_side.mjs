@@ -37,7 +37,8 @@
 //   streaming; after the last weight byte until ready), ready_pipelines_ours_webgpu
 //   first_embedding_ms_<c> (load + cold 1 x 128 run, same page), first_embedding_ratio_vs_ort_webgpu,
 //   first_embedding_ratio_cpu_vs_ort_wasm
-//   infer_ms_b{1,8}_<c> (median), infer_cold_ms_b{1,8}_<c>, infer_runs_b{1,8}_<c>,
+//   infer_ms_b{1,8}_<c> (median), infer_min_ms_b{1,8}_<c>, infer_cold_ms_b{1,8}_<c>,
+//   infer_runs_b{1,8}_<c>, infer_ratio_best_vs_ort_webgpu_b{1,8} (fastest run / fastest run),
 //   infer_iqr_pct_b{1,8}_<c> (interquartile range / median), ours: infer_batch_ms_b{1,8}_<c>
 //   (execution alone, the Embedder's lastBatchMillis)
 //   cosine_min_vs_ours_cpu_<c>, ort_webgpu_nodes_webgpu, ort_webgpu_nodes_cpu, ort_threads,
@@ -198,6 +199,7 @@ export async function run(ctx) {
       const mid = median(s.ms);
       Object.assign(result, {
         [`infer_ms_${b}`]: mid,
+        [`infer_min_ms_${b}`]: Math.min(...s.ms),
         [`infer_cold_ms_${b}`]: s.cold,
         [`infer_runs_${b}`]: s.ms.length,
         [`infer_iqr_pct_${b}`]: ((quantile(s.ms, 0.75) - quantile(s.ms, 0.25)) / mid) * 100,
@@ -215,6 +217,8 @@ export async function run(ctx) {
   for (const rows of [1, BATCH]) {
     result[`infer_ratio_vs_ort_webgpu_b${rows}`] = result[`infer_ms_b${rows}_ours_webgpu`] / result[`infer_ms_b${rows}_ort_webgpu`];
     result[`cpu_infer_ratio_vs_ort_wasm_b${rows}`] = result[`infer_ms_b${rows}_ours_cpu`] / result[`infer_ms_b${rows}_ort_wasm`];
+    // The same from each side's fastest run: a shared machine only ever slows runs down.
+    result[`infer_ratio_best_vs_ort_webgpu_b${rows}`] = result[`infer_min_ms_b${rows}_ours_webgpu`] / result[`infer_min_ms_b${rows}_ort_webgpu`];
   }
 
   // Same answers, or the numbers mean nothing.
