@@ -127,8 +127,6 @@ pub struct Released {
     pub host_bytes: u64,
     /// HTTP requests aborted (each resumes from its first byte not committed).
     pub requests_aborted: u64,
-    /// Bytes already received and committed to their buffers by the aborted requests (kept).
-    pub bytes_kept: u64,
 }
 
 impl Released {
@@ -137,7 +135,6 @@ impl Released {
         self.gpu_bytes = self.gpu_bytes.saturating_add(other.gpu_bytes);
         self.host_bytes = self.host_bytes.saturating_add(other.host_bytes);
         self.requests_aborted = self.requests_aborted.saturating_add(other.requests_aborted);
-        self.bytes_kept = self.bytes_kept.saturating_add(other.bytes_kept);
     }
 }
 
@@ -178,9 +175,8 @@ mod tests {
             gpu_bytes: 5,
             host_bytes: 3,
             requests_aborted: 1,
-            bytes_kept: 7,
         });
         assert_eq!(total.gpu_bytes, u64::MAX);
-        assert_eq!((total.host_bytes, total.requests_aborted, total.bytes_kept), (3, 1, 7));
+        assert_eq!((total.host_bytes, total.requests_aborted), (3, 1));
     }
 }

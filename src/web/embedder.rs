@@ -191,6 +191,7 @@ impl Embedder {
         // The init context shares providers through `Arc`; on wasm there is one thread.
         #[allow(clippy::arc_with_non_send_sync)]
         let provider = Arc::new(provider);
+        crate::web::lifecycle::attach(&provider);
         provider
             .add_scope(
                 SCOPE,
@@ -402,8 +403,11 @@ async fn race_abort<T>(
     match select(work, JsFuture::from(aborted)).await {
         Either::Left((outcome, _)) => outcome,
         Either::Right(_) => {
-            let _ = provider.notify(Signal::Suspend);
-            let _ = provider.notify(Signal::Resume);
+            // Suspending aborts every request at once; resume unless the page had suspended it.
+            if !provider.is_suspended() {
+                provider.signal(Signal::Suspend);
+                provider.signal(Signal::Resume);
+            }
             Err(Error::invalid_state("load aborted"))
         }
     }
