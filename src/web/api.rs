@@ -2,6 +2,7 @@
 //! and [`Delegate`], one initialised program on one backend.
 
 use crate::error::{Error, ErrorCode};
+use crate::params::SharedProvider;
 use crate::registry::{
     self, Backend, BackendInitContext, FreeableBuffer, LoadedDelegate, MAX_REGISTERED_BACKENDS,
 };
@@ -9,7 +10,6 @@ use crate::web::convert::{
     compile_specs_from_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
 };
 use crate::web::errors::to_js_error;
-use crate::params::SharedProvider;
 use crate::web::http_provider::HttpParameterProvider;
 use crate::web::js_backend::JsBackend;
 use js_sys::{Promise, Reflect, Uint8Array};
@@ -214,7 +214,6 @@ impl Delegate {
 
 #[wasm_bindgen]
 impl Delegate {
-
     /// The backend that runs this delegate.
     #[wasm_bindgen(getter, js_name = backendName)]
     pub fn backend_name(&self) -> String {

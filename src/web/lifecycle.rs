@@ -107,7 +107,8 @@ impl Wiring {
 impl Drop for Wiring {
     fn drop(&mut self) {
         for (target, event, closure) in &self.added {
-            let _ = target.remove_event_listener_with_callback(event, closure.as_ref().unchecked_ref());
+            let _ =
+                target.remove_event_listener_with_callback(event, closure.as_ref().unchecked_ref());
         }
     }
 }
@@ -119,7 +120,10 @@ fn get(object: &JsValue, key: &str) -> Option<JsValue> {
 }
 
 fn document_hidden(document: &JsValue) -> bool {
-    get(document, "visibilityState").and_then(|v| v.as_string()).as_deref() == Some("hidden")
+    get(document, "visibilityState")
+        .and_then(|v| v.as_string())
+        .as_deref()
+        == Some("hidden")
 }
 
 /// Listens to the window's lifecycle events, calling `on(event name)` for each.
@@ -130,7 +134,11 @@ fn wire_window(on: impl Fn(&'static str) + Clone + 'static) -> Option<Wiring> {
     let doc = document.clone();
     let f = on.clone();
     wiring.listen(&document, "visibilitychange", move |_| {
-        f(if document_hidden(&doc) { "hidden" } else { "visible" })
+        f(if document_hidden(&doc) {
+            "hidden"
+        } else {
+            "visible"
+        })
     });
     for event in ["freeze", "resume"] {
         let f = on.clone();
@@ -262,7 +270,11 @@ fn event_object(signal: Signal, event: &str, released: &Released) -> JsValue {
     let object = Object::new();
     set(&object, "signal", signal_name(signal));
     set(&object, "event", event);
-    set(&object, "suspended", with_hub(|hub| hub.reasons.is_suspended()));
+    set(
+        &object,
+        "suspended",
+        with_hub(|hub| hub.reasons.is_suspended()),
+    );
     set(&object, "reasons", reasons_array());
     set(&object, "released", released_object(released));
     object.into()
@@ -291,7 +303,11 @@ pub fn lifecycle_notify(signal: &str) -> JsResult<JsValue> {
         "signal",
         outcome.map_or(JsValue::NULL, |(s, _)| signal_name(s).into()),
     );
-    set(&object, "suspended", with_hub(|hub| hub.reasons.is_suspended()));
+    set(
+        &object,
+        "suspended",
+        with_hub(|hub| hub.reasons.is_suspended()),
+    );
     set(&object, "reasons", reasons_array());
     set(
         &object,
@@ -316,7 +332,11 @@ pub fn lifecycle_state() -> JsValue {
         set(&object, "resumes", hub.resumes);
         set(&object, "lowMemory", hub.low_memory);
         set(&object, "lastSuspend", released_object(&hub.last_suspend));
-        set(&object, "lastLowMemory", released_object(&hub.last_low_memory));
+        set(
+            &object,
+            "lastLowMemory",
+            released_object(&hub.last_low_memory),
+        );
         set(&object, "providers", hub.providers.len() as u32);
     });
     object.into()

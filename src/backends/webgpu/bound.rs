@@ -190,7 +190,8 @@ impl LoadedProgram {
                     }),
                 }];
                 for (index, &binding) in dispatch.bindings.iter().enumerate() {
-                    let (buffer, offset, size) = Self::resolve(resident, &plan, binding, status.as_ref())?;
+                    let (buffer, offset, size) =
+                        Self::resolve(resident, &plan, binding, status.as_ref())?;
                     entries.push(wgpu::BindGroupEntry {
                         binding: index as u32 + 1,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {

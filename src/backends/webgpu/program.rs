@@ -21,7 +21,7 @@ use crate::backends::webgpu::kernels::source::{invocations, workgroup_storage_by
 use crate::backends::webgpu::params::resolve_params;
 use crate::backends::webgpu::plan::{self, gpu_bytes};
 use crate::backends::webgpu::profiling::Profile;
-use crate::backends::webgpu::residency::{Release, Resident, ResidencySlot};
+use crate::backends::webgpu::residency::{Release, ResidencySlot, Resident};
 use crate::error::{Error, ErrorCode, Result};
 use crate::params::SharedProvider;
 use crate::program::{Dim, Program, bind_shapes};
@@ -203,7 +203,10 @@ impl LoadedProgram {
     /// `InvalidState` naming the loss when no device can be had; `NotSupported` /
     /// `OutOfResources` when the new device cannot run the program; compile errors.
     pub(crate) async fn recover(&mut self, new: Result<Arc<GpuContext>>) -> Result<()> {
-        let reason = self.ctx.lost().unwrap_or_else(|| "unknown reason".to_owned());
+        let reason = self
+            .ctx
+            .lost()
+            .unwrap_or_else(|| "unknown reason".to_owned());
         let ctx = new.map_err(|e| {
             Error::invalid_state(format!(
                 "the WebGPU device was lost ({reason}) and no new one could be had: {}",

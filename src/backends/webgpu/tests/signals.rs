@@ -10,8 +10,8 @@ use crate::backends::webgpu::{LoadedProgram, WebGpuBackend};
 use crate::evalue::{EValue, Tensor, TensorData};
 use crate::lifecycle::Signal;
 use crate::params::{
-    BufferAllocator, LoadedSpan, MemoryProvider, ParameterBuffer, ParameterInfo,
-    ParameterProvider, SpanRequest, StatusResult,
+    BufferAllocator, LoadedSpan, MemoryProvider, ParameterBuffer, ParameterInfo, ParameterProvider,
+    SpanRequest, StatusResult,
 };
 use crate::program::encode;
 use crate::registry::{
@@ -119,7 +119,10 @@ fn setup(seed: u64) -> (WebGpuBackend, Arc<CountingProvider>, DelegateHandle) {
     (backend, provider, handle)
 }
 
-fn stats(backend: &WebGpuBackend, handle: &DelegateHandle) -> crate::backends::webgpu::ProgramStats {
+fn stats(
+    backend: &WebGpuBackend,
+    handle: &DelegateHandle,
+) -> crate::backends::webgpu::ProgramStats {
     backend.program_stats(handle).unwrap()
 }
 
@@ -154,7 +157,11 @@ fn suspend_frees_activations_and_resume_rebuilds_them_lazily() {
     assert_eq!(run(&backend, &mut handle, 9), before);
     assert_eq!(stats(&backend, &handle).arena_bytes, arena);
     assert_eq!(backend.live_buffer_bytes(), live);
-    assert_eq!(provider.loads.load(Ordering::Relaxed), 1, "no parameter refetch");
+    assert_eq!(
+        provider.loads.load(Ordering::Relaxed),
+        1,
+        "no parameter refetch"
+    );
     backend.destroy(handle);
     assert_eq!(backend.live_buffers(), 0);
 }
@@ -178,11 +185,18 @@ fn low_memory_frees_parameters_and_the_next_execute_fetches_them_once() {
 
     assert_eq!(run(&backend, &mut handle, 5), before);
     assert_eq!(run(&backend, &mut handle, 5), before);
-    assert_eq!(provider.loads.load(Ordering::Relaxed), 2, "fetched again once");
+    assert_eq!(
+        provider.loads.load(Ordering::Relaxed),
+        2,
+        "fetched again once"
+    );
     assert_eq!(provider.bytes.load(Ordering::Relaxed), 2 * loaded_bytes);
     let reloaded = stats(&backend, &handle);
     assert!(reloaded.params_resident);
-    assert_eq!((reloaded.param_bytes, reloaded.param_loads), (param_bytes, 2));
+    assert_eq!(
+        (reloaded.param_bytes, reloaded.param_loads),
+        (param_bytes, 2)
+    );
     backend.destroy(handle);
     assert_eq!(backend.live_buffers(), 0);
 }
@@ -198,7 +212,10 @@ fn a_signal_during_execute_is_applied_when_the_execution_ends() {
     let resident = program.slot.checkout();
     assert!(resident.params.is_some() && resident.arena.is_some());
     let released = backend.notify(Signal::LowMemory);
-    assert_eq!(released.gpu_bytes, 0, "nothing is pulled from under a running execution");
+    assert_eq!(
+        released.gpu_bytes, 0,
+        "nothing is pulled from under a running execution"
+    );
     assert_eq!(backend.live_buffer_bytes(), live);
     program.slot.checkin(resident, &program.ctx);
     let after = stats(&backend, &handle);
@@ -219,11 +236,8 @@ fn a_destroyed_device_is_replaced_and_results_are_identical() {
     assert_eq!(after.device_recoveries, 1);
     assert_eq!(after.param_loads, 2);
     assert_eq!(provider.loads.load(Ordering::Relaxed), 2);
-    let mut generation = [crate::registry::BackendOption::new(
-        "device_generation",
-        OptionValue::Int(0),
-    )
-    .unwrap()];
+    let mut generation =
+        [crate::registry::BackendOption::new("device_generation", OptionValue::Int(0)).unwrap()];
     backend
         .get_option(
             &mut crate::registry::BackendOptionContext::default(),
