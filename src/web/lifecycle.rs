@@ -360,13 +360,17 @@ pub fn set_lifecycle_automatic(on: bool) {
 
 /// Calls `listener(event)` for every signal sent (see the module docs for the event's fields).
 #[wasm_bindgen(js_name = addLifecycleListener)]
-pub fn add_lifecycle_listener(listener: Function) {
+pub fn add_lifecycle_listener(
+    #[wasm_bindgen(unchecked_param_type = "(event: LifecycleEvent) => void")] listener: Function,
+) {
     with_hub(|hub| hub.listeners.push(listener));
 }
 
 /// Stops calling `listener`.
 #[wasm_bindgen(js_name = removeLifecycleListener)]
-pub fn remove_lifecycle_listener(listener: &Function) {
+pub fn remove_lifecycle_listener(
+    #[wasm_bindgen(unchecked_param_type = "(event: LifecycleEvent) => void")] listener: &Function,
+) {
     with_hub(|hub| hub.listeners.retain(|l| l != listener));
 }
 
@@ -392,7 +396,10 @@ fn post(worker: &JsValue, event: &str) {
 /// `postMessage`). Throws `INVALID_ARGUMENT` when it has no `postMessage`, `NOT_SUPPORTED`
 /// outside a window.
 #[wasm_bindgen(js_name = forwardLifecycle)]
-pub fn forward_lifecycle(worker: JsValue) -> JsResult<LifecycleForwarder> {
+pub fn forward_lifecycle(
+    #[wasm_bindgen(unchecked_param_type = "Worker | { postMessage(message: unknown): void }")]
+    worker: JsValue,
+) -> JsResult<LifecycleForwarder> {
     if get(&worker, "postMessage").is_none_or(|f| !f.is_function()) {
         return Err(to_js_error(crate::error::Error::invalid_argument(
             "forwardLifecycle needs a Worker (an object with postMessage)",

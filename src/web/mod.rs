@@ -18,5 +18,6 @@ pub mod http_provider;
 mod http_types;
 pub mod js_backend;
 pub mod lifecycle;
+mod lifecycle_types;
 pub mod program_builder;
 pub mod types;
