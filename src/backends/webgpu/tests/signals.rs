@@ -255,3 +255,21 @@ fn a_destroyed_device_is_replaced_and_results_are_identical() {
     backend.destroy(second);
     assert_eq!(backend.live_buffers(), 0);
 }
+
+#[test]
+fn a_program_that_cannot_move_to_a_new_device_fails_with_invalid_state() {
+    let (backend, _provider, mut handle) = setup(5);
+    run(&backend, &mut handle, 3);
+    assert!(backend.destroy_device());
+    let program = handle.downcast_mut::<LoadedProgram>().unwrap();
+    // Wait for wgpu to report the loss, as the next execute would find it.
+    let _ = program.ctx.device.poll(wgpu::PollType::wait_indefinitely());
+    assert!(program.ctx.lost().is_some(), "the device reports its loss");
+    let no_device = Err(crate::error::Error::invalid_state("no adapter"));
+    let error = pollster::block_on(program.recover(no_device)).unwrap_err();
+    assert_eq!(error.code(), crate::error::ErrorCode::InvalidState);
+    assert!(
+        error.message().contains("was lost") && error.message().contains("no adapter"),
+        "{error}"
+    );
+}
