@@ -358,7 +358,9 @@ impl Embedder {
         object.into()
     }
 
-    /// Forwards a page signal (`'suspend'`, `'resume'`, `'lowMemory'`) to the weights provider.
+    /// Sends a signal (`'suspend'`, `'resume'`, `'lowMemory'`) to this model's weights provider
+    /// only. The page's lifecycle already reaches every provider and backend by itself; use
+    /// `lifecycleNotify` to signal all of them (the backend's GPU memory included).
     pub fn notify(&self, signal: &str) -> JsResult<()> {
         let signal = match signal {
             "resume" => Signal::Resume,

@@ -280,6 +280,18 @@ fn event_object(signal: Signal, event: &str, released: &Released) -> JsValue {
     object.into()
 }
 
+/// The event name of an app signal (`'resume'` is the app's own, not the DOM's `resume`).
+fn app_event(signal: &str) -> JsResult<&'static str> {
+    match signal {
+        "suspend" => Ok("suspend"),
+        "lowMemory" => Ok("lowMemory"),
+        "resume" => Ok("app-resume"),
+        other => Err(to_js_error(crate::error::Error::invalid_argument(format!(
+            "unknown signal {other:?} (suspend | resume | lowMemory)"
+        )))),
+    }
+}
+
 /// Sends an app signal: `'suspend'` (adds the app's reason), `'resume'` (clears it; the runtime
 /// resumes when no page reason holds either) or `'lowMemory'` (releases what can be fetched
 /// again: staging memory, GPU activations and parameters). Resolves to
@@ -287,16 +299,7 @@ fn event_object(signal: Signal, event: &str, released: &Released) -> JsValue {
 /// second `'suspend'`). Throws `INVALID_ARGUMENT` for another name.
 #[wasm_bindgen(js_name = lifecycleNotify, unchecked_return_type = "LifecycleReport")]
 pub fn lifecycle_notify(signal: &str) -> JsResult<JsValue> {
-    let event = match signal {
-        "suspend" | "lowMemory" => signal,
-        "resume" => "app-resume",
-        other => {
-            return Err(to_js_error(crate::error::Error::invalid_argument(format!(
-                "unknown signal {other:?} (suspend | resume | lowMemory)"
-            ))));
-        }
-    };
-    let outcome = handle(event);
+    let outcome = handle(app_event(signal)?);
     let object = Object::new();
     set(
         &object,
@@ -423,16 +426,7 @@ impl LifecycleForwarder {
     /// Sends an app signal to the worker (`'suspend'`, `'resume'` or `'lowMemory'`), as
     /// `lifecycleNotify` there would.
     pub fn notify(&self, signal: &str) -> JsResult<()> {
-        let event = match signal {
-            "suspend" | "lowMemory" => signal,
-            "resume" => "app-resume",
-            other => {
-                return Err(to_js_error(crate::error::Error::invalid_argument(format!(
-                    "unknown signal {other:?} (suspend | resume | lowMemory)"
-                ))));
-            }
-        };
-        post(&self.worker, event);
+        post(&self.worker, app_event(signal)?);
         Ok(())
     }
 
