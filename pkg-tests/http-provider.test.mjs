@@ -288,17 +288,26 @@ test('notify("suspend") stops every request; notify("resume") finishes the load 
       await provider.addScope('m', url);
       const loading = provider.loadToGpu('m', keys);
       while (!suspended) await new Promise((res) => setTimeout(res, 10));
+      // The abort reaches the server when Chromium closes the connection: wait for that (a
+      // loaded machine can take a while), then check that nothing new starts while suspended.
+      const active = async () => Number(await (await fetch(`${base}/__active`)).text());
+      const requests = async () => (await (await fetch(`${base}/__stats`)).json()).log.length;
+      const deadline = performance.now() + 10000;
+      while ((await active()) > 0 && performance.now() < deadline) await new Promise((res) => setTimeout(res, 20));
+      const sentAtSuspend = await requests();
       await new Promise((res) => setTimeout(res, 300));
-      const activeWhileSuspended = Number(await (await fetch(`${base}/__active`)).text());
+      const activeWhileSuspended = await active();
+      const sentWhileSuspended = (await requests()) - sentAtSuspend;
       provider.notify('resume');
       const params = await loading;
       const sha = {};
       for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
-      return { activeWhileSuspended, sha, stats: provider.lastStats() };
+      return { activeWhileSuspended, sentWhileSuspended, sha, stats: provider.lastStats() };
     });
   }, { url: `${faulty.url}/f/slow=4/model.safetensors`, base: faulty.url, keys });
   assert.ok(r.ok, JSON.stringify(r.error));
   assert.equal(r.value.activeWhileSuspended, 0, 'a request kept running while suspended');
+  assert.equal(r.value.sentWhileSuspended, 0, 'a request was sent while suspended');
   for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
   assert.ok(r.value.stats.requestsSent > r.value.stats.requestsPlanned, 'the interrupted request was resumed');
   assert.equal(r.value.stats.bytesReceived, r.value.stats.bytesPlanned, 'resumed from the first byte not consumed');

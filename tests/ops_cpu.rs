@@ -76,9 +76,9 @@ mod cpu_specific {
         assert_eq!(options[2].value(), &OptionValue::Bool(false));
         let mut unknown = vec![BackendOption::new("threads", 4).unwrap()];
         let error = cpu.get_option(&mut context, &mut unknown).unwrap_err();
-        assert_eq!(error.code(), ErrorCode::NotFound);
+        assert_eq!(error.code(), ErrorCode::InvalidArgument);
         let error = cpu.set_option(&mut context, &unknown).unwrap_err();
-        assert_eq!(error.code(), ErrorCode::NotFound);
+        assert_eq!(error.code(), ErrorCode::InvalidArgument);
         cpu.set_option(&mut context, &[]).unwrap();
         assert!(cpu.is_available());
     }

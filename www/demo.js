@@ -42,7 +42,7 @@ export async function runDemo(wd, wasmMemory) {
   const lifecycleBadge = document.getElementById('lifecycle');
   const chart = metricsChart(document.getElementById('metrics-chart'), document.getElementById('metrics-note'), wasmMemory);
   let embedder = null;
-  const lifecycle = watchLifecycle(() => embedder, lifecycleBadge);
+  let tracker = null;
 
   // ---- load
   const notes = [...params.warnings];
@@ -53,7 +53,8 @@ export async function runDemo(wd, wasmMemory) {
   fillSection(model, 'loading',
     el('p', { className: 'status' }, `Loading ${params.modelUrl} on the ${params.backend} backend…`),
     loadBar.node, cancel, noteList);
-  const tracker = loadTracker(loadBar, (t, mbps) => chart.throughput(tracker.start, t, mbps));
+  tracker = loadTracker(loadBar, (t, mbps) => chart.throughput(tracker.start, t, mbps));
+  const lifecycle = watchLifecycle(wd, lifecycleBadge, document.getElementById('lifecycle-detail'), () => tracker?.latest);
   try {
     embedder = await loadModel(wd, {
       modelUrl: params.modelUrl,
@@ -70,9 +71,10 @@ export async function runDemo(wd, wasmMemory) {
       el('p', { className: 'status' }, `Could not load the model: ${describeError(e, params.modelUrl)}`),
       noteList);
     searchSection.querySelector('.search-status').textContent = 'Search is unavailable: the model did not load.';
+    lifecycle.setPhase('error');
     return;
   }
-  lifecycle.refresh(); // tell the new model the page's current state
+  lifecycle.setPhase('ready');
   const secs = tracker.elapsedSeconds();
   const last = tracker.latest;
   loadBar.set(1, last

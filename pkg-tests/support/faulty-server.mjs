@@ -21,7 +21,8 @@
 //   change-ignores-if-range  with change-after: serve the new version's range as a 206 anyway
 //   no-validators    send neither ETag nor Last-Modified
 // Every response carries Access-Control-Allow-Origin: * and exposes its headers.
-// GET /__stats -> {requests: {url: count}, active: N, log: [{url, range, ifRange, status}]}
+// GET /__stats -> {requests: {url: count}, active: N, log: [{url, range, ifRange, status, sent}]}
+//   (`sent`: body bytes handed to the socket, whether or not the client read them)
 // GET /__active -> the number of responses still being sent.
 // GET /__log -> one tab-separated line per request: url, range, if-range, status.
 // GET /__reset -> clears counters and log.
@@ -96,7 +97,7 @@ export async function startFaultyServer({ root, port = 0 } = {}) {
     const body = changed ? Buffer.from(original.map((b) => b ^ 0xff)) : original;
     const etag = changed ? '"v2-' + body.length + '"' : '"v1-' + body.length + '"';
     const lastModified = changed ? 'Tue, 02 Jan 2024 00:00:00 GMT' : 'Mon, 01 Jan 2024 00:00:00 GMT';
-    const entry = { url: url.pathname, range: req.headers.range ?? null, ifRange: req.headers['if-range'] ?? null, status: 0 };
+    const entry = { url: url.pathname, range: req.headers.range ?? null, ifRange: req.headers['if-range'] ?? null, status: 0, sent: 0 };
     log.push(entry);
 
     active += 1;
@@ -147,6 +148,7 @@ export async function startFaultyServer({ root, port = 0 } = {}) {
       if (res.destroyed) return;
       const next = Math.min(offset + PIECE, limit, payload.length);
       const ok = res.write(payload.subarray(offset, next));
+      entry.sent += next - offset;
       offset = next;
       if (!ok) {
         await new Promise((resolve) => {

@@ -8,6 +8,7 @@
 //! table first. A JavaScript backend may therefore call back into the registry from any method.
 
 use crate::error::Result;
+use crate::lifecycle::{Released, Signal};
 use crate::registry::options::BackendOption;
 use crate::registry::table::{
     Backend, BackendRegistry, SharedBackend, get_option_on, set_option_on,
@@ -79,4 +80,15 @@ pub fn set_option(name: &str, options: &[BackendOption]) -> Result<()> {
 /// `NotFound` for an unknown name; otherwise the backend's own error, unchanged.
 pub fn get_option(name: &str, options: &mut [BackendOption]) -> Result<()> {
     get_option_on(get_backend_class(name), name, options)
+}
+
+/// Sends `signal` to every registered backend (see `BackendInterface::notify`), in
+/// registration order, and sums what they released. Not in upstream.
+pub fn notify_backends(signal: Signal) -> Released {
+    let backends: Vec<SharedBackend> = with_registry(|table| table.backends());
+    let mut total = Released::default();
+    for backend in backends {
+        total.add(backend.notify(signal));
+    }
+    total
 }

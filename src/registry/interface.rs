@@ -8,6 +8,7 @@
 
 use crate::error::Result;
 use crate::evalue::EValue;
+use crate::lifecycle::{Released, Signal};
 use crate::registry::context::{BackendExecutionContext, BackendInitContext, BackendOptionContext};
 use crate::registry::options::BackendOption;
 use std::any::Any;
@@ -179,6 +180,16 @@ pub trait BackendInterface: MaybeSendSync {
 
     /// Releases everything behind `handle`. Called exactly once per successful `init`.
     fn destroy(&self, _handle: DelegateHandle) {}
+
+    /// A lifecycle signal from the host (not in upstream, whose backends have no such hook; it
+    /// mirrors the parameter provider's `notify`). `Suspend`: drop transient memory (activations,
+    /// staging) that the next `execute` re-creates; `Resume`: nothing needs to happen at once,
+    /// rebuilding is lazy; `LowMemory`: also drop what can be fetched again (parameters). The
+    /// next `execute` of every live handle must still succeed with the same results. Returns
+    /// what was released. The default holds nothing to release.
+    fn notify(&self, _signal: Signal) -> Released {
+        Released::default()
+    }
 }
 
 #[cfg(test)]

@@ -17,8 +17,8 @@ mod table;
 pub use context::{BackendExecutionContext, BackendInitContext, BackendOptionContext};
 pub use delegate::{DelegateEntry, LoadedDelegate, MethodDelegates};
 pub use global::{
-    get_backend_class, get_backend_name, get_num_registered_backends, get_option, register_backend,
-    registered_backend_names, set_option,
+    get_backend_class, get_backend_name, get_num_registered_backends, get_option, notify_backends,
+    register_backend, registered_backend_names, set_option,
 };
 pub use interface::{
     BackendInterface, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, MaybeSendSync,

@@ -133,6 +133,11 @@ impl BackendRegistry {
         get_option_on(self.get_backend_class(name), name, options)
     }
 
+    /// Every registered backend, in registration order.
+    pub fn backends(&self) -> Vec<SharedBackend> {
+        self.backends.iter().map(|e| e.backend.clone()).collect()
+    }
+
     fn find(&self, name: &str) -> Option<&Backend> {
         self.backends.iter().find(|entry| entry.name == name)
     }

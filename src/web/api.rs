@@ -2,6 +2,7 @@
 //! and [`Delegate`], one initialised program on one backend.
 
 use crate::error::{Error, ErrorCode};
+use crate::params::SharedProvider;
 use crate::registry::{
     self, Backend, BackendInitContext, FreeableBuffer, LoadedDelegate, MAX_REGISTERED_BACKENDS,
 };
@@ -9,6 +10,7 @@ use crate::web::convert::{
     compile_specs_from_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
 };
 use crate::web::errors::to_js_error;
+use crate::web::http_provider::HttpParameterProvider;
 use crate::web::js_backend::JsBackend;
 use js_sys::{Promise, Reflect, Uint8Array};
 use std::cell::RefCell;
@@ -148,6 +150,35 @@ impl Delegate {
         processed: Uint8Array,
         #[wasm_bindgen(unchecked_param_type = "DelegateInitOptions")] options: Option<JsValue>,
     ) -> JsResult<Delegate> {
+        Self::init_with(backend_name, processed, options, None).await
+    }
+
+    /// As [`init`](Delegate::init), with the program's parameters served by `parameters` (the
+    /// WebGPU backend streams them straight into its GPU buffers, and fetches them again after
+    /// a `lowMemory` signal or a device loss).
+    #[wasm_bindgen(js_name = initWithParameters, unchecked_return_type = "Promise<Delegate>")]
+    pub fn init_with_parameters(
+        #[wasm_bindgen(js_name = backendName)] backend_name: String,
+        processed: Uint8Array,
+        parameters: &HttpParameterProvider,
+        #[wasm_bindgen(unchecked_param_type = "DelegateInitOptions")] options: Option<JsValue>,
+    ) -> Promise {
+        let provider = parameters.shared_provider();
+        wasm_bindgen_futures::future_to_promise(async move {
+            Self::init_with(backend_name, processed, options, Some(provider))
+                .await
+                .map(JsValue::from)
+        })
+    }
+}
+
+impl Delegate {
+    async fn init_with(
+        backend_name: String,
+        processed: Uint8Array,
+        options: Option<JsValue>,
+        parameters: Option<SharedProvider>,
+    ) -> JsResult<Delegate> {
         let options = options.unwrap_or(JsValue::UNDEFINED);
         let compile_specs = match optional_property(&options, "compileSpecs") {
             Some(specs) => compile_specs_from_js(&specs).map_err(to_js_error)?,
@@ -163,6 +194,9 @@ impl Delegate {
         if let Some(specs) = optional_property(&options, "runtimeSpecs") {
             context = context.with_runtime_specs(options_from_js(&specs).map_err(to_js_error)?);
         }
+        if let Some(parameters) = parameters {
+            context = context.with_parameters(parameters);
+        }
         let delegate = LoadedDelegate::init(
             &backend_name,
             FreeableBuffer::new(processed.to_vec()),
@@ -176,7 +210,10 @@ impl Delegate {
             slot: Rc::new(RefCell::new(Slot::Ready(delegate))),
         })
     }
+}
 
+#[wasm_bindgen]
+impl Delegate {
     /// The backend that runs this delegate.
     #[wasm_bindgen(getter, js_name = backendName)]
     pub fn backend_name(&self) -> String {

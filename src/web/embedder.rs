@@ -191,6 +191,7 @@ impl Embedder {
         // The init context shares providers through `Arc`; on wasm there is one thread.
         #[allow(clippy::arc_with_non_send_sync)]
         let provider = Arc::new(provider);
+        crate::web::lifecycle::attach(&provider);
         provider
             .add_scope(
                 SCOPE,
@@ -357,7 +358,9 @@ impl Embedder {
         object.into()
     }
 
-    /// Forwards a page signal (`'suspend'`, `'resume'`, `'lowMemory'`) to the weights provider.
+    /// Sends a signal (`'suspend'`, `'resume'`, `'lowMemory'`) to this model's weights provider
+    /// only. The page's lifecycle already reaches every provider and backend by itself; use
+    /// `lifecycleNotify` to signal all of them (the backend's GPU memory included).
     pub fn notify(&self, signal: &str) -> JsResult<()> {
         let signal = match signal {
             "resume" => Signal::Resume,
@@ -402,8 +405,11 @@ async fn race_abort<T>(
     match select(work, JsFuture::from(aborted)).await {
         Either::Left((outcome, _)) => outcome,
         Either::Right(_) => {
-            let _ = provider.notify(Signal::Suspend);
-            let _ = provider.notify(Signal::Resume);
+            // Suspending aborts every request at once; resume unless the page had suspended it.
+            if !provider.is_suspended() {
+                provider.signal(Signal::Suspend);
+                provider.signal(Signal::Resume);
+            }
             Err(Error::invalid_state("load aborted"))
         }
     }

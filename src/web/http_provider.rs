@@ -142,6 +142,7 @@ impl HttpParameterProvider {
         // Shared through `Arc` (see `shared_provider`); on wasm there is one thread.
         #[allow(clippy::arc_with_non_send_sync)]
         let provider = Arc::new(provider);
+        crate::web::lifecycle::attach(&provider);
         Ok(Self {
             provider,
             gpu: Rc::new(RefCell::new(None)),

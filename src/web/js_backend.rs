@@ -2,14 +2,17 @@
 //! delegate loader treat it exactly like a Rust one.
 //!
 //! The object must have `isAvailable()`, `init(processed, compileSpecs, context)` and
-//! `execute(handle, args, context)`; `destroy(handle)`, `setOption(options)` and
-//! `getOption(options)` are optional (upstream's defaults apply when they are missing). `init`
+//! `execute(handle, args, context)`; `destroy(handle)`, `setOption(options)`,
+//! `getOption(options)` and `notify(signal)` (`'suspend'`, `'resume'`, `'lowMemory'`; may
+//! return `{gpuBytes?, hostBytes?}` released) are optional (upstream's defaults apply when they
+//! are missing). `init`
 //! and `execute` may return promises. `execute` either fills `args` in place or returns a new
 //! array of the same length; either way every value is validated before any reaches the caller,
 //! so a faulty backend cannot leave half-written outputs.
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
+use crate::lifecycle::{Released, Signal};
 use crate::registry::{
     BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
     BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture,
@@ -55,7 +58,7 @@ impl JsBackend {
                 )));
             }
         }
-        for optional in ["destroy", "setOption", "getOption"] {
+        for optional in ["destroy", "setOption", "getOption", "notify"] {
             backend.method(optional)?;
         }
         Ok(backend)
@@ -243,6 +246,34 @@ impl BackendInterface for JsBackend {
         };
         if let Err(error) = self.call("destroy", std::slice::from_ref(handle)) {
             console_warn(&format!("backend destroy() failed: {error}"));
+        }
+    }
+
+    fn notify(&self, signal: Signal) -> Released {
+        let name = match signal {
+            Signal::Suspend => "suspend",
+            Signal::Resume => "resume",
+            Signal::LowMemory => "lowMemory",
+        };
+        let returned = match self.call("notify", &[JsValue::from_str(name)]) {
+            Ok(returned) => returned,
+            Err(error) => {
+                console_warn(&format!("backend notify('{name}') failed: {error}"));
+                None
+            }
+        };
+        let bytes = |key: &str| {
+            returned
+                .as_ref()
+                .and_then(|r| js_sys::Reflect::get(r, &JsValue::from_str(key)).ok())
+                .and_then(|v| v.as_f64())
+                .filter(|v| v.is_finite() && *v >= 0.0)
+                .map_or(0, |v| v as u64)
+        };
+        Released {
+            gpu_bytes: bytes("gpuBytes"),
+            host_bytes: bytes("hostBytes"),
+            ..Released::default()
         }
     }
 }

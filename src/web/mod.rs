@@ -17,5 +17,7 @@ pub mod http_options;
 pub mod http_provider;
 mod http_types;
 pub mod js_backend;
+pub mod lifecycle;
+mod lifecycle_types;
 pub mod program_builder;
 pub mod types;

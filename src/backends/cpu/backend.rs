@@ -10,8 +10,8 @@
 //! - `destroy` drops the handle; [`CpuBackend::live_programs`] counts handles not yet dropped.
 //!
 //! Options: `get_option` answers `precision` (`"f32"`), `simd128` (whether the build vectorises
-//! with wasm SIMD) and `live_programs`; unknown keys are `NotFound`. `set_option` has no
-//! settable keys and reports any key as `NotFound`.
+//! with wasm SIMD) and `live_programs`; unknown keys are `InvalidArgument` (as in the WebGPU
+//! backend). `set_option` has no settable keys and refuses any key as `InvalidArgument`.
 
 use crate::backends::compile_specs::{
     CompileSpecs, PRECISION, Precision, check_runtime_specs, unsupported_precision,
@@ -167,7 +167,7 @@ impl BackendInterface for CpuBackend {
     ) -> Result<()> {
         match options.first() {
             None => Ok(()),
-            Some(option) => Err(Error::not_found(format!(
+            Some(option) => Err(Error::invalid_argument(format!(
                 "the CPU backend has no settable option {:?}",
                 option.key()
             ))),
@@ -187,7 +187,7 @@ impl BackendInterface for CpuBackend {
                     OptionValue::from(i64::try_from(self.live_programs()).unwrap_or(i64::MAX))
                 }
                 other => {
-                    return Err(Error::not_found(format!(
+                    return Err(Error::invalid_argument(format!(
                         "the CPU backend has no option {other:?} (it has \"precision\", \"simd128\", \"live_programs\")"
                     )));
                 }

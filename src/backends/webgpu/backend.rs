@@ -5,19 +5,27 @@
 //! plus [`BACKEND_KEYS`]: `available` (bool), `unavailable_reason` (string, empty when
 //! available), `power_preference` (string), `profiling` (bool), `live_buffers`,
 //! `live_buffer_bytes`, `arena_bytes` (activation arenas of live programs), `programs` and
-//! `pipelines` (ints). `set_option` keys: `power_preference` (`"none"`, `"low-power"`,
+//! `pipelines` (ints), `suspended` (bool) and `device_generation` (int: devices acquired so
+//! far, so a replaced device shows). `set_option` keys: `power_preference` (`"none"`, `"low-power"`,
 //! `"high-performance"`; used by the next device acquisition, see
 //! [`WebGpuBackend::reacquire`]) and `profiling` (bool). Any other key, or a value of the wrong
 //! type, is `InvalidArgument`; `set_option` checks every option before applying any.
+//!
+//! Lifecycle (`notify`): `Suspend` releases every program's activation arena and bound plans
+//! and keeps them released while suspended; `Resume` lets executions keep them again (rebuilt
+//! lazily); `LowMemory` also releases parameters, fetched again by the next execution. A lost
+//! device is replaced by the next `init` or `execute` that needs one.
 
 use crate::backends::webgpu::adapter::{ADAPTER_KEYS, AdapterReport, adapter_option};
 use crate::backends::webgpu::buffers::GpuAllocator;
 use crate::backends::webgpu::device::{GpuContext, share, unavailable};
 use crate::backends::webgpu::profiling::Profile;
 use crate::backends::webgpu::program::{LoadedProgram, ProgramStats};
+use crate::backends::webgpu::residency::Release;
 use crate::backends::webgpu::spec::{kernel_config, parse_specs};
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
+use crate::lifecycle::{Released, Signal};
 use crate::program;
 use crate::registry::{
     BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
@@ -27,7 +35,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Backend-wide `get_option` keys (besides [`ADAPTER_KEYS`]).
-pub const BACKEND_KEYS: [&str; 9] = [
+pub const BACKEND_KEYS: [&str; 11] = [
     "available",
     "unavailable_reason",
     "power_preference",
@@ -37,18 +45,23 @@ pub const BACKEND_KEYS: [&str; 9] = [
     "arena_bytes",
     "programs",
     "pipelines",
+    "suspended",
+    "device_generation",
 ];
 
 struct State {
     ctx: Option<Arc<GpuContext>>,
     failure: Option<String>,
     power: wgpu::PowerPreference,
+    /// Devices acquired so far.
+    generation: u64,
 }
 
 /// The WebGPU delegate backend (wgpu: WebGPU in the browser, Vulkan/Metal/DX12 natively).
 pub struct WebGpuBackend {
     state: Mutex<State>,
     profiling: AtomicBool,
+    suspended: AtomicBool,
 }
 
 impl std::fmt::Debug for WebGpuBackend {
@@ -105,11 +118,13 @@ impl WebGpuBackend {
         };
         Self {
             state: Mutex::new(State {
+                generation: u64::from(ctx.is_some()),
                 ctx,
                 failure,
                 power,
             }),
             profiling: AtomicBool::new(false),
+            suspended: AtomicBool::new(false),
         }
     }
 
@@ -122,8 +137,10 @@ impl WebGpuBackend {
                 ctx: None,
                 failure: Some("the WebGPU device is still being acquired".to_owned()),
                 power: wgpu::PowerPreference::None,
+                generation: 0,
             }),
             profiling: AtomicBool::new(false),
+            suspended: AtomicBool::new(false),
         }
     }
 
@@ -158,8 +175,11 @@ impl WebGpuBackend {
         let mut state = self.state();
         match acquired {
             Ok(ctx) => {
+                ctx.residents
+                    .set_suspended(self.suspended.load(Ordering::Relaxed));
                 state.ctx = Some(share(ctx));
                 state.failure = None;
+                state.generation += 1;
                 Ok(())
             }
             Err(reason) => {
@@ -221,8 +241,15 @@ impl WebGpuBackend {
             .is_some_and(|c| c.features.contains(wgpu::Features::SHADER_F16))
     }
 
-    /// The device for a new program: the current one, or a new one when it was lost.
-    async fn device_for_init(&self) -> Result<Arc<GpuContext>> {
+    /// Destroys the current device, as a driver reset would lose it: every program on it moves
+    /// to a new device on its next execution. For testing recovery. Returns whether there was
+    /// a device.
+    pub fn destroy_device(&self) -> bool {
+        self.context().map(|c| c.destroy_device()).is_some()
+    }
+
+    /// The device for a program: the current one, or a new one when it was lost.
+    pub(crate) async fn current_device(&self) -> Result<Arc<GpuContext>> {
         let current = self.context();
         match current {
             Some(ctx) if ctx.lost().is_none() => Ok(ctx),
@@ -262,6 +289,8 @@ impl WebGpuBackend {
             "arena_bytes" => with_ctx(&|c| int(c.arena_bytes.load(Ordering::Relaxed))),
             "programs" => with_ctx(&|c| int(c.programs.load(Ordering::Relaxed) as u64)),
             "pipelines" => with_ctx(&|c| int(c.pipelines.len() as u64)),
+            "suspended" => Ok(OptionValue::Bool(self.suspended.load(Ordering::Relaxed))),
+            "device_generation" => Ok(int(self.state().generation)),
             _ if ADAPTER_KEYS.contains(&key) => {
                 let ctx = ctx.ok_or_else(|| unavailable(&format!("cannot report {key}")))?;
                 adapter_option(key, &ctx.adapter, &ctx.limits, ctx.features)
@@ -286,7 +315,7 @@ impl BackendInterface for WebGpuBackend {
         compile_specs: &'a [CompileSpec],
     ) -> LocalBoxFuture<'a, Result<DelegateHandle>> {
         Box::pin(async move {
-            let ctx = self.device_for_init().await?;
+            let ctx = self.current_device().await?;
             let mut processed = processed;
             let program = program::load(processed.data())?;
             processed.free();
@@ -311,7 +340,7 @@ impl BackendInterface for WebGpuBackend {
                 )
             })?;
             program
-                .execute(args, self.profiling.load(Ordering::Relaxed))
+                .execute(self, args, self.profiling.load(Ordering::Relaxed))
                 .await
         })
     }
@@ -369,5 +398,29 @@ impl BackendInterface for WebGpuBackend {
 
     fn destroy(&self, handle: DelegateHandle) {
         drop(handle);
+    }
+
+    fn notify(&self, signal: Signal) -> Released {
+        match signal {
+            Signal::Suspend => self.suspended.store(true, Ordering::Relaxed),
+            Signal::Resume => self.suspended.store(false, Ordering::Relaxed),
+            Signal::LowMemory => {}
+        }
+        let Some(ctx) = self.context() else {
+            return Released::default();
+        };
+        let before = ctx.live.bytes();
+        match signal {
+            Signal::Suspend => {
+                ctx.residents.set_suspended(true);
+                ctx.residents.release_all(Release::Transients, &ctx);
+            }
+            Signal::Resume => ctx.residents.set_suspended(false),
+            Signal::LowMemory => ctx.residents.release_all(Release::Everything, &ctx),
+        }
+        Released {
+            gpu_bytes: before.saturating_sub(ctx.live.bytes()),
+            ..Released::default()
+        }
     }
 }

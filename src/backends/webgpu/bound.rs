@@ -10,6 +10,7 @@ use crate::backends::webgpu::pipelines::Pipeline;
 use crate::backends::webgpu::plan::{self, PlanLimits, ShapePlan, Storage};
 use crate::backends::webgpu::profiling::Timer;
 use crate::backends::webgpu::program::{LoadedProgram, MAX_CACHED_PLANS};
+use crate::backends::webgpu::residency::Resident;
 use crate::error::{Error, ErrorCode, Result};
 use crate::program::BoundShapes;
 use std::num::NonZeroU64;
@@ -54,39 +55,36 @@ impl LoadedProgram {
 
     /// The bound plan for `bound`, from the cache or newly planned and bound; moved to the end
     /// of the cache (most recently used).
-    pub(crate) fn plan_for(&mut self, bound: BoundShapes) -> Result<&mut BoundPlan> {
+    pub(crate) fn plan_for<'r>(
+        &self,
+        resident: &'r mut Resident,
+        bound: BoundShapes,
+    ) -> Result<&'r mut BoundPlan> {
         let key = bound.symbols.clone();
-        let cached = self.plans.iter().position(|(k, _)| *k == key);
+        let cached = resident.plans.iter().position(|(k, _)| *k == key);
         let shape_plan = match cached {
             Some(index) => {
-                let (key, entry) = self.plans.remove(index);
-                if entry.generation == self.arena_generation {
-                    self.plans.push((key, entry));
-                    return self.most_recent();
+                let (key, entry) = resident.plans.remove(index);
+                if entry.generation == resident.arena_generation {
+                    resident.plans.push((key, entry));
+                    return most_recent(resident);
                 }
                 entry.plan
             }
             None => plan::plan(&self.program, bound.shapes, self.config, self.limits())?,
         };
-        self.ensure_arena(shape_plan.arena_bytes)?;
-        let entry = self.bind(shape_plan)?;
-        if self.plans.len() >= MAX_CACHED_PLANS {
-            self.plans.remove(0);
+        self.ensure_arena(resident, shape_plan.arena_bytes)?;
+        let entry = self.bind(resident, shape_plan)?;
+        if resident.plans.len() >= MAX_CACHED_PLANS {
+            resident.plans.remove(0);
         }
-        self.plans.push((key, entry));
-        self.most_recent()
-    }
-
-    pub(crate) fn most_recent(&mut self) -> Result<&mut BoundPlan> {
-        self.plans
-            .last_mut()
-            .map(|(_, p)| p)
-            .ok_or_else(|| Error::internal("plan cache is empty"))
+        resident.plans.push((key, entry));
+        most_recent(resident)
     }
 
     /// The buffer, offset and binding size of `binding`.
     fn resolve<'a>(
-        &'a self,
+        resident: &'a Resident,
         plan: &ShapePlan,
         binding: Binding,
         status: Option<&'a GpuBuffer>,
@@ -100,16 +98,18 @@ impl LoadedProgram {
                 let placement = plan.placement(id)?;
                 match placement.storage {
                     Storage::Arena(offset) => (
-                        self.arena
+                        resident
+                            .arena
                             .as_ref()
                             .ok_or_else(|| Error::internal("plan uses an arena that is missing"))?,
                         offset,
                         placement.bytes,
                     ),
                     Storage::Param(slot) => {
-                        let param = self
+                        let param = resident
                             .params
-                            .get(slot)
+                            .as_deref()
+                            .and_then(|params| params.get(slot))
                             .ok_or_else(|| Error::internal(format!("no parameter slot {slot}")))?;
                         (param.gpu()?, param.offset, param.bytes)
                     }
@@ -127,7 +127,7 @@ impl LoadedProgram {
     }
 
     /// Creates the GPU resources of `plan` against the current arena.
-    fn bind(&self, plan: ShapePlan) -> Result<BoundPlan> {
+    fn bind(&self, resident: &Resident, plan: ShapePlan) -> Result<BoundPlan> {
         let ctx = &self.ctx;
         let align = ctx.uniform_alignment();
         let mut uniform_bytes: Vec<u8> = Vec::new();
@@ -190,7 +190,8 @@ impl LoadedProgram {
                     }),
                 }];
                 for (index, &binding) in dispatch.bindings.iter().enumerate() {
-                    let (buffer, offset, size) = self.resolve(&plan, binding, status.as_ref())?;
+                    let (buffer, offset, size) =
+                        Self::resolve(resident, &plan, binding, status.as_ref())?;
                     entries.push(wgpu::BindGroupEntry {
                         binding: index as u32 + 1,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -233,7 +234,7 @@ impl LoadedProgram {
         .map_err(|s| allocation_error(&s))?;
         Ok(BoundPlan {
             plan,
-            generation: self.arena_generation,
+            generation: resident.arena_generation,
             ops,
             _uniforms: uniforms,
             status,
@@ -244,4 +245,13 @@ impl LoadedProgram {
             timer: None,
         })
     }
+}
+
+/// The most recently used plan.
+pub(crate) fn most_recent(resident: &mut Resident) -> Result<&mut BoundPlan> {
+    resident
+        .plans
+        .last_mut()
+        .map(|(_, p)| p)
+        .ok_or_else(|| Error::internal("plan cache is empty"))
 }

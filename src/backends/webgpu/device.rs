@@ -13,6 +13,7 @@ use crate::backends::webgpu::adapter::AdapterReport;
 use crate::backends::webgpu::buffers::LiveBuffers;
 use crate::backends::webgpu::pipelines::PipelineCache;
 use crate::backends::webgpu::readback::{oneshot, wait_idle};
+use crate::backends::webgpu::residency::Residents;
 use crate::error::{Error, ErrorCode, Result};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -68,6 +69,8 @@ pub(crate) struct GpuContext {
     pub arena_bytes: AtomicU64,
     /// Live programs (successful `init`s not yet destroyed).
     pub programs: AtomicUsize,
+    /// The GPU state of every live program, for lifecycle signals.
+    pub(crate) residents: Residents,
     events: DeviceEvents,
 }
 
@@ -134,6 +137,7 @@ impl GpuContext {
             pipelines: PipelineCache::default(),
             arena_bytes: AtomicU64::new(0),
             programs: AtomicUsize::new(0),
+            residents: Residents::default(),
             events,
         })
     }
@@ -206,10 +210,15 @@ impl GpuContext {
         self.programs.fetch_add(1, Ordering::Relaxed);
     }
 
-    /// Uncounts a program (and its arena).
-    pub(crate) fn program_ended(&self, arena: u64) {
+    /// Uncounts a program (its arena is uncounted when released).
+    pub(crate) fn program_ended(&self) {
         self.programs.fetch_sub(1, Ordering::Relaxed);
-        self.arena_bytes.fetch_sub(arena, Ordering::Relaxed);
+    }
+
+    /// Destroys the device (as a driver reset would lose it): every buffer on it becomes
+    /// unusable and the device-lost callback fires. For testing recovery.
+    pub(crate) fn destroy_device(&self) {
+        self.device.destroy();
     }
 }
 

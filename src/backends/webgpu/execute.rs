@@ -2,14 +2,21 @@
 //! shapes, upload the inputs, encode every op into one command buffer (one compute pass, or one
 //! pass per op when profiling with timestamps), copy only the outputs (and the status word) to
 //! a mappable buffer, submit once, map, and write the output tensors into `args`.
+//!
+//! The GPU state is checked out of the program's residency slot for the run (parameters fetched
+//! again and the arena re-created when a lifecycle signal released them) and checked back in
+//! after. A device lost before or during the run moves the program to a new device and runs it
+//! once more; a second loss, or no device to move to, is `InvalidState`.
 
 use crate::backends::arguments::{bind_arguments, store_output};
-use crate::backends::webgpu::bound::BoundDispatch;
+use crate::backends::webgpu::backend::WebGpuBackend;
+use crate::backends::webgpu::bound::{BoundDispatch, most_recent};
 use crate::backends::webgpu::io::{first_bad_id, from_gpu_bytes, to_gpu_bytes};
 use crate::backends::webgpu::plan::{ShapePlan, Storage};
 use crate::backends::webgpu::profiling::{OpTiming, Profile, Timer};
 use crate::backends::webgpu::program::LoadedProgram;
 use crate::backends::webgpu::readback::read_mapped;
+use crate::backends::webgpu::residency::Resident;
 use crate::error::{Error, Result};
 use crate::evalue::EValue;
 use crate::program::{BoundShapes, Op, TensorId};
@@ -42,15 +49,53 @@ impl LoadedProgram {
         Ok(())
     }
 
-    /// Runs the program on `args`, writing its outputs after its inputs.
+    /// Runs the program on `args`, writing its outputs after its inputs; recovers from a lost
+    /// device through `backend` (see the module docs).
     ///
     /// # Errors
     /// `InvalidArgument` for bad arguments or gather ids out of range; `InvalidState` when the
-    /// device was lost; `OutOfResources` when the bound shapes exceed the device; `Internal`
-    /// for device errors.
-    pub(crate) async fn execute(&mut self, args: &mut [EValue], profiling: bool) -> Result<()> {
+    /// device was lost and the program could not move to a new one; `OutOfResources` when the
+    /// bound shapes exceed the device; parameter errors when released parameters cannot be
+    /// fetched again; `Internal` for device errors.
+    pub(crate) async fn execute(
+        &mut self,
+        backend: &WebGpuBackend,
+        args: &mut [EValue],
+        profiling: bool,
+    ) -> Result<()> {
+        let mut recovered = false;
+        loop {
+            if self.ctx.lost().is_some() {
+                if recovered {
+                    return Err(Error::invalid_state(format!(
+                        "the WebGPU device was lost again right after recovery ({})",
+                        self.ctx.lost().unwrap_or_default()
+                    )));
+                }
+                let device = backend.current_device().await;
+                self.recover(device).await?;
+                recovered = true;
+            }
+            let mut resident = self.slot.checkout();
+            let result = self.run(&mut resident, args, profiling).await;
+            self.slot.checkin(resident, &self.ctx);
+            match result {
+                Err(_) if !recovered && self.ctx.lost().is_some() => continue,
+                other => return other,
+            }
+        }
+    }
+
+    /// One run on the current device.
+    async fn run(
+        &mut self,
+        resident: &mut Resident,
+        args: &mut [EValue],
+        profiling: bool,
+    ) -> Result<()> {
         let ctx = self.ctx.clone();
         ctx.check_events("before executing")?;
+        self.ensure_params(resident).await?;
         let shapes = bind_arguments(&self.program, args)?;
         self.check_input_ids(args, &shapes)?;
         let n_in = self.program.inputs.len();
@@ -63,10 +108,12 @@ impl LoadedProgram {
             .collect();
         let timing = profiling && ctx.has_timestamps();
         let scope = ctx.device.push_error_scope(wgpu::ErrorFilter::Validation);
-        self.plan_for(shapes)?;
-        let arena_buffer = self.arena.as_ref().map(|a| a.raw().clone());
-        let params: Vec<(wgpu::Buffer, u64)> = self
+        self.plan_for(resident, shapes)?;
+        let arena_buffer = resident.arena.as_ref().map(|a| a.raw().clone());
+        let params: Vec<(wgpu::Buffer, u64)> = resident
             .params
+            .as_deref()
+            .unwrap_or_default()
             .iter()
             .map(|p| p.gpu().map(|g| (g.raw().clone(), p.offset)))
             .collect::<Result<_>>()?;
@@ -75,7 +122,7 @@ impl LoadedProgram {
             .iter()
             .map(|&id| self.program.tensors.get(id as usize).map(|t| t.dtype))
             .collect();
-        let bound = self.most_recent()?;
+        let bound = most_recent(resident)?;
         for (id, bytes) in &inputs {
             if bytes.is_empty() {
                 continue;
@@ -208,7 +255,7 @@ impl LoadedProgram {
         if profiling {
             self.last_profile = Some(match profile {
                 Some(profile) => profile,
-                None => untimed_profile(&self.most_recent()?.plan),
+                None => untimed_profile(&most_recent(resident)?.plan),
             });
         }
         Ok(())

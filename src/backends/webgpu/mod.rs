@@ -16,12 +16,16 @@
 //!   command buffer, and reads back only the outputs. Gather ids are never read out of bounds.
 //! - `destroy` frees every GPU buffer of the program ([`WebGpuBackend::live_buffers`] counts).
 //! - With the `profiling` option on, per-op GPU times from timestamp queries ([`Profile`]).
+//! - Lifecycle: `notify(Suspend)` frees activations and plans, `LowMemory` also parameters
+//!   (fetched again by the next execution); a lost device is replaced and its programs moved
+//!   to the new one on their next execution, with the same results (`residency`).
 //!
 //! Layout: `device` and `adapter` (acquisition, identity, limits), `buffers` (counted GPU
 //! buffers, the parameter allocator), `readback`, `pipelines`, `kernels` (WGSL and per-family
 //! dispatch planning), `arena`, `plan` and `dispatch` (memory and dispatch planning, GPU-free), `bound` (a plan's
 //! GPU resources), `params`
-//! (parameter resolution), `program` (the handle's state), `execute`, `io`, `profiling`,
+//! (parameter resolution), `residency` (what signals release), `program` (the handle's
+//! state), `execute`, `io`, `profiling`,
 //! `spec`, `backend`.
 
 mod adapter;
@@ -40,6 +44,7 @@ mod plan;
 mod profiling;
 mod program;
 mod readback;
+mod residency;
 pub mod spec;
 #[cfg(all(test, native))]
 mod tests;

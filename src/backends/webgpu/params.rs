@@ -14,9 +14,8 @@ use crate::backends::parameters::{self, status_error};
 use crate::backends::webgpu::buffers::{GpuAllocator, GpuBuffer};
 use crate::backends::webgpu::device::{GpuContext, share};
 use crate::error::{Error, ErrorCode, Result};
-use crate::params::{LoadedSpan, SharedBuffer, SpanRequest};
+use crate::params::{LoadedSpan, SharedBuffer, SharedProvider, SpanRequest};
 use crate::program::{DType, Program};
-use crate::registry::BackendInitContext;
 use std::sync::Arc;
 
 /// A parameter's bytes on the GPU: a buffer of this device and the offset it starts at.
@@ -44,19 +43,21 @@ impl ParamStorage {
     }
 }
 
-/// Loads every parameter of `program`, in `program.params` order.
+/// Loads every parameter of `program` from `provider` (the init context's, checked by
+/// `parameters::provider`), in `program.params` order; at init, and again after a `LowMemory`
+/// release or a device loss.
 ///
 /// # Errors
-/// As `backends::parameters` (shared by every backend): `NotFound` without a provider, for an
-/// unserved scope or a missing key; `InvalidExternalData` when the provider's length, dtype or
+/// As `backends::parameters` (shared by every backend): `NotFound` for an unserved scope or a
+/// missing key; `InvalidExternalData` when the provider's length, dtype or
 /// shape disagrees with the declaration; provider failures by `status_error`. `OutOfResources`
 /// for parameters the device cannot bind.
 pub(crate) async fn resolve_params(
     ctx: &Arc<GpuContext>,
     program: &Program,
-    context: &BackendInitContext,
+    provider: Option<&SharedProvider>,
 ) -> Result<Vec<ParamStorage>> {
-    let Some(provider) = parameters::provider(context, program)? else {
+    let Some(provider) = provider else {
         return Ok(Vec::new());
     };
     let mut lengths = Vec::with_capacity(program.params.len());

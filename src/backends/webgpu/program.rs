@@ -6,17 +6,24 @@
 //! device-limit checks for every fixed-shape tensor, compiling every kernel the program can
 //! dispatch, and loading parameters. A program without symbols is also planned and bound at
 //! init, so its arena size is known (and reported) before the first execution.
+//!
+//! What depends on the GPU (parameters, arena, bound plans) lives in a
+//! [`ResidencySlot`](crate::backends::webgpu::residency::ResidencySlot), which lifecycle signals
+//! can release; execution re-creates what is missing. When the device is lost, the program moves
+//! to a new one ([`LoadedProgram::recover`]): kernels compiled again, parameters fetched again.
 
-use crate::backends::webgpu::bound::BoundPlan;
+use crate::backends::parameters;
 use crate::backends::webgpu::buffers::GpuBuffer;
 use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::dispatch;
 use crate::backends::webgpu::kernels::KernelConfig;
 use crate::backends::webgpu::kernels::source::{invocations, workgroup_storage_bytes};
-use crate::backends::webgpu::params::{ParamStorage, resolve_params};
+use crate::backends::webgpu::params::resolve_params;
 use crate::backends::webgpu::plan::{self, gpu_bytes};
 use crate::backends::webgpu::profiling::Profile;
+use crate::backends::webgpu::residency::{Release, ResidencySlot, Resident};
 use crate::error::{Error, ErrorCode, Result};
+use crate::params::SharedProvider;
 use crate::program::{Dim, Program, bind_shapes};
 use crate::registry::BackendInitContext;
 use std::sync::Arc;
@@ -45,6 +52,14 @@ pub struct ProgramStats {
     pub cached_plans: usize,
     /// Compute dispatches of the most recently used plan.
     pub dispatches: usize,
+    /// Whether the parameters are on the GPU now (false after a `LowMemory` release, until the
+    /// next execution fetches them again).
+    pub params_resident: bool,
+    /// Times the parameters were loaded (1 after init; +1 per reload after a release or a
+    /// device loss).
+    pub param_loads: u64,
+    /// Times the program moved to a new device after losing one.
+    pub device_recoveries: u64,
 }
 
 /// The state behind a WebGPU delegate handle.
@@ -52,12 +67,12 @@ pub struct LoadedProgram {
     pub(crate) ctx: Arc<GpuContext>,
     pub(crate) program: Program,
     pub(crate) config: KernelConfig,
-    pub(crate) params: Vec<ParamStorage>,
-    pub(crate) arena: Option<GpuBuffer>,
-    pub(crate) arena_generation: u64,
-    /// Most recently used last.
-    pub(crate) plans: Vec<(Vec<usize>, BoundPlan)>,
+    /// The provider the parameters came from (and come from again after a release).
+    pub(crate) provider: Option<SharedProvider>,
+    pub(crate) slot: Arc<ResidencySlot>,
     pub(crate) last_profile: Option<Profile>,
+    pub(crate) param_loads: u64,
+    pub(crate) device_recoveries: u64,
     kernels: usize,
 }
 
@@ -148,17 +163,22 @@ impl LoadedProgram {
         check_limits(&ctx, &program, config)?;
         let keys = dispatch::kernel_keys(&program, config);
         ctx.pipelines.compile(&ctx.device, &keys).await?;
-        let params = resolve_params(&ctx, &program, context).await?;
+        let provider = parameters::provider(context, &program)?.cloned();
+        let params = resolve_params(&ctx, &program, provider.as_ref()).await?;
         ctx.program_started();
-        let mut loaded = Self {
+        let mut resident = Resident {
+            params: Some(params),
+            ..Resident::default()
+        };
+        let loaded = Self {
             ctx: ctx.clone(),
             program,
             config,
-            params,
-            arena: None,
-            arena_generation: 0,
-            plans: Vec::new(),
+            provider,
+            slot: ResidencySlot::new(Resident::default()),
             last_profile: None,
+            param_loads: 1,
+            device_recoveries: 0,
             kernels: keys.len(),
         };
         if loaded.program.symbols.is_empty() {
@@ -166,10 +186,56 @@ impl LoadedProgram {
             let views: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
             let bound = bind_shapes(&loaded.program, &views)
                 .map_err(|e| Error::new(ErrorCode::InvalidProgram, e.message().to_owned()))?;
-            loaded.plan_for(bound)?;
+            loaded.plan_for(&mut resident, bound)?;
         }
+        loaded.slot.checkin(resident, &ctx);
+        ctx.residents.register(&loaded.slot, &ctx);
         ctx.check_events("while initialising the program")?;
         Ok(loaded)
+    }
+
+    /// Moves the program to a working device after its own was lost: a device from `acquire`
+    /// (the backend's current one, or a new one), every kernel compiled there, and everything
+    /// that lived on the old device released; parameters are fetched again by the next
+    /// execution.
+    ///
+    /// # Errors
+    /// `InvalidState` naming the loss when no device can be had; `NotSupported` /
+    /// `OutOfResources` when the new device cannot run the program; compile errors.
+    pub(crate) async fn recover(&mut self, new: Result<Arc<GpuContext>>) -> Result<()> {
+        let reason = self
+            .ctx
+            .lost()
+            .unwrap_or_else(|| "unknown reason".to_owned());
+        let ctx = new.map_err(|e| {
+            Error::invalid_state(format!(
+                "the WebGPU device was lost ({reason}) and no new one could be had: {}",
+                e.message()
+            ))
+        })?;
+        check_limits(&ctx, &self.program, self.config)?;
+        let keys = dispatch::kernel_keys(&self.program, self.config);
+        ctx.pipelines.compile(&ctx.device, &keys).await?;
+        self.slot.release(Release::Everything, &self.ctx);
+        self.ctx.program_ended();
+        ctx.program_started();
+        ctx.residents.register(&self.slot, &ctx);
+        self.ctx = ctx;
+        self.device_recoveries += 1;
+        Ok(())
+    }
+
+    /// Makes sure the parameters are on the GPU, fetching them again when they were released.
+    ///
+    /// # Errors
+    /// As [`resolve_params`].
+    pub(crate) async fn ensure_params(&mut self, resident: &mut Resident) -> Result<()> {
+        if resident.params.is_none() {
+            let params = resolve_params(&self.ctx, &self.program, self.provider.as_ref()).await?;
+            resident.params = Some(params);
+            self.param_loads += 1;
+        }
+        Ok(())
     }
 
     /// Declared input shapes of a program without symbols.
@@ -196,8 +262,8 @@ impl LoadedProgram {
     }
 
     /// Grows the arena to at least `bytes`; bound plans of an older arena are rebound on use.
-    pub(crate) fn ensure_arena(&mut self, bytes: u64) -> Result<()> {
-        let current = self.arena.as_ref().map_or(0, GpuBuffer::allocated);
+    pub(crate) fn ensure_arena(&self, resident: &mut Resident, bytes: u64) -> Result<()> {
+        let current = resident.arena.as_ref().map_or(0, GpuBuffer::allocated);
         if bytes == 0 || bytes <= current {
             return Ok(());
         }
@@ -214,24 +280,37 @@ impl LoadedProgram {
             .arena_bytes
             .fetch_add(arena.allocated(), Ordering::Relaxed);
         self.ctx.arena_bytes.fetch_sub(current, Ordering::Relaxed);
-        self.arena = Some(arena);
-        self.arena_generation += 1;
+        resident.arena = Some(arena);
+        resident.arena_generation += 1;
         Ok(())
     }
 
     /// Sizes and counts of this program.
     pub fn stats(&self) -> ProgramStats {
-        let recent = self.plans.last().map(|(_, p)| &p.plan);
-        ProgramStats {
-            arena_bytes: self.arena.as_ref().map_or(0, GpuBuffer::allocated),
-            arena_bytes_without_reuse: recent.map_or(0, |p| p.activation_bytes),
-            params: self.params.len(),
-            param_bytes: self.params.iter().map(|p| p.bytes).sum(),
-            params_in_place: self.params.iter().filter(|p| p.in_place).count(),
+        let base = ProgramStats {
             kernels: self.kernels,
-            cached_plans: self.plans.len(),
-            dispatches: recent.map_or(0, |p| p.ops.iter().map(|o| o.dispatches.len()).sum()),
-        }
+            param_loads: self.param_loads,
+            device_recoveries: self.device_recoveries,
+            ..ProgramStats::default()
+        };
+        self.slot
+            .inspect(|resident| {
+                let recent = resident.plans.last().map(|(_, p)| &p.plan);
+                let params = resident.params.as_deref().unwrap_or_default();
+                ProgramStats {
+                    arena_bytes: resident.arena.as_ref().map_or(0, GpuBuffer::allocated),
+                    arena_bytes_without_reuse: recent.map_or(0, |p| p.activation_bytes),
+                    params: params.len(),
+                    param_bytes: params.iter().map(|p| p.bytes).sum(),
+                    params_in_place: params.iter().filter(|p| p.in_place).count(),
+                    cached_plans: resident.plans.len(),
+                    dispatches: recent
+                        .map_or(0, |p| p.ops.iter().map(|o| o.dispatches.len()).sum()),
+                    params_resident: resident.params.is_some(),
+                    ..base.clone()
+                }
+            })
+            .unwrap_or(base)
     }
 
     /// The profile of the last execution that ran with profiling on.
@@ -242,7 +321,7 @@ impl LoadedProgram {
 
 impl Drop for LoadedProgram {
     fn drop(&mut self) {
-        let arena = self.arena.as_ref().map_or(0, GpuBuffer::allocated);
-        self.ctx.program_ended(arena);
+        self.slot.release(Release::Everything, &self.ctx);
+        self.ctx.program_ended();
     }
 }

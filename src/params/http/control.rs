@@ -133,6 +133,16 @@ impl AbortHandle {
 #[derive(Clone, Default)]
 pub struct SuspendGate {
     closed: Flag,
+    in_flight: Arc<std::sync::atomic::AtomicUsize>,
+}
+
+/// Counts one request in flight (see [`SuspendGate::request`]) until dropped.
+pub struct InFlight(Arc<std::sync::atomic::AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for SuspendGate {
@@ -167,5 +177,17 @@ impl SuspendGate {
     /// Resolves once the gate is closed.
     pub fn closed(&self) -> impl Future<Output = ()> + 'static {
         self.closed.wait(true)
+    }
+
+    /// Counts a request as in flight while the returned guard lives.
+    pub fn request(&self) -> InFlight {
+        self.in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        InFlight(self.in_flight.clone())
+    }
+
+    /// Requests in flight (sent, body not finished or dropped).
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.load(std::sync::atomic::Ordering::Relaxed)
     }
 }

@@ -6,6 +6,7 @@
 //! "file changed mid-load") instead of mixing bytes of two versions. Scopes are read-only.
 
 use crate::error::{Status, StatusCode};
+use crate::lifecycle::Released;
 use crate::params::http::control::{AbortHandle, SuspendGate};
 use crate::params::http::destination::Destination;
 use crate::params::http::file::HttpFile;
@@ -72,6 +73,58 @@ impl HttpProvider {
     /// The settings in use.
     pub fn options(&self) -> &HttpProviderOptions {
         &self.options
+    }
+
+    /// Sends `signal` (what `notify` does) and reports what it released.
+    ///
+    /// - `Suspend`: the gate closes (no new request goes out, every request in flight is
+    ///   aborted where it stands, keeping each byte already committed), and the staging pool is
+    ///   dropped, buffers in use included as they come back. Reports the requests aborted and
+    ///   the staging bytes dropped. A second `Suspend` finds nothing more to release.
+    /// - `Resume`: the pool retains buffers again and the gate opens: every interrupted request
+    ///   continues from its first byte not committed. Without a `Suspend` first, a no-op.
+    /// - `LowMemory`: drops the idle staging buffers. The HTTP provider holds no other
+    ///   re-creatable memory: the persistent cache lives in the browser's Cache API storage.
+    pub fn signal(&self, signal: Signal) -> Released {
+        let staging = (self.pool.idle_bytes() + self.pool.in_use_bytes()) as u64;
+        match signal {
+            Signal::Suspend => {
+                if self.gate.is_suspended() {
+                    return Released::default();
+                }
+                let aborted = self.gate.in_flight() as u64;
+                self.gate.suspend();
+                self.pool.set_retaining(false);
+                Released {
+                    host_bytes: staging,
+                    requests_aborted: aborted,
+                    ..Released::default()
+                }
+            }
+            Signal::Resume => {
+                self.pool.set_retaining(true);
+                self.gate.resume();
+                Released::default()
+            }
+            Signal::LowMemory => {
+                let idle = self.pool.idle_bytes() as u64;
+                self.pool.release();
+                Released {
+                    host_bytes: idle,
+                    ..Released::default()
+                }
+            }
+        }
+    }
+
+    /// Whether the provider is suspended.
+    pub fn is_suspended(&self) -> bool {
+        self.gate.is_suspended()
+    }
+
+    /// Requests in flight now.
+    pub fn requests_in_flight(&self) -> usize {
+        self.gate.in_flight()
     }
 
     /// The host staging pool (its counters bound the host memory a load holds).
@@ -332,17 +385,7 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl ParameterProvider for HttpProvider {
     fn notify(&self, signal: Signal) -> StatusResult<()> {
-        match signal {
-            Signal::Suspend => {
-                self.gate.suspend();
-                self.pool.set_retaining(false);
-            }
-            Signal::Resume => {
-                self.pool.set_retaining(true);
-                self.gate.resume();
-            }
-            Signal::LowMemory => self.pool.release(),
-        }
+        self.signal(signal);
         Ok(())
     }
 

@@ -123,6 +123,7 @@ async fn attempt(
         if_range: env.validators.if_range(),
     };
     env.tracker.request_sent();
+    let _in_flight = env.gate.request();
     let mut body = env.transport.get(request, &targets.pool).await?;
     let layout = check_data_response(body.head(), from, end, env.validators, env.url)?;
     let mut skip = match layout {

@@ -14,6 +14,7 @@ mod lifecycle;
 mod matmul;
 mod planning;
 mod rows;
+mod signals;
 
 use crate::backends::webgpu::WebGpuBackend;
 use crate::error::Result;
