@@ -55,7 +55,11 @@ const MODEL_URL = '/.cache/models/all-MiniLM-L6-v2/';
 const ORT_DIST = '/node_modules/onnxruntime-web/dist/';
 const PAGE = '/bench/pages/side-by-side.html';
 const LOAD_ROUNDS = 3;
-const MAX_RUNS = Math.max(1, Number(process.env.BENCH_SIDE_BY_SIDE_MAX_RUNS ?? 20));
+const MAX_RUNS = (() => {
+  const n = Number(process.env.BENCH_SIDE_BY_SIDE_MAX_RUNS ?? 20);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_SIDE_BY_SIDE_MAX_RUNS must be a positive integer, got ${process.env.BENCH_SIDE_BY_SIDE_MAX_RUNS}`);
+  return n;
+})();
 const MIN_RUNS = Math.min(3, MAX_RUNS);
 /** Seconds of timed rounds per pair and batch size, after which rounds stop (>= MIN_RUNS). */
 const BUDGET_S = { 1: 330, 8: 200 };
@@ -114,7 +118,10 @@ async function loadOnce(ctx, name, keep) {
   return { ...result, heap, served: log, page: keep ? p : null };
 }
 
-/** The inference series of one pair at `rows` rows: {name: {cold, ms[], batchMs[], out}}. */
+/**
+ * The inference series of one pair at `rows` rows: {name: {cold, ms[], batchMs[], rows}}; `cold`
+ * is the first run at this batch size (its embeddings are `rows`), `ms` the timed warm runs.
+ */
 async function series(ctx, pages, pair, rows, inputs) {
   const out = {};
   for (const name of pair) {
