@@ -95,6 +95,7 @@ impl LoadedProgram {
     ) -> Result<()> {
         let ctx = self.ctx.clone();
         ctx.check_events("before executing")?;
+        self.ensure_compiled().await?;
         self.ensure_params(resident).await?;
         let shapes = bind_arguments(&self.program, args)?;
         self.check_input_ids(args, &shapes)?;

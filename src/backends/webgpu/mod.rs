@@ -41,6 +41,8 @@ pub(crate) mod kernels;
 mod params;
 mod pipelines;
 mod plan;
+#[cfg(web)]
+mod precompile;
 mod profiling;
 mod program;
 mod readback;

@@ -1,6 +1,7 @@
 //! Compiled compute pipelines, cached per device by [`KernelKey`] (kernel + specialisation), so
-//! each is compiled once however many programs use it. `init` compiles every kernel a program
-//! can dispatch before it returns; nothing compiles during `execute`.
+//! each is compiled once however many programs use it. Every kernel a program can dispatch is
+//! compiled before its first execution (at `init`, or in the browser in the background during
+//! `init` and awaited by the first `execute`: see `program`); plans never compile.
 //!
 //! Compilation runs inside a WebGPU validation error scope, so a kernel the device cannot
 //! compile is a `NotSupported` error naming the kernel, not a device-wide uncaptured error.
@@ -98,24 +99,36 @@ impl PipelineCache {
         Pipeline { pipeline, layout }
     }
 
-    /// Compiles whichever of `keys` are not cached yet, each inside a validation error scope.
+    /// Compiles whichever of `keys` are not cached yet, each inside its own validation error
+    /// scope. Every pipeline is created before any scope is awaited, so the device compiles
+    /// them back to back instead of one round trip each.
     ///
     /// # Errors
     /// `NotSupported` naming the first kernel the device refused, with its message.
     pub(crate) async fn compile(&self, device: &wgpu::Device, keys: &[KernelKey]) -> Result<()> {
+        let mut pending = Vec::new();
         for key in keys {
-            if self.get(key).is_some() {
+            if self.get(key).is_some() || pending.iter().any(|(k, _, _)| k == key) {
                 continue;
             }
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
             let pipeline = self.build(device, key);
-            if let Some(error) = scope.pop().await {
+            pending.push((*key, pipeline, scope.pop()));
+        }
+        let (built, checks): (Vec<_>, Vec<_>) =
+            pending.into_iter().map(|(k, p, c)| ((k, p), c)).unzip();
+        let errors = futures_util::future::join_all(checks).await;
+        for ((key, _), error) in built.iter().zip(&errors) {
+            if let Some(error) = error {
                 return Err(Error::new(
                     ErrorCode::NotSupported,
                     format!("this device cannot compile kernel {}: {error}", key.label()),
                 ));
             }
-            lock(&self.pipelines).insert(*key, Arc::new(pipeline));
+        }
+        let mut cache = lock(&self.pipelines);
+        for (key, pipeline) in built {
+            cache.insert(key, Arc::new(pipeline));
         }
         Ok(())
     }

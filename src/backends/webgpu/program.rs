@@ -7,6 +7,11 @@
 //! dispatch, and loading parameters. A program without symbols is also planned and bound at
 //! init, so its arena size is known (and reported) before the first execution.
 //!
+//! In the browser the kernels compile in the GPU process's background (`precompile`) while the
+//! parameters download; a program with symbols returns from `init` once its parameters are in,
+//! and its first execution waits for the compiles to finish (a failure is reported there, as
+//! `NotSupported`). Natively, and for programs without symbols, `init` waits for them.
+//!
 //! What depends on the GPU (parameters, arena, bound plans) lives in a
 //! [`ResidencySlot`](crate::backends::webgpu::residency::ResidencySlot), which lifecycle signals
 //! can release; execution re-creates what is missing. When the device is lost, the program moves
@@ -73,6 +78,11 @@ pub struct LoadedProgram {
     pub(crate) last_profile: Option<Profile>,
     pub(crate) param_loads: u64,
     pub(crate) device_recoveries: u64,
+    /// Whether every kernel is compiled and checked on the current device.
+    pub(crate) compiled: bool,
+    /// Background compiles still running (browser only).
+    #[cfg(web)]
+    pub(crate) compiling: Option<Vec<js_sys::Promise>>,
     kernels: usize,
 }
 
@@ -162,9 +172,20 @@ impl LoadedProgram {
         check_structure(&program)?;
         check_limits(&ctx, &program, config)?;
         let keys = dispatch::kernel_keys(&program, config);
+        #[cfg(native)]
         ctx.pipelines.compile(&ctx.device, &keys).await?;
+        #[cfg(web)]
+        let compiling = crate::backends::webgpu::precompile::start(&ctx, &keys);
         let provider = parameters::provider(context, &program)?.cloned();
         let params = resolve_params(&ctx, &program, provider.as_ref()).await?;
+        #[cfg(web)]
+        let compiling = if program.symbols.is_empty() {
+            crate::backends::webgpu::precompile::finish(compiling).await;
+            ctx.pipelines.compile(&ctx.device, &keys).await?;
+            None
+        } else {
+            Some(compiling)
+        };
         ctx.program_started();
         let mut resident = Resident {
             params: Some(params),
@@ -179,6 +200,12 @@ impl LoadedProgram {
             last_profile: None,
             param_loads: 1,
             device_recoveries: 0,
+            #[cfg(native)]
+            compiled: true,
+            #[cfg(web)]
+            compiled: compiling.is_none(),
+            #[cfg(web)]
+            compiling,
             kernels: keys.len(),
         };
         if loaded.program.symbols.is_empty() {
@@ -222,6 +249,26 @@ impl LoadedProgram {
         ctx.residents.register(&self.slot, &ctx);
         self.ctx = ctx;
         self.device_recoveries += 1;
+        self.compiled = true;
+        Ok(())
+    }
+
+    /// Makes sure every kernel is compiled on the current device: waits for the background
+    /// compiles `load` started, then runs the checked compile (cache hits by then).
+    ///
+    /// # Errors
+    /// `NotSupported` naming a kernel the device refused.
+    pub(crate) async fn ensure_compiled(&mut self) -> Result<()> {
+        if self.compiled {
+            return Ok(());
+        }
+        #[cfg(web)]
+        if let Some(pending) = self.compiling.take() {
+            crate::backends::webgpu::precompile::finish(pending).await;
+        }
+        let keys = dispatch::kernel_keys(&self.program, self.config);
+        self.ctx.pipelines.compile(&self.ctx.device, &keys).await?;
+        self.compiled = true;
         Ok(())
     }
 
