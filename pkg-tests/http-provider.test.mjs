@@ -288,13 +288,19 @@ test('notify("suspend") stops every request; notify("resume") finishes the load 
       await provider.addScope('m', url);
       const loading = provider.loadToGpu('m', keys);
       while (!suspended) await new Promise((res) => setTimeout(res, 10));
-      // The abort reaches the server when Chromium closes the connection: wait for that (a
-      // loaded machine can take a while), then check that nothing new starts while suspended.
+      // The abort reaches the server when Chromium closes the connection: wait until nothing runs
+      // and the log has stood still for 200 ms (a loaded machine can take a while), then check
+      // that nothing new starts while suspended.
       const active = async () => Number(await (await fetch(`${base}/__active`)).text());
       const requests = async () => (await (await fetch(`${base}/__stats`)).json()).log.length;
       const deadline = performance.now() + 10000;
-      while ((await active()) > 0 && performance.now() < deadline) await new Promise((res) => setTimeout(res, 20));
-      const sentAtSuspend = await requests();
+      let sentAtSuspend = await requests();
+      while (performance.now() < deadline) {
+        await new Promise((res) => setTimeout(res, 200));
+        const now = await requests();
+        if (now === sentAtSuspend && (await active()) === 0) break;
+        sentAtSuspend = now;
+      }
       await new Promise((res) => setTimeout(res, 300));
       const activeWhileSuspended = await active();
       const sentWhileSuspended = (await requests()) - sentAtSuspend;

@@ -96,11 +96,20 @@ async function hiddenMidLoad(t, file) {
       while (!hidden) await sleep(5);
       const stateHidden = wd.lifecycleState();
       const active = async () => Number(await (await fetch(`${base}/__active`)).text());
+      const logged = async () => (await (await fetch(`${base}/__stats`)).json()).log.length;
+      // Aborts reach the server when Chromium closes the connections, and a request the browser
+      // had already put on the wire may still arrive (to be cut at once): wait until nothing
+      // runs and the log has stood still for 200 ms, then watch for anything new.
       const deadline = performance.now() + 10000;
-      while ((await active()) > 0 && performance.now() < deadline) await sleep(20);
-      const sentAtSuspend = (await (await fetch(`${base}/__stats`)).json()).log.length;
+      let sentAtSuspend = await logged();
+      while (performance.now() < deadline) {
+        await sleep(200);
+        const now = await logged();
+        if (now === sentAtSuspend && (await active()) === 0) break;
+        sentAtSuspend = now;
+      }
       await sleep(300);
-      const sentWhileHidden = (await (await fetch(`${base}/__stats`)).json()).log.length - sentAtSuspend;
+      const sentWhileHidden = (await logged()) - sentAtSuspend;
       const activeWhileHidden = await active();
       setVisibility('visible');
       const params = await loading;

@@ -124,7 +124,21 @@ async fn attempt(
     };
     env.tracker.request_sent();
     let _in_flight = env.gate.request();
-    let mut body = env.transport.get(request, &targets.pool).await?;
+    // The response head, or the gate closing first: a request still waiting for its head is
+    // aborted too (dropping it aborts it), and sent again from the same byte on resume.
+    let head = {
+        let get = env.transport.get(request, &targets.pool);
+        let closed = env.gate.closed();
+        futures_util::pin_mut!(get);
+        futures_util::pin_mut!(closed);
+        match select(get, closed).await {
+            Either::Left((body, _)) => Some(body?),
+            Either::Right(((), _)) => None,
+        }
+    };
+    let Some(mut body) = head else {
+        return Ok(Attempt::Suspended);
+    };
     let layout = check_data_response(body.head(), from, end, env.validators, env.url)?;
     let mut skip = match layout {
         BodyLayout::Exact => 0,
