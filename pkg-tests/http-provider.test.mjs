@@ -288,32 +288,39 @@ test('notify("suspend") stops every request; notify("resume") finishes the load 
       await provider.addScope('m', url);
       const loading = provider.loadToGpu('m', keys);
       while (!suspended) await new Promise((res) => setTimeout(res, 10));
-      // The abort reaches the server when Chromium closes the connection: wait until nothing runs
-      // and the log has stood still for 200 ms (a loaded machine can take a while), then check
-      // that nothing new starts while suspended.
+      // What the network does while suspended, seen from the server: requests logged and body
+      // bytes sent. Aborted bodies stop at once on our side; the server sees it when Chromium
+      // drops the connection (a loaded machine can take a while), so wait until both counts
+      // stand still for 200 ms, then check that nothing moves for 300 ms more. (The server's
+      // count of open responses is reported, not asserted: Chromium may keep an aborted
+      // connection open, unread, for a while; no byte flows on it.)
       const active = async () => Number(await (await fetch(`${base}/__active`)).text());
-      const requests = async () => (await (await fetch(`${base}/__stats`)).json()).log.length;
+      const traffic = async () => {
+        const log = (await (await fetch(`${base}/__stats`)).json()).log;
+        return `${log.length}/${log.reduce((sum, e) => sum + e.sent, 0)}`;
+      };
       const deadline = performance.now() + 10000;
-      let sentAtSuspend = await requests();
+      let atSuspend = await traffic();
       while (performance.now() < deadline) {
         await new Promise((res) => setTimeout(res, 200));
-        const now = await requests();
-        if (now === sentAtSuspend && (await active()) === 0) break;
-        sentAtSuspend = now;
+        const now = await traffic();
+        if (now === atSuspend) break;
+        atSuspend = now;
       }
       await new Promise((res) => setTimeout(res, 300));
       const activeWhileSuspended = await active();
-      const sentWhileSuspended = (await requests()) - sentAtSuspend;
+      const trafficWhileSuspended = [atSuspend, await traffic()];
       provider.notify('resume');
       const params = await loading;
       const sha = {};
       for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
-      return { activeWhileSuspended, sentWhileSuspended, sha, stats: provider.lastStats() };
+      return { activeWhileSuspended, trafficWhileSuspended, sha, stats: provider.lastStats() };
     });
   }, { url: `${faulty.url}/f/slow=4/model.safetensors`, base: faulty.url, keys });
   assert.ok(r.ok, JSON.stringify(r.error));
-  assert.equal(r.value.activeWhileSuspended, 0, 'a request kept running while suspended');
-  assert.equal(r.value.sentWhileSuspended, 0, 'a request was sent while suspended');
+  t.diagnostic(`responses still open at the server while suspended: ${r.value.activeWhileSuspended}`);
+  const [before, after] = r.value.trafficWhileSuspended;
+  assert.equal(after, before, 'requests/bytes moved while suspended (requests/bytes at the server)');
   for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
   assert.ok(r.value.stats.requestsSent > r.value.stats.requestsPlanned, 'the interrupted request was resumed');
   assert.equal(r.value.stats.bytesReceived, r.value.stats.bytesPlanned, 'resumed from the first byte not consumed');
