@@ -126,17 +126,8 @@ async fn attempt(
     let _in_flight = env.gate.request();
     // The response head, or the gate closing first: a request still waiting for its head is
     // aborted too (dropping it aborts it), and sent again from the same byte on resume.
-    let head = {
-        let get = env.transport.get(request, &targets.pool);
-        let closed = env.gate.closed();
-        futures_util::pin_mut!(get);
-        futures_util::pin_mut!(closed);
-        match select(get, closed).await {
-            Either::Left((body, _)) => Some(body?),
-            Either::Right(((), _)) => None,
-        }
-    };
-    let Some(mut body) = head else {
+    let head = unless_suspended(env.gate, env.transport.get(request, &targets.pool)).await;
+    let Some(mut body) = head.transpose()? else {
         return Ok(Attempt::Suspended);
     };
     let layout = check_data_response(body.head(), from, end, env.validators, env.url)?;
@@ -150,17 +141,8 @@ async fn attempt(
     loop {
         // A chunk, or the gate closing first (then the request is dropped where it stands and
         // resumed later from the first byte not consumed).
-        let next = {
-            let chunk = body.next_chunk();
-            let closed = env.gate.closed();
-            futures_util::pin_mut!(chunk);
-            futures_util::pin_mut!(closed);
-            match select(chunk, closed).await {
-                Either::Left((chunk, _)) => Some(chunk?),
-                Either::Right(((), _)) => None,
-            }
-        };
-        let Some(next) = next else {
+        let next = unless_suspended(env.gate, body.next_chunk()).await;
+        let Some(next) = next.transpose()? else {
             body.abort();
             return Ok(Attempt::Suspended);
         };
@@ -189,6 +171,18 @@ async fn attempt(
             sink.position() - from
         ),
     ))
+}
+
+/// `work`'s output, or `None` when the gate closes first (`work` is then dropped where it
+/// stands, which aborts a request).
+async fn unless_suspended<T>(gate: &SuspendGate, work: impl Future<Output = T>) -> Option<T> {
+    let closed = gate.closed();
+    futures_util::pin_mut!(work);
+    futures_util::pin_mut!(closed);
+    match select(work, closed).await {
+        Either::Left((output, _)) => Some(output),
+        Either::Right(((), _)) => None,
+    }
 }
 
 /// After the last wanted byte: a 206 must end there; a whole-file 200 is cut short.
