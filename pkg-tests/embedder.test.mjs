@@ -35,11 +35,13 @@ function compare(rows, indices) {
   return { minCos, maxAbs };
 }
 
-async function embedIn(t, backend, indices) {
+async function embedIn(t, backend, indices, { profiling = false } = {}) {
   const page = await harness.openHarnessPage(t);
-  return page.evaluate(async ({ url, backend, texts }) => {
+  return page.evaluate(async ({ url, backend, texts, profiling }) => {
     const progress = [];
     const embedder = await wd.Embedder.load(url, { backend, onProgress: (e) => progress.push(e) });
+    const profileBefore = embedder.lastProfile();
+    if (profiling) wd.setOption('webgpu', [{ key: 'profiling', value: true }]);
     const rows = await embedder.embed(texts);
     const result = {
       backend: embedder.backend,
@@ -51,11 +53,15 @@ async function embedIn(t, backend, indices) {
       progressEvents: progress.length,
       lastProgress: progress.at(-1),
       rows: rows.map((r) => Array.from(r)),
+      profileBefore,
+      profile: embedder.lastProfile(),
+      programStats: embedder.programStats(),
     };
     embedder.destroy();
     result.afterDestroy = await capture(() => embedder.embed(['x']));
+    result.statsAfterDestroy = embedder.programStats();
     return result;
-  }, { url: MODEL_URL, backend, texts: indices.map((i) => reference.sentences[i]) });
+  }, { url: MODEL_URL, backend, texts: indices.map((i) => reference.sentences[i]), profiling });
 }
 
 test('CPU backend: every reference sentence matches and the ranking is the same', SLOW, async (t) => {
@@ -79,11 +85,13 @@ test('CPU backend: every reference sentence matches and the ranking is the same'
   assert.ok(r.stats.requests >= 1 && r.stats.requests <= 8, `requests ${r.stats.requests}`);
   assert.equal(r.afterDestroy.ok, false);
   assert.equal(r.afterDestroy.error.code, 'InvalidState');
+  assert.equal(r.programStats, null, 'program stats are the WebGPU backend\'s');
+  assert.equal(r.profile, null, 'profiles are the WebGPU backend\'s');
 });
 
 test('auto picks WebGPU when it has a device, and matches the reference', SLOW, async (t) => {
   const picks = [0, 9, 12, 13, 24];
-  const r = await embedIn(t, 'auto', picks);
+  const r = await embedIn(t, 'auto', picks, { profiling: true });
   assert.equal(r.backend, 'webgpu');
   const { minCos, maxAbs } = compare(r.rows.map((x) => Float32Array.from(x)), picks);
   t.diagnostic(`webgpu: min cosine ${minCos.toFixed(7)}, max abs ${maxAbs.toExponential(2)}`);
@@ -92,6 +100,40 @@ test('auto picks WebGPU when it has a device, and matches the reference', SLOW, 
   const vendor = r.info.find((o) => o.key === 'adapter.vendor');
   assert.ok(vendor && vendor.value.length > 0, `backendInfo reports the adapter: ${JSON.stringify(r.info)}`);
   assert.ok(r.lastBatchMillis > 0);
+
+  // Program stats: every weight of the model is on the GPU once, activations share an arena.
+  const s = r.programStats;
+  t.diagnostic(`program stats: ${JSON.stringify(s)}`);
+  t.diagnostic(`parameter bytes on the GPU ${s.paramBytes}, bytes the load needed ${r.stats.bytesNeeded}`);
+  assert.ok(s.paramBytes > 80e6 && s.paramBytes < 95e6, `parameter bytes ${s.paramBytes}`);
+  assert.equal(s.paramsResident, true);
+  assert.equal(s.paramLoads, 1);
+  assert.ok(s.arenaBytes > 0 && s.arenaBytes < s.arenaBytesWithoutReuse, `arena ${s.arenaBytes} of ${s.arenaBytesWithoutReuse}`);
+  assert.ok(s.kernels > 5 && s.dispatches > s.kernels);
+  assert.equal(r.statsAfterDestroy, null);
+
+  // Profile of the last batch: one entry per op of the program, in order, with the encoder's ops.
+  assert.equal(r.profileBefore, null, 'no profile before a profiled execute');
+  const p = r.profile;
+  assert.ok(p, 'profiling on gives a profile');
+  assert.ok(p.ops.length > 50, `${p.ops.length} ops`);
+  p.ops.forEach((op, i) => assert.equal(op.opIndex, i));
+  const names = new Set(p.ops.map((op) => op.name));
+  for (const name of ['gather', 'matmul', 'layer_norm', 'softmax', 'gelu', 'mean_pool', 'l2_normalize']) {
+    assert.ok(names.has(name), `${name} in ${[...names]}`);
+  }
+  assert.equal(p.ops.reduce((n, op) => n + op.dispatches, 0), s.dispatches, 'the profile covers every dispatch of the plan');
+  if (p.timestamps) {
+    const sum = p.ops.reduce((ms, op) => ms + (op.gpuMs ?? 0), 0);
+    assert.ok(Math.abs(sum - p.totalGpuMs) < 1e-6 * Math.max(1, sum));
+    assert.ok(p.totalGpuMs > 0);
+    const byName = {};
+    for (const op of p.ops) byName[op.name] = (byName[op.name] ?? 0) + (op.gpuMs ?? 0);
+    t.diagnostic(`GPU ms by op: ${JSON.stringify(byName)}`);
+  } else {
+    assert.ok(p.ops.every((op) => op.gpuMs === null), 'no times without timestamps');
+    t.diagnostic('the adapter has no timestamp-query: the profile lists ops without times');
+  }
 });
 
 test('a missing model directory and an aborted load reject with codes', SLOW, async (t) => {

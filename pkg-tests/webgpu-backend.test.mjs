@@ -64,3 +64,66 @@ test('a matmul program runs and destroy frees its GPU buffers', TEST_TIMEOUT, as
   assert.equal(r.rejected.error.code, 'InvalidState');
   assert.equal(r.badSpec.error.code, 'InvalidArgument');
 });
+
+test('Delegate: programStats and the per-op profile of a profiled execute; null on the CPU backend', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const r = await p.evaluate(async () => {
+    await wd.ready();
+    const b = new wd.ProgramBuilder();
+    const x = b.input('x', 'float32', ['batch', 24]);
+    const w = b.input('w', 'float32', [24, 16]);
+    const h = b.gelu(b.matmul(x, w));
+    b.output(b.softmax(b.add(h, h)));
+    const blob = b.encode();
+    b.free();
+    const args = () => [
+      { tag: 'Tensor', dtype: 'float32', shape: [5, 24], data: Float32Array.from({ length: 120 }, (_, i) => Math.sin(i * 0.3)) },
+      { tag: 'Tensor', dtype: 'float32', shape: [24, 16], data: Float32Array.from({ length: 384 }, (_, i) => Math.cos(i * 0.07) * 0.2) },
+      { tag: 'None' },
+    ];
+    const gpu = await wd.Delegate.init('webgpu', blob);
+    const cpu = await wd.Delegate.init('cpu', blob);
+    const before = { stats: gpu.programStats(), profile: gpu.lastProfile() };
+    const plain = (await gpu.execute(args()))[2].data;
+    const unprofiled = gpu.lastProfile();
+    wd.setOption('webgpu', [{ key: 'profiling', value: true }]);
+    const running = gpu.execute(args());
+    const whileRunning = gpu.lastProfile();
+    const profiled = (await running)[2].data;
+    wd.setOption('webgpu', [{ key: 'profiling', value: false }]);
+    const want = (await cpu.execute(args()))[2].data;
+    const result = {
+      before, unprofiled, whileRunning,
+      profile: gpu.lastProfile(), stats: gpu.programStats(),
+      cpuStats: cpu.programStats(), cpuProfile: cpu.lastProfile(),
+      maxDiff: Math.max(...Array.from(want, (v, i) => Math.max(Math.abs(v - plain[i]), Math.abs(v - profiled[i])))),
+    };
+    gpu.destroy();
+    cpu.destroy();
+    result.destroyed = gpu.programStats();
+    return result;
+  });
+  t.diagnostic(`profile: ${JSON.stringify(r.profile)}; stats: ${JSON.stringify(r.stats)}`);
+  // Softmax rows sum to 1; the WebGPU kernels agree with the CPU backend to 1e-5 absolute.
+  assert.ok(r.maxDiff <= 1e-5, `max |webgpu - cpu| ${r.maxDiff}`);
+  assert.equal(r.before.profile, null);
+  assert.equal(r.unprofiled, null, 'no profile while profiling is off');
+  assert.equal(r.whileRunning, null, 'nothing to read while executing');
+  assert.deepEqual(r.profile.ops.map((op) => op.name), ['matmul', 'gelu', 'add', 'softmax']);
+  assert.deepEqual(r.profile.ops.map((op) => op.opIndex), [0, 1, 2, 3]);
+  assert.ok(r.profile.ops.every((op) => op.dispatches >= 1));
+  if (r.profile.timestamps) {
+    assert.ok(r.profile.ops.every((op) => op.gpuMs !== null && op.gpuMs >= 0));
+    assert.ok(r.profile.totalGpuMs >= 0);
+  } else {
+    assert.equal(r.profile.totalGpuMs, null);
+  }
+  assert.equal(r.before.stats.paramBytes, 0, 'a program without parameters');
+  assert.equal(r.stats.params, 0);
+  assert.ok(r.stats.arenaBytes > 0, 'the first execute planned an arena');
+  assert.ok(r.stats.arenaBytes <= r.stats.arenaBytesWithoutReuse);
+  assert.equal(r.stats.dispatches, r.profile.ops.reduce((n, op) => n + op.dispatches, 0));
+  assert.equal(r.cpuStats, null);
+  assert.equal(r.cpuProfile, null);
+  assert.equal(r.destroyed, null);
+});

@@ -81,6 +81,12 @@ impl LoadedDelegate {
     pub fn backend_id(&self) -> &str {
         &self.backend_id
     }
+
+    /// The backend's handle of this delegate, for backend-specific queries (e.g. the WebGPU
+    /// backend's program stats and profiles). `None` only while being dropped.
+    pub fn handle(&self) -> Option<&DelegateHandle> {
+        self.handle.as_ref()
+    }
 }
 
 impl Drop for LoadedDelegate {

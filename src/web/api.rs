@@ -11,6 +11,7 @@ use crate::web::convert::{
 };
 use crate::web::errors::to_js_error;
 use crate::web::http_provider::HttpParameterProvider;
+use crate::web::introspect;
 use crate::web::js_backend::JsBackend;
 use js_sys::{Promise, Reflect, Uint8Array};
 use std::cell::RefCell;
@@ -275,6 +276,32 @@ impl Delegate {
     #[wasm_bindgen(getter)]
     pub fn destroyed(&self) -> bool {
         matches!(*self.slot.borrow(), Slot::Destroyed)
+    }
+
+    /// Sizes and counts of the program (activation arena, parameters, kernels, reloads) when the
+    /// WebGPU backend runs it; `null` for other backends, while executing, or after `destroy()`.
+    #[wasm_bindgen(js_name = programStats, unchecked_return_type = "WebGpuProgramStats | null")]
+    pub fn program_stats(&self) -> JsValue {
+        introspect::program_stats(self.ready().as_deref())
+    }
+
+    /// Per-op GPU timings of the last execute that ran with the WebGPU backend's `profiling`
+    /// option on (`setOption('webgpu', [{key: 'profiling', value: true}])`); `null` when none
+    /// ran, for other backends, while executing, or after `destroy()`.
+    #[wasm_bindgen(js_name = lastProfile, unchecked_return_type = "WebGpuProfile | null")]
+    pub fn last_profile(&self) -> JsValue {
+        introspect::last_profile(self.ready().as_deref())
+    }
+}
+
+impl Delegate {
+    /// The loaded delegate while it is neither executing nor destroyed.
+    fn ready(&self) -> Option<std::cell::Ref<'_, LoadedDelegate>> {
+        std::cell::Ref::filter_map(self.slot.borrow(), |slot| match slot {
+            Slot::Ready(delegate) => Some(delegate),
+            _ => None,
+        })
+        .ok()
     }
 }
 

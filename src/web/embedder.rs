@@ -21,6 +21,7 @@ use crate::text::TextTokenizer;
 use crate::web::errors::to_js_error;
 use crate::web::http_options::{integer, optional, string};
 use crate::web::http_provider::provider_from_options;
+use crate::web::introspect;
 use js_sys::{Array, Float32Array, Object, Promise, Reflect};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -314,6 +315,22 @@ impl Embedder {
     #[wasm_bindgen(getter, js_name = lastBatchMillis)]
     pub fn last_batch_millis(&self) -> f64 {
         self.last_batch_ms.get()
+    }
+
+    /// The WebGPU program's stats (activation arena, parameters, reloads); `null` on the CPU
+    /// backend, while embedding, or after `destroy()`.
+    #[wasm_bindgen(js_name = programStats, unchecked_return_type = "WebGpuProgramStats | null")]
+    pub fn program_stats(&self) -> JsValue {
+        let loaded = self.state.borrow();
+        introspect::program_stats(loaded.delegate.as_ref())
+    }
+
+    /// Per-op GPU timings of the last batch run with the WebGPU backend's `profiling` option on;
+    /// `null` when none ran, on the CPU backend, while embedding, or after `destroy()`.
+    #[wasm_bindgen(js_name = lastProfile, unchecked_return_type = "WebGpuProfile | null")]
+    pub fn last_profile(&self) -> JsValue {
+        let loaded = self.state.borrow();
+        introspect::last_profile(loaded.delegate.as_ref())
     }
 
     /// What the backend reports about itself (`[{key, value}]`: adapter, limits, ...).

@@ -16,6 +16,7 @@ pub mod gpu_parameter;
 pub mod http_options;
 pub mod http_provider;
 mod http_types;
+mod introspect;
 pub mod js_backend;
 pub mod lifecycle;
 mod lifecycle_types;

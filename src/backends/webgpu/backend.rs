@@ -218,7 +218,7 @@ impl WebGpuBackend {
     /// # Errors
     /// `DelegateInvalidHandle` for a handle of another backend.
     pub fn program_stats(&self, handle: &DelegateHandle) -> Result<ProgramStats> {
-        program_of(handle).map(LoadedProgram::stats)
+        Self::stats_of(handle)
     }
 
     /// The per-op profile of the last execution of `handle` that ran with profiling on.
@@ -226,7 +226,24 @@ impl WebGpuBackend {
     /// # Errors
     /// `DelegateInvalidHandle` for a handle of another backend.
     pub fn last_profile(&self, handle: &DelegateHandle) -> Result<Option<Profile>> {
+        Self::profile_of(handle)
+    }
+
+    /// The per-op profile of the last profiled execution of `handle`, without the backend at
+    /// hand (what the JavaScript edge uses).
+    ///
+    /// # Errors
+    /// `DelegateInvalidHandle` for a handle of another backend.
+    pub fn profile_of(handle: &DelegateHandle) -> Result<Option<Profile>> {
         program_of(handle).map(|p| p.last_profile().cloned())
+    }
+
+    /// Sizes and counts of the program behind `handle`, without the backend at hand.
+    ///
+    /// # Errors
+    /// `DelegateInvalidHandle` for a handle of another backend.
+    pub fn stats_of(handle: &DelegateHandle) -> Result<ProgramStats> {
+        program_of(handle).map(LoadedProgram::stats)
     }
 
     /// An allocator of GPU parameter buffers on this backend's device (what `init` hands the

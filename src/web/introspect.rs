@@ -1,0 +1,153 @@
+//! What a loaded program tells JavaScript about itself: the WebGPU backend's program stats
+//! (arena, parameters, kernels, reloads) and its per-op GPU profile.
+//!
+//! Both are backend-specific: for a delegate of any other backend they are `null`. Times cross
+//! the edge as milliseconds (`performance.now()`'s unit) and byte counts as numbers (exact up to
+//! 2^53, far above any buffer a browser allows).
+
+use crate::backends::webgpu::{Profile, ProgramStats, WebGpuBackend};
+use crate::registry::LoadedDelegate;
+use serde::Serialize;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(typescript_custom_section)]
+const TYPES: &'static str = r#"
+/** Sizes and counts of a program loaded on the WebGPU backend. */
+export interface WebGpuProgramStats {
+  /** Bytes of the activation arena (the largest plan so far). */
+  arenaBytes: number;
+  /** Bytes the activations would take without reuse by liveness. */
+  arenaBytesWithoutReuse: number;
+  /** Parameters on the GPU, and their bytes. */
+  params: number;
+  paramBytes: number;
+  /** Parameters bound in the very buffer the provider streamed them into. */
+  paramsInPlace: number;
+  /** Distinct kernels, cached plans, and dispatches of the last plan. */
+  kernels: number;
+  cachedPlans: number;
+  dispatches: number;
+  /** False after a `lowMemory` release until the next execute fetches them again. */
+  paramsResident: boolean;
+  /** Parameter loads (1 after init) and moves to a new device after a loss. */
+  paramLoads: number;
+  deviceRecoveries: number;
+}
+
+/** One op of a profiled execution. */
+export interface OpProfile {
+  /** Index of the op in the program, and its name (e.g. `'matmul'`). */
+  opIndex: number;
+  name: string;
+  /** Compute dispatches the op recorded. */
+  dispatches: number;
+  /** GPU milliseconds of the op's pass; `null` without timestamps or past the timed ops. */
+  gpuMs: number | null;
+}
+
+/** Per-op GPU timings of the last execution that ran with the `profiling` option on. */
+export interface WebGpuProfile {
+  /** Whether the device wrote GPU timestamps (the `timestamp-query` feature). */
+  timestamps: boolean;
+  /** Sum of the timed ops, `null` without timestamps. */
+  totalGpuMs: number | null;
+  ops: OpProfile[];
+}
+"#;
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct StatsJs {
+    arena_bytes: f64,
+    arena_bytes_without_reuse: f64,
+    params: f64,
+    param_bytes: f64,
+    params_in_place: f64,
+    kernels: f64,
+    cached_plans: f64,
+    dispatches: f64,
+    params_resident: bool,
+    param_loads: f64,
+    device_recoveries: f64,
+}
+
+impl From<ProgramStats> for StatsJs {
+    fn from(s: ProgramStats) -> Self {
+        Self {
+            arena_bytes: s.arena_bytes as f64,
+            arena_bytes_without_reuse: s.arena_bytes_without_reuse as f64,
+            params: s.params as f64,
+            param_bytes: s.param_bytes as f64,
+            params_in_place: s.params_in_place as f64,
+            kernels: s.kernels as f64,
+            cached_plans: s.cached_plans as f64,
+            dispatches: s.dispatches as f64,
+            params_resident: s.params_resident,
+            param_loads: s.param_loads as f64,
+            device_recoveries: s.device_recoveries as f64,
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OpJs {
+    op_index: f64,
+    name: &'static str,
+    dispatches: f64,
+    gpu_ms: Option<f64>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct ProfileJs {
+    timestamps: bool,
+    total_gpu_ms: Option<f64>,
+    ops: Vec<OpJs>,
+}
+
+fn nanos_to_ms(ns: u64) -> f64 {
+    ns as f64 / 1e6
+}
+
+impl From<Profile> for ProfileJs {
+    fn from(p: Profile) -> Self {
+        Self {
+            timestamps: p.timestamps,
+            total_gpu_ms: p.total_gpu_ns().map(nanos_to_ms),
+            ops: p
+                .ops
+                .into_iter()
+                .map(|op| OpJs {
+                    op_index: op.op_index as f64,
+                    name: op.name,
+                    dispatches: op.dispatches as f64,
+                    gpu_ms: op.gpu_ns.map(nanos_to_ms),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn to_js<T: Serialize>(value: Option<T>) -> JsValue {
+    value
+        .and_then(|v| serde_wasm_bindgen::to_value(&v).ok())
+        .unwrap_or(JsValue::NULL)
+}
+
+/// The WebGPU program stats of `delegate`, or `null` when another backend runs it.
+pub(crate) fn program_stats(delegate: Option<&LoadedDelegate>) -> JsValue {
+    let stats = delegate
+        .and_then(LoadedDelegate::handle)
+        .and_then(|handle| WebGpuBackend::stats_of(handle).ok());
+    to_js(stats.map(StatsJs::from))
+}
+
+/// The last per-op profile of `delegate`, or `null` when none was taken (profiling off, no
+/// execute yet) or another backend runs it.
+pub(crate) fn last_profile(delegate: Option<&LoadedDelegate>) -> JsValue {
+    let profile = delegate
+        .and_then(LoadedDelegate::handle)
+        .and_then(|handle| WebGpuBackend::profile_of(handle).ok().flatten());
+    to_js(profile.map(ProfileJs::from))
+}
