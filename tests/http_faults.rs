@@ -244,6 +244,84 @@ fn a_server_ignoring_range_is_streamed_and_skipped_with_a_warning() {
     );
 }
 
+/// Bytes a logged `Range: bytes=a-b` header asks for.
+fn range_length(range: &Option<String>) -> u64 {
+    let (first, last) = range
+        .as_deref()
+        .and_then(|r| r.strip_prefix("bytes="))
+        .and_then(|r| r.split_once('-'))
+        .expect("a closed Range header");
+    last.parse::<u64>().unwrap() + 1 - first.parse::<u64>().unwrap()
+}
+
+#[test]
+fn a_server_that_stops_honouring_range_mid_load_sends_the_file_once_more_at_most() {
+    // ~3 MB in requests of at most 256 KiB: a dozen planned requests. Before the fix, every one
+    // of them re-downloaded the file from byte 0 once the server started answering 200.
+    let f = fixture(21, 40, 150_000);
+    let size = f.file.bytes.len() as u64;
+    // The index read, then (skip=2) the first data request are honoured; every later request
+    // gets the whole file, trickled (16 KiB per ms). skip=1: no data request honoured.
+    // `superseded`: when two whole-file answers are in flight and the later one's request starts
+    // before the point the first stream reached, the later stream takes over and the first
+    // stops at its next chunk: what it read is the only waste (a few 16 KiB chunks). With one
+    // data request honoured and two in flight, only one whole-file answer is in flight.
+    const SUPERSEDED: u64 = 256 << 10;
+    for (concurrency, faults, superseded) in [
+        (2, "ignore-range,slow=1,skip=2", 0),
+        (4, "ignore-range,slow=1,skip=2,times=1000", 2 * SUPERSEDED),
+        (2, "ignore-range,slow=1,skip=1", SUPERSEDED),
+    ] {
+        let recorder = Arc::new(Recorder::default());
+        let p = provider(
+            HttpProviderOptions {
+                concurrency,
+                ..options()
+            },
+            &recorder,
+        );
+        let before = f.server.log().len();
+        load(&f, &p, faults).unwrap_or_else(|e| panic!("{faults}: {e}"));
+        let log = f.server.log()[before..].to_vec();
+        let data = &log[1..];
+        let stats = p.last_stats().unwrap();
+        assert!(stats.requests_planned >= 10, "{faults}: {stats:?}");
+        let ranged: u64 = data
+            .iter()
+            .filter(|e| e.status == 206)
+            .map(|e| range_length(&e.range))
+            .sum();
+        let whole_file_answers = data.iter().filter(|e| e.status == 200).count();
+        assert!(whole_file_answers >= 1, "{faults}: {data:#?}");
+        assert!(
+            stats.bytes_received <= size + ranged + superseded,
+            "{faults}: received {} bytes, file {size} + ranged {ranged}: {data:#?}",
+            stats.bytes_received
+        );
+        // Only the requests in flight when the first 200 came (plus one started as a 206
+        // finished) ever went out: the rest were served from the whole-file stream.
+        assert!(
+            data.len() <= concurrency + 1,
+            "{faults}: {} data requests for {} planned: {data:#?}",
+            data.len(),
+            stats.requests_planned
+        );
+        assert!(
+            recorder
+                .warnings
+                .lock()
+                .unwrap()
+                .iter()
+                .any(|w| w.contains("ignores Range")),
+            "{faults}: a warning"
+        );
+        // The file is marked at once: the next load plans one request.
+        let before = f.server.log().len();
+        pollster::block_on(p.load(&HostAllocator, "m", &whole(&f.file))).expect("second load");
+        assert_eq!(f.server.log().len() - before, 1, "{faults}");
+    }
+}
+
 #[test]
 fn a_file_replaced_mid_load_is_reported_never_mixed() {
     let f = fixture(14, 10, 100_000);

@@ -222,10 +222,10 @@ impl<'t> HttpFile<'t> {
             retry: self.retry,
             gate: &gate,
             tracker: &tracker,
+            queue: None,
         };
         for request in &planned.requests {
-            let mut sink = RequestSink::new(request, |_| None, None);
-            run_request(&env, &targets, &mut sink, request.end).await?;
+            run_request(&env, &targets, RequestSink::new(request, |_| None, None)).await?;
         }
         let LoadTargets {
             destinations,

@@ -9,6 +9,7 @@ use crate::params::http::control::{AbortHandle, SuspendGate};
 use crate::params::http::options::{HttpProviderOptions, ScopeOptions};
 use crate::params::http::planner::{Piece, PlannedRequest, Wanted, plan, plan_whole_file};
 use crate::params::http::progress::{LoadObserver, LoadStats, LoadTracker};
+use crate::params::http::queue::LoadQueue;
 use crate::params::http::response::Validators;
 use crate::params::http::runner::{RequestEnv, run_request};
 use crate::params::http::sink::{ExpectedDigest, LoadTargets, RequestSink};
@@ -28,7 +29,8 @@ pub struct RemoteScope {
     pub index: ParameterIndex,
     /// Its version when the index was read.
     pub validators: Validators,
-    /// Whether the server honours Range (turned off when a data request gets the whole file).
+    /// Whether the server honours Range (turned off as soon as a data request gets the whole
+    /// file).
     pub ranges_supported: AtomicBool,
     /// Digests and format.
     pub options: ScopeOptions,
@@ -124,11 +126,12 @@ fn resolve<'i>(
     Ok(resolved)
 }
 
-/// Moves the bytes of `requests` of `scope` into `targets`.
+/// Moves the bytes of `requests` of `scope` into `targets`, and reports what went over the
+/// wire whether the load succeeded, failed or was cancelled.
 ///
 /// # Errors
-/// As [`resolve`]; `CANCELLED` when `abort` fires; transport, HTTP, validation and digest errors
-/// as the first request that failed saw them.
+/// (In the result.) As [`resolve`]; `CANCELLED` when `abort` fires; transport, HTTP, validation
+/// and digest errors as the first request that failed saw them.
 pub async fn transfer(
     engine: &Engine<'_>,
     scope: &RemoteScope,
@@ -136,30 +139,41 @@ pub async fn transfer(
     shared_target: Option<u64>,
     targets: &LoadTargets<'_>,
     abort: Option<&AbortHandle>,
-) -> StatusResult<LoadStats> {
-    let resolved = resolve(scope, requests, shared_target)?;
-    let cancelled = || {
-        Status::new(
-            StatusCode::Cancelled,
-            format!("load of scope {:?} was cancelled", scope.name),
-        )
-    };
-    if abort.is_some_and(AbortHandle::is_aborted) {
-        return Err(cancelled());
-    }
-    let work = run(engine, scope, &resolved, targets);
-    match abort {
-        None => work.await,
-        Some(handle) => {
-            let aborted = handle.aborted();
-            futures_util::pin_mut!(work);
-            futures_util::pin_mut!(aborted);
-            match futures_util::future::select(work, aborted).await {
-                futures_util::future::Either::Left((result, _)) => result,
-                futures_util::future::Either::Right(((), _)) => Err(cancelled()),
+) -> (LoadStats, StatusResult<()>) {
+    let tracker = LoadTracker::new(&scope.name, engine.observer, LoadStats::default());
+    let result = async {
+        let resolved = resolve(scope, requests, shared_target)?;
+        let cancelled = || {
+            Status::new(
+                StatusCode::Cancelled,
+                format!("load of scope {:?} was cancelled", scope.name),
+            )
+        };
+        if abort.is_some_and(AbortHandle::is_aborted) {
+            return Err(cancelled());
+        }
+        let work = run(engine, scope, &resolved, targets, &tracker);
+        match abort {
+            None => work.await,
+            Some(handle) => {
+                let aborted = handle.aborted();
+                futures_util::pin_mut!(work);
+                futures_util::pin_mut!(aborted);
+                match futures_util::future::select(work, aborted).await {
+                    futures_util::future::Either::Left((result, _)) => result,
+                    futures_util::future::Either::Right(((), _)) => Err(cancelled()),
+                }
             }
         }
     }
+    .await;
+    let mut stats = tracker.stats();
+    for destination in &targets.destinations {
+        let counts = destination.write_counts();
+        stats.bytes_written_direct = stats.bytes_written_direct.saturating_add(counts.direct);
+        stats.bytes_written_via_host = stats.bytes_written_via_host.saturating_add(counts.via_host);
+    }
+    (stats, result)
 }
 
 async fn run(
@@ -167,7 +181,8 @@ async fn run(
     scope: &RemoteScope,
     resolved: &[Resolved<'_>],
     targets: &LoadTargets<'_>,
-) -> StatusResult<LoadStats> {
+    tracker: &LoadTracker<'_>,
+) -> StatusResult<()> {
     for span in resolved {
         if let Source::Splat { pattern, phase } = span.source {
             fill_splat(targets, span, pattern, phase)?;
@@ -222,35 +237,42 @@ async fn run(
             plan(&wanted, engine.options.planner(ranges), size)?
         }
     };
-    let stats = LoadStats {
+    tracker.planned(LoadStats {
         requests_planned: planned.requests.len() as u64,
         bytes_needed: planned.bytes_needed,
         bytes_planned: planned.bytes_fetched,
         ..LoadStats::default()
-    };
-    let tracker = LoadTracker::new(&scope.name, engine.observer, stats);
+    });
+    let digests = &digests;
+    let file_digest = &file_digest;
+    let queue = LoadQueue::new(
+        &planned.requests,
+        Box::new(move |request| {
+            RequestSink::new(
+                request,
+                |w| digests.get(w).cloned().flatten(),
+                file_digest.clone(),
+            )
+        }),
+        &scope.ranges_supported,
+    );
     let env = RequestEnv {
         transport: engine.transport,
         url: &scope.url,
         validators: &scope.validators,
         retry: engine.options.retry,
         gate: engine.gate,
-        tracker: &tracker,
+        tracker,
+        queue: Some(&queue),
     };
-    let mut pending = planned.requests.iter();
     let mut running = FuturesUnordered::new();
     loop {
         while running.len() < engine.options.concurrency {
-            let Some(request) = pending.next() else {
+            let Some(sink) = queue.next_sink() else {
                 break;
             };
-            let digest_for = |w: usize| digests.get(w).cloned().flatten();
-            let whole = file_digest.clone();
             let env = &env;
-            running.push(async move {
-                let mut sink = RequestSink::new(request, digest_for, whole);
-                run_request(env, targets, &mut sink, request.end).await
-            });
+            running.push(async move { run_request(env, targets, sink).await });
         }
         match running.next().await {
             None => break,
@@ -258,18 +280,8 @@ async fn run(
         }
     }
     drop(running);
-    if tracker.saw_ranges_ignored() {
-        scope.ranges_supported.store(false, Ordering::Relaxed);
-    }
     let edges = std::mem::take(&mut *targets.edges.borrow_mut());
-    edges.flush(&targets.destinations).await?;
-    let mut stats = tracker.stats();
-    for destination in &targets.destinations {
-        let counts = destination.write_counts();
-        stats.bytes_written_direct = stats.bytes_written_direct.saturating_add(counts.direct);
-        stats.bytes_written_via_host = stats.bytes_written_via_host.saturating_add(counts.via_host);
-    }
-    Ok(stats)
+    edges.flush(&targets.destinations).await
 }
 
 /// Writes a splat parameter's span: its pattern repeated, from `phase`, through the same

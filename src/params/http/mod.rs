@@ -9,6 +9,8 @@
 //! - [`sink`], [`edges`], [`destination`], [`staging`]: one request's body into its pieces with
 //!   4-byte-aligned writes through a small, reused staging pool;
 //! - [`runner`]: one request with retries and resume from the first byte not yet consumed;
+//!   [`group`], [`queue`]: when a server stops honouring Range mid-load, the first whole-file
+//!   answer feeds every request not started yet (the file is read once more at most);
 //! - [`file`]: a remote file as a [`crate::params::RangeRead`] for the index parsers;
 //! - [`load`], [`provider`]: the [`HttpProvider`] itself, with [`progress`] events and
 //!   [`control`] (abort, suspend).
@@ -27,6 +29,7 @@ pub mod fetch;
 pub mod file;
 #[cfg(web)]
 pub mod gpu_direct;
+pub mod group;
 mod index_source;
 pub mod load;
 #[cfg(native)]
@@ -35,6 +38,7 @@ pub mod options;
 pub mod planner;
 pub mod progress;
 pub mod provider;
+pub mod queue;
 pub mod response;
 pub mod runner;
 pub mod sink;
@@ -48,7 +52,7 @@ mod tests;
 pub use control::{AbortHandle, SuspendGate};
 pub use file::HttpFile;
 pub use options::{HttpProviderOptions, ScopeOptions, parse_sha256};
-pub use progress::{LoadObserver, LoadProgress, LoadStats};
+pub use progress::{LoadObserver, LoadProgress, LoadRecord, LoadStats};
 pub use provider::{HttpProvider, LoadControl};
 pub use response::Validators;
 pub use runner::RetryPolicy;

@@ -54,6 +54,16 @@ pub struct LoadStats {
     pub bytes_written_via_host: u64,
 }
 
+/// One finished load or gather: its counts (what went over the wire until it ended) and how it
+/// ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LoadRecord {
+    /// Its counts.
+    pub stats: LoadStats,
+    /// `Ok`, or the status it failed with (`CANCELLED` when aborted).
+    pub outcome: Result<(), crate::error::Status>,
+}
+
 impl LoadStats {
     /// The counts of `self` and `other` together (saturating).
     pub fn plus(&self, other: &LoadStats) -> LoadStats {
@@ -87,7 +97,7 @@ pub struct LoadTracker<'a> {
     scope: &'a str,
     observer: Option<&'a dyn LoadObserver>,
     progress: Cell<(u64, u64)>,
-    totals: (u64, u64),
+    totals: Cell<(u64, u64)>,
     stats: Cell<LoadStats>,
     warned: Cell<bool>,
     /// `bytes_done` at the last report (chunk reports are throttled to one per MiB).
@@ -104,7 +114,7 @@ impl<'a> LoadTracker<'a> {
             scope,
             observer,
             progress: Cell::new((0, 0)),
-            totals: (stats.bytes_planned, stats.requests_planned),
+            totals: Cell::new((stats.bytes_planned, stats.requests_planned)),
             stats: Cell::new(stats),
             warned: Cell::new(false),
             reported: Cell::new(0),
@@ -115,6 +125,17 @@ impl<'a> LoadTracker<'a> {
         let mut stats = self.stats.get();
         f(&mut stats);
         self.stats.set(stats);
+    }
+
+    /// The load was planned as `stats` says (its planned counts replace the current ones).
+    pub fn planned(&self, stats: LoadStats) {
+        self.totals
+            .set((stats.bytes_planned, stats.requests_planned));
+        self.update(|s| {
+            s.requests_planned = stats.requests_planned;
+            s.bytes_needed = stats.bytes_needed;
+            s.bytes_planned = stats.bytes_planned;
+        });
     }
 
     /// An HTTP request went out.
@@ -176,9 +197,9 @@ impl<'a> LoadTracker<'a> {
             observer.progress(&LoadProgress {
                 scope: self.scope.to_owned(),
                 bytes_done,
-                bytes_total: self.totals.0,
+                bytes_total: self.totals.get().0,
                 requests_done,
-                requests_total: self.totals.1,
+                requests_total: self.totals.get().1,
             });
         }
     }

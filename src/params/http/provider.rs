@@ -12,7 +12,7 @@ use crate::params::http::destination::Destination;
 use crate::params::http::file::HttpFile;
 use crate::params::http::load::{Engine, RemoteScope, transfer};
 use crate::params::http::options::{HttpProviderOptions, ScopeOptions};
-use crate::params::http::progress::{LoadObserver, LoadStats};
+use crate::params::http::progress::{LoadObserver, LoadRecord, LoadStats};
 use crate::params::http::response::Validators;
 use crate::params::http::sink::LoadTargets;
 use crate::params::http::staging::StagingPool;
@@ -42,7 +42,7 @@ pub struct HttpProvider {
     gate: SuspendGate,
     scopes: Mutex<Vec<Arc<RemoteScope>>>,
     observer: Option<Arc<dyn LoadObserver>>,
-    last_stats: Mutex<Option<LoadStats>>,
+    last_load: Mutex<Option<LoadRecord>>,
     total_stats: Mutex<LoadStats>,
 }
 
@@ -59,7 +59,7 @@ impl HttpProvider {
             gate: SuspendGate::default(),
             scopes: Mutex::new(Vec::new()),
             observer: None,
-            last_stats: Mutex::new(None),
+            last_load: Mutex::new(None),
             total_stats: Mutex::new(LoadStats::default()),
         }
     }
@@ -132,13 +132,20 @@ impl HttpProvider {
         &self.pool
     }
 
-    /// Statistics of the last load or gather that finished (successfully or not).
+    /// Statistics of the last load or gather that finished, successfully or not (a failed or
+    /// cancelled one counts what it sent and received until it ended). Calls with no span, and
+    /// `scatter`, are not loads.
     pub fn last_stats(&self) -> Option<LoadStats> {
-        *lock(&self.last_stats)
+        lock(&self.last_load).as_ref().map(|record| record.stats)
     }
 
-    /// Statistics of every load and gather this provider finished, summed (a backend may fetch
-    /// one program's parameters in several loads).
+    /// The last load or gather that finished: its statistics and how it ended.
+    pub fn last_load(&self) -> Option<LoadRecord> {
+        lock(&self.last_load).clone()
+    }
+
+    /// Statistics of every load and gather this provider finished (successfully or not),
+    /// summed (a backend may fetch one program's parameters in several loads).
     pub fn total_stats(&self) -> LoadStats {
         *lock(&self.total_stats)
     }
@@ -279,6 +286,61 @@ impl HttpProvider {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
+        let (stats, result) = self.load_spans(allocator, scope, requests, control).await;
+        self.finished(stats, result.as_ref().map(|_| ()).map_err(Clone::clone));
+        result
+    }
+
+    async fn load_spans(
+        &self,
+        allocator: &dyn BufferAllocator,
+        scope: &str,
+        requests: &[SpanRequest],
+        control: &LoadControl,
+    ) -> (LoadStats, StatusResult<Vec<LoadedSpan>>) {
+        let prepared = self.prepare_load(allocator, scope, requests);
+        let (remote, destinations) = match prepared {
+            Ok(prepared) => prepared,
+            Err(error) => return (LoadStats::default(), Err(error)),
+        };
+        let targets = LoadTargets {
+            destinations,
+            edges: RefCell::default(),
+            pool: self.pool.clone(),
+        };
+        let (stats, result) = transfer(
+            &self.engine(),
+            &remote,
+            requests,
+            None,
+            &targets,
+            control.abort.as_ref(),
+        )
+        .await;
+        let loaded = result.map(|()| {
+            targets
+                .destinations
+                .iter()
+                .zip(requests)
+                .filter_map(|(destination, request)| {
+                    destination.shared_buffer().map(|buffer| LoadedSpan {
+                        buffer: buffer.clone(),
+                        offset: 0,
+                        length: request.span.length,
+                    })
+                })
+                .collect()
+        });
+        (stats, loaded)
+    }
+
+    /// Checks every span, then allocates one destination per span.
+    fn prepare_load(
+        &self,
+        allocator: &dyn BufferAllocator,
+        scope: &str,
+        requests: &[SpanRequest],
+    ) -> StatusResult<(Arc<RemoteScope>, Vec<Destination<'static>>)> {
         let remote = self.require(scope)?;
         // Check every span before allocating anything.
         for request in requests {
@@ -303,34 +365,7 @@ impl HttpProvider {
             let buffer = allocator.allocate(size, &request.key)?;
             destinations.push(Destination::shared(buffer, Some(request.span.length)));
         }
-        let targets = LoadTargets {
-            destinations,
-            edges: RefCell::default(),
-            pool: self.pool.clone(),
-        };
-        let result = transfer(
-            &self.engine(),
-            &remote,
-            requests,
-            None,
-            &targets,
-            control.abort.as_ref(),
-        )
-        .await;
-        self.finished(&result);
-        result?;
-        Ok(targets
-            .destinations
-            .iter()
-            .zip(requests)
-            .filter_map(|(destination, request)| {
-                destination.shared_buffer().map(|buffer| LoadedSpan {
-                    buffer: buffer.clone(),
-                    offset: 0,
-                    length: request.span.length,
-                })
-            })
-            .collect())
+        Ok((remote, destinations))
     }
 
     /// [`ParameterProvider::gather`] with per-load controls.
@@ -348,31 +383,34 @@ impl HttpProvider {
         if requests.is_empty() {
             return Ok(());
         }
-        let remote = self.require(scope)?;
-        let targets = LoadTargets {
-            destinations: vec![Destination::borrowed(target)],
-            edges: RefCell::default(),
-            pool: self.pool.clone(),
+        let (stats, result) = match self.require(scope) {
+            Ok(remote) => {
+                let targets = LoadTargets {
+                    destinations: vec![Destination::borrowed(target)],
+                    edges: RefCell::default(),
+                    pool: self.pool.clone(),
+                };
+                transfer(
+                    &self.engine(),
+                    &remote,
+                    requests,
+                    Some(target.size()),
+                    &targets,
+                    control.abort.as_ref(),
+                )
+                .await
+            }
+            Err(error) => (LoadStats::default(), Err(error)),
         };
-        let result = transfer(
-            &self.engine(),
-            &remote,
-            requests,
-            Some(target.size()),
-            &targets,
-            control.abort.as_ref(),
-        )
-        .await;
-        self.finished(&result);
-        result.map(|_| ())
+        self.finished(stats, result.clone());
+        result
     }
 
-    fn finished(&self, result: &StatusResult<LoadStats>) {
-        if let Ok(stats) = result {
-            *lock(&self.last_stats) = Some(*stats);
-            let mut total = lock(&self.total_stats);
-            *total = total.plus(stats);
-        }
+    /// Records a finished load or gather.
+    fn finished(&self, stats: LoadStats, outcome: StatusResult<()>) {
+        *lock(&self.last_load) = Some(LoadRecord { stats, outcome });
+        let mut total = lock(&self.total_stats);
+        *total = total.plus(&stats);
     }
 }
 

@@ -119,6 +119,11 @@ impl RequestSink {
         self.position
     }
 
+    /// One past the last file byte the sink takes (its request's end).
+    pub fn end(&self) -> u64 {
+        self.end
+    }
+
     /// Whether every byte of the request was consumed.
     pub fn is_complete(&self) -> bool {
         self.position == self.end
