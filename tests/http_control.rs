@@ -120,6 +120,13 @@ fn cancelling_a_load_returns_cancelled_and_leaves_no_request_running() {
     aborter.join().unwrap();
     assert_eq!(err.code(), StatusCode::Cancelled, "{err}");
     assert!(started.elapsed() < Duration::from_secs(10));
+    // The cancelled load is recorded, with what it had received and how it ended.
+    let record = p.last_load().expect("a record of the cancelled load");
+    assert_eq!(record.outcome.as_ref().unwrap_err().code(), StatusCode::Cancelled);
+    assert!(record.stats.requests_sent >= 1, "{:?}", record.stats);
+    assert!(record.stats.bytes_received > 0, "{:?}", record.stats);
+    assert!(record.stats.bytes_received < record.stats.bytes_needed);
+    assert_eq!(p.total_stats(), record.stats, "the totals count it too");
     assert_eq!(
         f.server.wait_idle(Duration::from_secs(3)),
         0,
@@ -140,6 +147,9 @@ fn cancelling_a_load_returns_cancelled_and_leaves_no_request_running() {
         pollster::block_on(p.load_with(&HostAllocator, "m", &requests, &control)).unwrap_err();
     assert_eq!(err.code(), StatusCode::Cancelled);
     assert_eq!(f.server.log().len(), before);
+    let record = p.last_load().unwrap();
+    assert_eq!(record.outcome.unwrap_err().code(), StatusCode::Cancelled);
+    assert_eq!(record.stats.requests_sent, 0, "{:?}", record.stats);
 }
 
 #[test]

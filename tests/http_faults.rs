@@ -164,8 +164,18 @@ fn server_error_bursts_are_retried_and_persistent_ones_fail_clearly() {
     let p = provider(options(), &recorder);
     load(&f, &p, "status=503,skip=1,times=3").expect("a burst of three 503s is ridden out");
     assert!(p.last_stats().unwrap().retries >= 3);
+    let ok = p.last_load().expect("a record");
+    assert_eq!(ok.outcome, Ok(()));
     let err = load(&f, &p, "status=503,skip=1").unwrap_err();
     assert_eq!(err.code(), StatusCode::Unavailable);
+    // A failed load is recorded too: its outcome, and the requests it sent.
+    let failed = p.last_load().expect("a record of the failed load");
+    assert_eq!(failed.outcome, Err(err.clone()));
+    // The request that gave up made 1 + retries attempts (the others in flight were dropped).
+    let attempts = u64::from(options().retry.retries) + 1;
+    assert!(failed.stats.requests_sent >= attempts, "{:?}", failed.stats);
+    assert!(failed.stats.retries >= attempts - 1, "{:?}", failed.stats);
+    assert_eq!(failed.stats.bytes_received, 0);
     assert!(
         err.message().contains("503") && err.message().contains("gave up"),
         "{err}"
