@@ -122,7 +122,10 @@ fn cancelling_a_load_returns_cancelled_and_leaves_no_request_running() {
     assert!(started.elapsed() < Duration::from_secs(10));
     // The cancelled load is recorded, with what it had received and how it ended.
     let record = p.last_load().expect("a record of the cancelled load");
-    assert_eq!(record.outcome.as_ref().unwrap_err().code(), StatusCode::Cancelled);
+    assert_eq!(
+        record.outcome.as_ref().unwrap_err().code(),
+        StatusCode::Cancelled
+    );
     assert!(record.stats.requests_sent >= 1, "{:?}", record.stats);
     assert!(record.stats.bytes_received > 0, "{:?}", record.stats);
     assert!(record.stats.bytes_received < record.stats.bytes_needed);

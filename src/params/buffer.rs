@@ -49,18 +49,14 @@ pub struct HostBuffer {
 }
 
 impl HostBuffer {
-    /// A zero-filled buffer of `size` bytes.
+    /// A zero-filled buffer of `size` bytes. The allocation is fallible: a size that cannot be
+    /// had (sizes come from weights files and JavaScript) is an error, never an abort.
     ///
     /// # Errors
-    /// `RESOURCE_EXHAUSTED` when `size` does not fit in this platform's address space.
+    /// `RESOURCE_EXHAUSTED` when `size` does not fit in this platform's address space or the
+    /// allocator refuses it.
     pub fn zeroed(size: u64) -> StatusResult<Self> {
-        let size = usize::try_from(size).map_err(|_| {
-            Status::new(
-                StatusCode::ResourceExhausted,
-                format!("{size} bytes do not fit in memory"),
-            )
-        })?;
-        Ok(Self::from_bytes(vec![0; size]))
+        Ok(Self::from_bytes(zeroed_bytes(size, "a host buffer")?))
     }
 
     /// A buffer holding `bytes`.
@@ -88,6 +84,27 @@ impl HostBuffer {
             .lock()
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
+}
+
+/// `size` zero bytes, allocated fallibly (`what` names them in the error).
+///
+/// # Errors
+/// `RESOURCE_EXHAUSTED` when `size` does not fit in the address space or cannot be allocated.
+pub fn zeroed_bytes(size: u64, what: &str) -> StatusResult<Vec<u8>> {
+    let exhausted = |reason: String| {
+        Status::new(
+            StatusCode::ResourceExhausted,
+            format!("cannot allocate {size} bytes of host memory for {what}: {reason}"),
+        )
+    };
+    let length = usize::try_from(size)
+        .map_err(|_| exhausted("more than this platform's address space".to_owned()))?;
+    let mut bytes = Vec::new();
+    bytes
+        .try_reserve_exact(length)
+        .map_err(|error| exhausted(error.to_string()))?;
+    bytes.resize(length, 0);
+    Ok(bytes)
 }
 
 /// `offset..offset + length` as a `usize` range, already checked against the buffer size.

@@ -237,3 +237,23 @@ fn provider_list_picks_the_first_supporting_provider() {
     assert_eq!(list.describe("shared", "k").unwrap().length, 1);
     assert!(list.notify(Signal::LowMemory).is_ok());
 }
+
+#[test]
+fn host_buffers_beyond_memory_are_resource_exhausted_not_an_abort() {
+    // Beyond any 64-bit address space in use (47-57 bits) and beyond isize::MAX: both refused
+    // by the fallible allocation, whatever the kernel's overcommit policy.
+    for size in [1u64 << 57, u64::MAX - 3, isize::MAX as u64 + 1] {
+        let error = HostBuffer::zeroed(size).expect_err("cannot be had");
+        assert_eq!(
+            error.code(),
+            StatusCode::ResourceExhausted,
+            "{size}: {error}"
+        );
+        assert!(error.message().contains(&size.to_string()), "{error}");
+        let Err(error) = HostAllocator.allocate(size, "w") else {
+            panic!("{size} bytes were allocated");
+        };
+        assert_eq!(error.code(), StatusCode::ResourceExhausted, "{error}");
+    }
+    assert_eq!(HostBuffer::zeroed(5).unwrap().to_vec(), vec![0; 5]);
+}

@@ -214,6 +214,18 @@ fn irpa_malformed_archives_have_upstream_codes() {
             "does not divide",
         ),
         (
+            "splat longer than the limit",
+            patched(&|b| put_u64(b, splat1 + 60, 1 << 41)),
+            ResourceExhausted,
+            "limit",
+        ),
+        (
+            "splat length u64::MAX",
+            patched(&|b| put_u64(b, splat1 + 60, u64::MAX)),
+            ResourceExhausted,
+            "limit",
+        ),
+        (
             "name not UTF-8",
             patched(&|b| {
                 let names = u64::from_le_bytes(b[56..64].try_into().unwrap()) as usize;

@@ -57,10 +57,12 @@ pub fn parse_checked(format: Format, bytes: &[u8]) -> StatusResult<ParameterInde
     match &result {
         Ok(index) => check_invariants(format, bytes, index),
         Err(error) => {
+            // RESOURCE_EXHAUSTED: an IRPA splat longer than the limit on what a file may ask for.
             let allowed = [
                 StatusCode::InvalidArgument,
                 StatusCode::OutOfRange,
                 StatusCode::Unimplemented,
+                StatusCode::ResourceExhausted,
             ];
             assert!(
                 allowed.contains(&error.code()),

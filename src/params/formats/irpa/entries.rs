@@ -1,9 +1,10 @@
 //! The entry table of one IRPA archive: walking its 16-byte-aligned entries and turning data
 //! and splat entries into index entries.
 
-use crate::error::Status;
+use crate::error::{Status, StatusCode};
 use crate::params::formats::irpa::{
-    DATA_ENTRY_BYTES, ENTRY_ALIGNMENT, ENTRY_HEADER_BYTES, Range, SPLAT_ENTRY_BYTES,
+    DATA_ENTRY_BYTES, ENTRY_ALIGNMENT, ENTRY_HEADER_BYTES, MAX_SPLAT_BYTES, Range,
+    SPLAT_ENTRY_BYTES,
 };
 use crate::params::formats::{align_up, invalid, out_of_range, unimplemented};
 use crate::params::{EntryStorage, IndexEntry, StatusResult};
@@ -133,6 +134,15 @@ fn splat(key: &str, entry: &[u8]) -> StatusResult<(u64, EntryStorage)> {
         )));
     }
     let length = le_u64(entry, 60, "IRPA splat length")?;
+    if length > MAX_SPLAT_BYTES {
+        return Err(Status::new(
+            StatusCode::ResourceExhausted,
+            format!(
+                "IRPA splat entry {key:?} asks for {length} bytes, more than the \
+                 {MAX_SPLAT_BYTES}-byte limit on one splat parameter"
+            ),
+        ));
+    }
     let pattern_length = entry.get(84).copied().unwrap_or_default();
     if !matches!(pattern_length, 1 | 2 | 4 | 8 | 16) {
         return Err(invalid(format!(

@@ -18,7 +18,8 @@
 //! `EXTERNAL` (file-referencing) or unknown entry types `UNIMPLEMENTED`; a header size other than
 //! 88 `INVALID_ARGUMENT`; `SKIP` entries ignored. Differences, all stricter: every sum is
 //! overflow-checked (upstream adds unguarded); a splat pattern must be 1, 2, 4, 8 or 16 bytes
-//! and divide the length (the schema's rule, which upstream does not check); names must be UTF-8;
+//! and divide the length (the schema's rule, which upstream does not check); a splat may be at
+//! most [`MAX_SPLAT_BYTES`] long (`RESOURCE_EXHAUSTED`; upstream has no bound); names must be UTF-8;
 //! entry tables and metadata segments are limited to [`MAX_HEADER_BYTES`]; at most
 //! [`MAX_ARCHIVES`] chained archives. Duplicate keys are kept (lookup finds the first, as
 //! upstream); minimum alignments are recorded by writers and not enforced by readers.
@@ -52,6 +53,10 @@ pub const DEFAULT_DATA_ALIGNMENT: u64 = 64;
 pub const DEFAULT_FILE_ALIGNMENT: u64 = 4096;
 /// The most archives a chain of next-header offsets may link.
 pub const MAX_ARCHIVES: usize = 1024;
+/// The longest splat entry accepted (1 TiB): a splat's length costs nothing in the file, so it
+/// is the one size a file can ask for without paying for it in bytes. Longer ones are
+/// `RESOURCE_EXHAUSTED` (upstream has no bound).
+pub const MAX_SPLAT_BYTES: u64 = 1 << 40;
 
 /// The index of an IRPA file.
 #[derive(Clone, Debug, PartialEq, Eq)]
