@@ -97,6 +97,21 @@ impl MemoryProvider {
             .map(|e| e.bytes.clone())
     }
 
+    /// The keys of `scope`, in insertion order (empty for an unknown scope).
+    pub fn keys(&self, scope: &str) -> Vec<String> {
+        self.lock()
+            .iter()
+            .find(|s| s.name == scope)
+            .map_or_else(Vec::new, |s| {
+                s.entries.iter().map(|e| e.key.clone()).collect()
+            })
+    }
+
+    /// Whether `scope` exists and is writable.
+    pub fn is_writable(&self, scope: &str) -> bool {
+        self.lock().iter().any(|s| s.name == scope && s.writable)
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, Vec<Scope>> {
         self.scopes
             .lock()

@@ -10,9 +10,9 @@ use crate::web::convert::{
     compile_specs_from_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
 };
 use crate::web::errors::to_js_error;
-use crate::web::http_provider::HttpParameterProvider;
 use crate::web::introspect;
 use crate::web::js_backend::JsBackend;
+use crate::web::provider_handle::shared_provider_of;
 use js_sys::{Promise, Reflect, Uint8Array};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -154,17 +154,26 @@ impl Delegate {
         Self::init_with(backend_name, processed, options, None).await
     }
 
-    /// As [`init`](Delegate::init), with the program's parameters served by `parameters` (the
-    /// WebGPU backend streams them straight into its GPU buffers, and fetches them again after
-    /// a `lowMemory` signal or a device loss).
+    /// As [`init`](Delegate::init), with the program's parameters served by `parameters`: an
+    /// `HttpParameterProvider` (the WebGPU backend streams them straight into its GPU buffers,
+    /// and fetches them again after a `lowMemory` signal or a device loss), a
+    /// `MemoryParameterProvider` or a `ParameterProviderList` (each scope from the first member
+    /// serving it). Rejects with `InvalidArgument` for anything else.
     #[wasm_bindgen(js_name = initWithParameters, unchecked_return_type = "Promise<Delegate>")]
     pub fn init_with_parameters(
         #[wasm_bindgen(js_name = backendName)] backend_name: String,
         processed: Uint8Array,
-        parameters: &HttpParameterProvider,
+        #[wasm_bindgen(unchecked_param_type = "ParameterProvider")] parameters: JsValue,
         #[wasm_bindgen(unchecked_param_type = "DelegateInitOptions")] options: Option<JsValue>,
     ) -> Promise {
-        let provider = parameters.shared_provider();
+        let provider = match shared_provider_of(&parameters, "parameters") {
+            Ok(provider) => provider,
+            Err(status) => {
+                return Promise::reject(&to_js_error(Error::invalid_argument(
+                    status.message().to_owned(),
+                )));
+            }
+        };
         wasm_bindgen_futures::future_to_promise(async move {
             Self::init_with(backend_name, processed, options, Some(provider))
                 .await

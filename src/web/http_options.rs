@@ -4,6 +4,7 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::http::fetch::FetchOptions;
+use crate::params::http::timer::MAX_TIMEOUT_MS;
 use crate::params::http::{HttpProvider, HttpProviderOptions, ScopeOptions, parse_sha256};
 use crate::params::{
     EntryStorage, IndexEntry, ParameterIndex, ParameterProvider, SpanRequest, StatusResult,
@@ -58,6 +59,20 @@ pub fn integer(object: &JsValue, key: &str) -> StatusResult<Option<u64>> {
         .transpose()
 }
 
+/// Rejects a delay a browser timer cannot hold: `setTimeout` takes a signed 32-bit count of
+/// milliseconds (about 24.8 days), and a longer one fires at once, so an `idleTimeoutMs` past it
+/// would time every request out. Rejected rather than clamped: a value that large is a mistake,
+/// and a clear error says so.
+fn check_timeout(key: &str, milliseconds: u64) -> StatusResult<()> {
+    if milliseconds as f64 > MAX_TIMEOUT_MS {
+        return Err(invalid(format!(
+            "{key} must be at most {MAX_TIMEOUT_MS} ms (setTimeout's limit, about 24.8 days), \
+             got {milliseconds}"
+        )));
+    }
+    Ok(())
+}
+
 fn cache_mode(name: &str) -> StatusResult<web_sys::RequestCache> {
     use web_sys::RequestCache as C;
     Ok(match name {
@@ -96,6 +111,7 @@ pub fn provider_options(options: &JsValue) -> StatusResult<(HttpProviderOptions,
         settings.retry.retries = u32::try_from(n).unwrap_or(u32::MAX);
     }
     if let Some(n) = integer(options, "backoffMs")? {
+        check_timeout("backoffMs", n)?;
         settings.retry.backoff_base = Duration::from_millis(n);
         settings.retry.backoff_max = settings.retry.backoff_max.max(Duration::from_millis(n));
     }
@@ -103,6 +119,7 @@ pub fn provider_options(options: &JsValue) -> StatusResult<(HttpProviderOptions,
         if n == 0 {
             return Err(invalid("idleTimeoutMs must be positive".to_owned()));
         }
+        check_timeout("idleTimeoutMs", n)?;
         fetch.idle_timeout = Duration::from_millis(n);
     }
     if let Some(name) = string(options, "cache")? {

@@ -12,13 +12,15 @@ use crate::params::http::fetch::FetchTransport;
 use crate::params::http::{
     AbortHandle, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
 };
-use crate::params::{ParameterProvider, SharedProvider, Signal, StatusResult};
+use crate::params::{ParameterProvider, SharedProvider, StatusResult};
 use crate::web::errors::status_to_js;
 use crate::web::gpu_parameter::{AbortListener, GpuParameter};
 use crate::web::http_options::{
     index_option, optional, provider_options, scope_options, span_requests, string,
 };
-use js_sys::{Array, Function, Object, Promise, Reflect};
+use crate::web::provider_handle::ProviderHandle;
+use crate::web::provider_ops;
+use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use std::cell::RefCell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -187,26 +189,7 @@ impl HttpParameterProvider {
     /// `{length, dtype, shape}` of `key` in `scope`, or `null`.
     #[wasm_bindgen(unchecked_return_type = "ParameterDescription | null")]
     pub fn describe(&self, scope: &str, key: &str) -> JsValue {
-        let Some(info) = self.provider.describe(scope, key) else {
-            return JsValue::NULL;
-        };
-        let object = Object::new();
-        let dtype = info.dtype.map_or(JsValue::NULL, |d| JsValue::from_str(&d));
-        let shape = info.shape.map_or(JsValue::NULL, |shape| {
-            shape
-                .iter()
-                .map(|&d| JsValue::from_f64(d as f64))
-                .collect::<Array>()
-                .into()
-        });
-        for (k, v) in [
-            ("length", JsValue::from_f64(info.length as f64)),
-            ("dtype", dtype),
-            ("shape", shape),
-        ] {
-            let _ = Reflect::set(&object, &JsValue::from_str(k), &v);
-        }
-        object.into()
+        provider_ops::description_to_js(self.provider.describe(scope, key))
     }
 
     /// The keys of `scope`, in file order (empty for an unknown scope).
@@ -219,17 +202,62 @@ impl HttpParameterProvider {
     /// Tells the provider about the page's life: `'resume'`, `'suspend'` (stop issuing requests,
     /// release staging memory) or `'lowMemory'`.
     pub fn notify(&self, signal: &str) -> JsResult<()> {
-        let signal = match signal {
-            "resume" => Signal::Resume,
-            "suspend" => Signal::Suspend,
-            "lowMemory" => Signal::LowMemory,
-            other => {
-                return Err(status_to_js(invalid(format!(
-                    "unknown signal {other:?} (resume | suspend | lowMemory)"
-                ))));
-            }
-        };
+        let signal = provider_ops::parse_signal(signal).map_err(status_to_js)?;
         self.provider.notify(signal).map_err(status_to_js)
+    }
+
+    /// `length` bytes of `key` from `offset` (default: 0 and the rest of the parameter) in a
+    /// new `Uint8Array`, fetched with Range requests as a load is (retries, If-Range, digests).
+    /// The bytes pass through wasm memory: for checks and small parameters; weights for a
+    /// program go to the GPU with `loadToGpu` or `Delegate.initWithParameters`. Rejects as
+    /// `loadToGpu` does (`NOT_FOUND`, `OUT_OF_RANGE`, HTTP errors as their IREE codes).
+    #[wasm_bindgen(unchecked_return_type = "Promise<Uint8Array>")]
+    pub fn read(
+        &self,
+        scope: String,
+        key: String,
+        offset: Option<f64>,
+        length: Option<f64>,
+    ) -> Promise {
+        provider_ops::read(self.shared_provider(), scope, key, offset, length)
+    }
+
+    /// Copies `spans` of `scope` (keys, or `{key, offset?, length?, bufferOffset?}`; spans
+    /// without `bufferOffset` are packed one after another) into `target`, or into a new
+    /// `Uint8Array` just long enough, with coalesced Range requests; resolves to it. Through wasm
+    /// memory, as `read`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Uint8Array>")]
+    pub fn gather(
+        &self,
+        scope: String,
+        #[wasm_bindgen(unchecked_param_type = "(string | BufferSpanSpec)[]")] spans: JsValue,
+        target: Option<Uint8Array>,
+    ) -> Promise {
+        provider_ops::gather(self.shared_provider(), scope, spans, target)
+    }
+
+    /// Rejects with `PERMISSION_DENIED` (after `NOT_FOUND` for an unknown scope or key):
+    /// files served over HTTP are read-only.
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn write(&self, scope: String, key: String, offset: f64, bytes: Uint8Array) -> Promise {
+        provider_ops::write(self.shared_provider(), scope, key, offset, bytes)
+    }
+
+    /// Rejects as `write` does (no span: resolves at once).
+    #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
+    pub fn scatter(
+        &self,
+        scope: String,
+        source: Uint8Array,
+        #[wasm_bindgen(unchecked_param_type = "(string | BufferSpanSpec)[]")] spans: JsValue,
+    ) -> Promise {
+        provider_ops::scatter(self.shared_provider(), scope, source, spans)
+    }
+
+    /// The provider for `Delegate.initWithParameters` and `ParameterProviderList` (internal).
+    #[wasm_bindgen(js_name = __webdelegateProvider, skip_typescript)]
+    pub fn handle(&self) -> ProviderHandle {
+        ProviderHandle::new(self.shared_provider())
     }
 
     /// Loads parameters of `scope` into new GPU buffers: `spans` are keys (whole parameters) or
@@ -272,13 +300,24 @@ impl HttpParameterProvider {
         })
     }
 
-    /// Counts of the last load that finished: `{requestsPlanned, requestsSent, retries,
-    /// bytesNeeded, bytesPlanned, bytesReceived}`, or `null`.
+    /// Counts of the last load, gather or read that finished, successfully or not:
+    /// `{requestsPlanned, requestsSent, retries, bytesNeeded, bytesPlanned, bytesReceived,
+    /// bytesWrittenDirect, bytesWrittenViaHost, outcome, message}` (`outcome`: `'OK'` or the
+    /// IREE code it failed with, `'CANCELLED'` when aborted; `message`: its error or `null`),
+    /// or `null` before the first.
     #[wasm_bindgen(js_name = lastStats, unchecked_return_type = "LoadStats | null")]
     pub fn last_stats(&self) -> JsValue {
-        self.provider
-            .last_stats()
-            .map_or(JsValue::NULL, stats_to_js)
+        let Some(record) = self.provider.last_load() else {
+            return JsValue::NULL;
+        };
+        let object = stats_to_js(record.stats);
+        let (outcome, message) = match &record.outcome {
+            Ok(()) => ("OK", JsValue::NULL),
+            Err(status) => (status.code().name(), JsValue::from_str(status.message())),
+        };
+        let _ = Reflect::set(&object, &"outcome".into(), &JsValue::from_str(outcome));
+        let _ = Reflect::set(&object, &"message".into(), &message);
+        object
     }
 
     /// Deletes the persistent cache (`persistentCache` option); resolves to whether it existed.

@@ -42,9 +42,12 @@ export interface HttpProviderOptions {
   gapThreshold?: number;
   /** Retries of a failed attempt without progress (default 4). */
   retries?: number;
-  /** First retry delay in ms, doubled each time (default 100). */
+  /** First retry delay in ms, doubled each time (default 100); at most 2147483647. */
   backoffMs?: number;
-  /** An attempt fails when nothing arrives for this long (default 30000). */
+  /**
+   * An attempt fails when nothing arrives for this many ms (default 30000). At most 2147483647
+   * (setTimeout's limit): a larger value throws INVALID_ARGUMENT.
+   */
   idleTimeoutMs?: number;
   /**
    * A Cache API cache name: data responses are stored there per file version and byte range,
@@ -100,7 +103,7 @@ export interface ParameterDescription {
   shape: number[] | null;
 }
 
-/** Counts of the last load. */
+/** Counts of the last load, gather or read (successful, failed or cancelled) and how it ended. */
 export interface LoadStats {
   requestsPlanned: number;
   requestsSent: number;
@@ -112,5 +115,9 @@ export interface LoadStats {
   bytesWrittenDirect: number;
   /** Bytes written from wasm memory (carries across chunk boundaries, unaligned edges, splats). */
   bytesWrittenViaHost: number;
+  /** 'OK', or the IREE code the load failed with ('CANCELLED' when aborted). */
+  outcome: StatusCodeName;
+  /** The failure's message, or null. */
+  message: string | null;
 }
 "#;

@@ -38,15 +38,26 @@ mod js {
     }
 }
 
-/// Resolves after `duration`.
+/// The longest delay one `setTimeout` honours (a signed 32-bit count of milliseconds; a longer
+/// one overflows and fires at once).
+pub const MAX_TIMEOUT_MS: f64 = 2_147_483_647.0;
+
+/// Resolves after `duration` (a duration past [`MAX_TIMEOUT_MS`] waits through several timers).
 #[cfg(web)]
 pub fn sleep(duration: Duration) -> LocalBoxFuture<'static, ()> {
-    let milliseconds = duration.as_secs_f64() * 1000.0;
-    let promise = js_sys::Promise::new(&mut |resolve, _reject| {
-        js::set_timeout(&resolve, milliseconds);
-    });
+    let mut left = duration.as_secs_f64() * 1000.0;
     Box::pin(async move {
-        let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+        loop {
+            let step = left.min(MAX_TIMEOUT_MS);
+            let promise = js_sys::Promise::new(&mut |resolve, _reject| {
+                js::set_timeout(&resolve, step);
+            });
+            let _ = wasm_bindgen_futures::JsFuture::from(promise).await;
+            left -= step;
+            if left <= 0.0 {
+                break;
+            }
+        }
     })
 }
 
