@@ -12,7 +12,7 @@
 use crate::error::{Status, StatusCode};
 use crate::params::{
     HostBuffer, ParameterInfo, ParameterProvider, SharedProvider, Signal, Span, SpanRequest,
-    StatusResult,
+    StatusResult, check_span,
 };
 use crate::web::errors::status_to_js;
 use crate::web::http_options::{integer, string};
@@ -141,6 +141,30 @@ pub fn buffer_spans(
     Ok((requests, extent))
 }
 
+/// Checks each span against what the provider describes of its parameter (when it knows it), so
+/// a span past its parameter is `OUT_OF_RANGE` before a buffer for it is allocated. A key the
+/// provider does not describe is left for the operation itself to report (`NOT_FOUND`).
+///
+/// # Errors
+/// `OUT_OF_RANGE` for a span past its parameter's end.
+fn check_parameter_spans(
+    provider: &dyn ParameterProvider,
+    scope: &str,
+    requests: &[SpanRequest],
+) -> StatusResult<()> {
+    for request in requests {
+        if let Some(info) = provider.describe(scope, &request.key) {
+            check_span(
+                &format!("parameter {:?} of scope {scope:?}", request.key),
+                request.span.parameter_offset,
+                request.span.length,
+                info.length,
+            )?;
+        }
+    }
+    Ok(())
+}
+
 fn reject(status: Status) -> Promise {
     Promise::reject(&status_to_js(status))
 }
@@ -154,22 +178,36 @@ pub fn read(
     offset: Option<f64>,
     length: Option<f64>,
 ) -> Promise {
-    let parsed = (|| -> StatusResult<(u64, u64)> {
+    let parsed = (|| -> StatusResult<(u64, u64, u64)> {
         let offset = offset.map_or(Ok(0), |o| count_arg(o, "offset"))?;
+        let info = provider.describe(&scope, &key);
         let length = match length {
             Some(length) => count_arg(length, "length")?,
-            None => provider
-                .describe(&scope, &key)
+            None => info
+                .as_ref()
                 .map_or(0, |info| info.length.saturating_sub(offset)),
         };
-        Ok((offset, length))
+        // Bounds before allocation; an unknown key gets an empty buffer and NOT_FOUND below.
+        let size = match info {
+            Some(info) => {
+                check_span(
+                    &format!("parameter {key:?} of scope {scope:?}"),
+                    offset,
+                    length,
+                    info.length,
+                )?;
+                length
+            }
+            None => 0,
+        };
+        Ok((offset, length, size))
     })();
-    let (offset, length) = match parsed {
+    let (offset, length, size) = match parsed {
         Ok(parsed) => parsed,
         Err(status) => return reject(status),
     };
     wasm_bindgen_futures::future_to_promise(async move {
-        let target = HostBuffer::zeroed(length).map_err(status_to_js)?;
+        let target = HostBuffer::zeroed(size).map_err(status_to_js)?;
         provider
             .read(&scope, &key, offset, &target, 0, length)
             .await
@@ -186,7 +224,11 @@ pub fn gather(
     spans: JsValue,
     target: Option<Uint8Array>,
 ) -> Promise {
-    let (requests, extent) = match buffer_spans(&*provider, &scope, &spans) {
+    let parsed = buffer_spans(&*provider, &scope, &spans).and_then(|(requests, extent)| {
+        check_parameter_spans(&*provider, &scope, &requests)?;
+        Ok((requests, extent))
+    });
+    let (requests, extent) = match parsed {
         Ok(parsed) => parsed,
         Err(status) => return reject(status),
     };
