@@ -147,6 +147,19 @@ test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, a
       missingFile: await capture(() => provider.addScope('y', missing, { index })),
       badOption: await capture(() => new wd.HttpParameterProvider({ concurrency: 9 })),
       badSignal: await capture(() => provider.notify('nap')),
+      statsAfterFailure: provider.lastStats(),
+      // setTimeout holds at most 2^31 - 1 ms: past it every request would time out at once.
+      idleTooLong: await capture(() => new wd.HttpParameterProvider({ idleTimeoutMs: 2 ** 31 })),
+      backoffTooLong: await capture(() => new wd.HttpParameterProvider({ backoffMs: 2 ** 31 })),
+      // Host reads: the same bytes through wasm memory, with IREE codes.
+      read: Array.from(await provider.read('m', key, 3, 1001)),
+      gathered: Array.from(await provider.gather('m', [{ key, offset: 3, length: 10 }, { key, length: 5, bufferOffset: 20 }])),
+      statsAfterRead: provider.lastStats(),
+      readPastEnd: await capture(() => provider.read('m', key, 1, 1e9)),
+      readNoKey: await capture(() => provider.read('m', 'nope')),
+      write: await capture(() => provider.write('m', key, 0, Uint8Array.of(1))),
+      writeNoKey: await capture(() => provider.write('m', 'nope', 0, Uint8Array.of(1))),
+      noSpan: Array.from(await provider.gather('m', [])),
     };
   }, { url, missing, index, key });
   const entry = index[4];
@@ -158,6 +171,8 @@ test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, a
   for (const [what, code, value] of [
     ['notFoundKey', 'NOT_FOUND', 5], ['notFoundScope', 'NOT_FOUND', 5], ['outOfRange', 'OUT_OF_RANGE', 11],
     ['missingFile', 'NOT_FOUND', 5], ['badOption', 'INVALID_ARGUMENT', 3], ['badSignal', 'INVALID_ARGUMENT', 3],
+    ['idleTooLong', 'INVALID_ARGUMENT', 3], ['backoffTooLong', 'INVALID_ARGUMENT', 3], ['readPastEnd', 'OUT_OF_RANGE', 11],
+    ['readNoKey', 'NOT_FOUND', 5], ['write', 'PERMISSION_DENIED', 7], ['writeNoKey', 'NOT_FOUND', 5],
   ]) {
     assert.equal(r[what].ok, false, what);
     assert.equal(r[what].error.name, 'StatusError', what);
@@ -165,6 +180,19 @@ test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, a
     assert.equal(r[what].error.codeValue, value, what);
   }
   assert.match(r.missingFile.error.message, /404/);
+  assert.match(r.idleTooLong.error.message, /setTimeout/);
+  // Failed loads are recorded with their outcome; a successful read after them too.
+  assert.equal(r.statsAfterFailure.outcome, 'OUT_OF_RANGE', JSON.stringify(r.statsAfterFailure));
+  assert.match(r.statsAfterFailure.message, /runs past its end/);
+  assert.equal(r.statsAfterFailure.requestsSent, 0);
+  assert.deepEqual(Buffer.from(r.read), model.bytes.subarray(entry.offset + 3, entry.offset + 3 + 1001));
+  const at = (o, n) => Array.from(model.bytes.subarray(entry.offset + o, entry.offset + o + n));
+  assert.deepEqual(r.gathered, [...at(3, 10), ...new Array(10).fill(0), ...at(0, 5)]);
+  assert.deepEqual(r.noSpan, []);
+  assert.equal(r.statsAfterRead.outcome, 'OK');
+  assert.equal(r.statsAfterRead.message, null);
+  assert.equal(r.statsAfterRead.bytesNeeded, 13, "the two spans share bytes [0, 13)");
+  assert.equal(r.statsAfterRead.bytesReceived, 13, JSON.stringify(r.statsAfterRead));
 });
 
 test('an AbortSignal cancels a load: CANCELLED, and no request keeps running', TEST_TIMEOUT, async (t) => {
