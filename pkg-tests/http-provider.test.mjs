@@ -236,6 +236,21 @@ test('faults from the browser: drop resumed with If-Range, Range ignored, file r
   for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
   assert.ok(r.warnings.some((w) => /ignores Range/.test(w)), JSON.stringify(r.warnings));
 
+  // Range honoured for the index read and the first data request, then 200s (trickled, so the
+  // request in flight answers before the whole-file stream passes it): the first 200 takes over
+  // every request not started; the file crosses the wire once more at most.
+  const rangeLength = (range) => { const [, a, b] = /bytes=(\d+)-(\d+)/.exec(range); return Number(b) + 1 - Number(a); };
+  r = await load('ignore-range,slow=1,skip=2', { options: { maxRequestSize: 256 << 10, concurrency: 2, idleTimeoutMs: 5000 } });
+  assert.ok(r.ok, JSON.stringify(r.error));
+  for (const key of keys) assert.equal(r.value.sha[key], model.tensorSha256[key], key);
+  assert.ok(r.warnings.some((w) => /ignores Range/.test(w)), JSON.stringify(r.warnings));
+  const midLog = (await logOf('ignore-range,slow=1,skip=2')).slice(1);
+  const ranged = midLog.filter((l) => l[3] === '206').reduce((n, l) => n + rangeLength(l[1]), 0);
+  const { stats } = r.value;
+  assert.ok(stats.requestsPlanned >= 8, JSON.stringify(stats));
+  assert.ok(midLog.length <= 3, `data requests: ${JSON.stringify(midLog)}`);
+  assert.ok(stats.bytesReceived <= model.bytes.length + ranged, `${stats.bytesReceived} > ${model.bytes.length} + ${ranged}`);
+
   r = await load('change-after=2');
   assert.equal(r.ok, false);
   assert.equal(r.error.code, 'ABORTED', r.error.message);
