@@ -9,11 +9,17 @@ import { open, stat } from 'node:fs/promises';
 
 const SAMPLE_EVERY_MS = 20;
 
-/** Starts sampling `page` (a playwright Page); `stop()` resolves to the peaks in bytes. */
-export async function heapSampler(page) {
+/**
+ * Starts sampling `page` (a playwright Page); `stop()` resolves to the peaks in bytes. With
+ * `collectGarbage`, each sample first runs a full GC (HeapProfiler.collectGarbage), so the peaks
+ * are of memory still referenced, not of garbage not yet collected (array buffers a load has
+ * dropped stay counted until a GC frees them).
+ */
+export async function heapSampler(page, { collectGarbage = false } = {}) {
   const cdp = await page.context().newCDPSession(page);
   const peak = { used: 0, arrayBuffers: 0, samples: 0 };
   const sample = async () => {
+    if (collectGarbage) await cdp.send('HeapProfiler.collectGarbage');
     const h = await cdp.send('Runtime.getHeapUsage');
     peak.used = Math.max(peak.used, h.usedSize);
     peak.arrayBuffers = Math.max(peak.arrayBuffers, h.backingStorageSize ?? 0);

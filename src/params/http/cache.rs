@@ -4,10 +4,16 @@
 //! small index read still goes out, which is what learns the file's current version: a changed
 //! file has a new validator, so stale entries are never used.
 //!
-//! A response is stored while it streams: its body is `tee()`d, one branch to the load, one to
-//! `cache.put`. A body that fails or is aborted fails its `put`, so partial bodies are never
-//! stored. The Cache API refuses 206 responses, so entries are stored as 200s with the original
-//! range and validators in `x-webdelegate-*` headers.
+//! A response is stored while it streams: each chunk the load reads is also pushed into a
+//! [`CacheWriter`], whose stream `cache.put` consumes. The writer queues at most
+//! [`CACHE_WRITER_QUEUE_BYTES`]; past that the load waits for the Cache API to catch up (for at
+//! most its idle timeout, after which the entry is dropped and the load goes on), so the page
+//! holds at most that much per response in flight (plus the chunk being read) on top of what a
+//! load without the cache holds. (`ReadableStream.tee()`, used before, let the slower branch
+//! queue up to a whole response, up to `maxRequestSize` per request in flight.) A body that fails
+//! or is aborted fails its writer and so its `put`: partial bodies are never stored. The Cache
+//! API refuses 206 responses, so entries are stored as 200s with the original range and
+//! validators in `x-webdelegate-*` headers.
 
 use crate::params::http::transport::ResponseHead;
 use js_sys::Reflect;
@@ -16,6 +22,39 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 use web_sys::{Cache, CacheStorage, Headers, ReadableStream, Response, ResponseInit};
+
+/// Most bytes a cache entry's writer queues before the load waits for the Cache API.
+pub const CACHE_WRITER_QUEUE_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
+
+#[wasm_bindgen(module = "/src/params/http/cache_writer.js")]
+extern "C" {
+    /// The body of one cache entry, filled chunk by chunk with backpressure (cache_writer.js).
+    pub type CacheWriter;
+
+    #[wasm_bindgen(js_name = makeCacheWriter)]
+    fn make_cache_writer(high_water_mark: f64) -> CacheWriter;
+
+    #[wasm_bindgen(method, getter)]
+    fn stream(this: &CacheWriter) -> ReadableStream;
+
+    /// Queues `chunk`: `undefined`, or a promise to await when the Cache API is behind.
+    #[wasm_bindgen(method)]
+    pub fn push(this: &CacheWriter, chunk: &js_sys::Uint8Array) -> JsValue;
+
+    /// Ends the entry: the response was read to its end.
+    #[wasm_bindgen(method)]
+    pub fn close(this: &CacheWriter);
+
+    /// Fails the entry (it is not stored).
+    #[wasm_bindgen(method)]
+    pub fn fail(this: &CacheWriter, reason: &str);
+}
+
+impl std::fmt::Debug for CacheWriter {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("CacheWriter")
+    }
+}
 
 /// Headers kept with a stored range (and given back as the cached response's head).
 const KEPT: [&str; 3] = ["content-range", "etag", "last-modified"];
@@ -93,12 +132,21 @@ impl PersistentCache {
         ))
     }
 
-    /// Stores `body` (a branch of a response being read) under `key` with `head`'s range and
-    /// validators. Fire and forget: failures (quota, a body that errors) just leave no entry.
-    pub fn store(&self, key: String, head: &ResponseHead, body: ReadableStream) {
+    /// Starts the entry `key` for a response with `head`'s range and validators: its bytes are
+    /// the chunks pushed into the returned writer. `None` when the entry cannot be made. Fire and
+    /// forget: failures (quota, a writer that fails) just leave no entry.
+    pub fn start_entry(&self, key: String, head: &ResponseHead) -> Option<CacheWriter> {
+        let writer = make_cache_writer(CACHE_WRITER_QUEUE_BYTES);
+        self.store(key, head, &writer).then_some(writer)
+    }
+
+    /// Stores `writer`'s stream under `key` with `head`'s range and validators; whether the
+    /// store started.
+    fn store(&self, key: String, head: &ResponseHead, writer: &CacheWriter) -> bool {
+        let body = writer.stream();
         let headers = match Headers::new() {
             Ok(headers) => headers,
-            Err(_) => return,
+            Err(_) => return false,
         };
         for name in KEPT {
             if let Some(value) = head.header(name) {
@@ -110,23 +158,30 @@ impl PersistentCache {
         init.set_headers_headers(&headers);
         let Ok(response) = Response::new_with_opt_readable_stream_and_init(Some(&body), &init)
         else {
-            return;
+            return false;
         };
         let name = self.name.clone();
         let cached = self.cache.borrow().clone();
+        let Some(storage) = storage() else {
+            return false;
+        };
+        let writer: CacheWriter = AsRef::<JsValue>::as_ref(writer).clone().unchecked_into();
         wasm_bindgen_futures::spawn_local(async move {
             let cache = match cached {
                 Some(cache) => cache,
-                None => match storage() {
-                    Some(storage) => match JsFuture::from(storage.open(&name)).await {
-                        Ok(cache) => cache.unchecked_into::<Cache>(),
-                        Err(_) => return,
-                    },
-                    None => return,
+                None => match JsFuture::from(storage.open(&name)).await {
+                    Ok(cache) => cache.unchecked_into::<Cache>(),
+                    Err(_) => {
+                        // Nobody will read the entry: release the writer (its pushes stop
+                        // waiting and do nothing).
+                        writer.fail("the cache could not be opened");
+                        return;
+                    }
                 },
             };
             let _ = JsFuture::from(cache.put_with_str(&key, &response)).await;
         });
+        true
     }
 
     /// Deletes the whole cache.

@@ -8,7 +8,7 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
-use crate::params::http::cache::{PersistentCache, data_key};
+use crate::params::http::cache::{CacheWriter, PersistentCache, data_key};
 use crate::params::http::response::parse_content_range;
 use crate::params::http::staging::StagingPool;
 use crate::params::http::timer::{now_ms, sleep};
@@ -173,7 +173,9 @@ impl Transport for FetchTransport {
             if let (Some(cache), Some((key, ..))) = (&self.persistent, &cache_key)
                 && let Some((head, stream)) = cache.lookup(key).await
             {
-                return Ok(self.body(head, Some(reader_of(&stream)), None, url));
+                let body: Box<dyn ResponseBody> =
+                    Box::new(self.body(head, Some(reader_of(&stream)), None, url));
+                return Ok(body);
             }
             let controller =
                 AbortController::new().map_err(|e| setup_error(e, "AbortController"))?;
@@ -227,26 +229,19 @@ impl Transport for FetchTransport {
                     })
                     .collect(),
             };
-            let mut stream = response.body();
-            if let (Some(cache), Some((key, validator, start, end)), Some(body)) =
+            let stream = response.body();
+            let mut writer = None;
+            if let (Some(cache), Some((key, validator, start, end)), Some(_)) =
                 (&self.persistent, cache_key, &stream)
                 && cacheable(&head, &validator, start, end)
             {
-                let branches = body.tee();
-                let (Ok(ours), Ok(stored)) = (
-                    branches.get(0).dyn_into::<ReadableStream>(),
-                    branches.get(1).dyn_into::<ReadableStream>(),
-                ) else {
-                    return Err(Status::new(
-                        StatusCode::Internal,
-                        "ReadableStream.tee failed",
-                    ));
-                };
-                cache.store(key, &head, stored);
-                stream = Some(ours);
+                writer = cache.start_entry(key, &head);
             }
             guard.0 = None;
-            Ok(self.body(head, stream.as_ref().map(reader_of), Some(controller), url))
+            let mut body = self.body(head, stream.as_ref().map(reader_of), Some(controller), url);
+            body.cache_writer = writer;
+            let body: Box<dyn ResponseBody> = Box::new(body);
+            Ok(body)
         })
     }
 }
@@ -258,17 +253,18 @@ impl FetchTransport {
         reader: Option<ReadableStreamDefaultReader>,
         controller: Option<AbortController>,
         url: String,
-    ) -> Box<dyn ResponseBody> {
-        Box::new(FetchBody {
+    ) -> FetchBody {
+        FetchBody {
             head,
             reader,
             controller,
+            cache_writer: None,
             aborted: false,
             idle: self.options.idle_timeout,
             timer: None,
             last_progress: now_ms(),
             url,
-        })
+        }
     }
 }
 
@@ -276,6 +272,8 @@ struct FetchBody {
     head: ResponseHead,
     reader: Option<ReadableStreamDefaultReader>,
     controller: Option<AbortController>,
+    /// The persistent-cache entry this body fills as it is read, if any.
+    cache_writer: Option<CacheWriter>,
     aborted: bool,
     idle: Duration,
     timer: Option<LocalBoxFuture<'static, ()>>,
@@ -313,19 +311,56 @@ impl FetchBody {
             }
         };
         self.last_progress = now_ms();
-        let result = result.map_err(|e| rejection(&e, &format!("body of {}", self.url)))?;
-        let result = result.unchecked_into::<ReadResult>();
+        let result = match result {
+            Ok(result) => result.unchecked_into::<ReadResult>(),
+            Err(error) => {
+                self.fail_cache_entry("the response failed");
+                return Err(rejection(&error, &format!("body of {}", self.url)));
+            }
+        };
         if result.done().unwrap_or(true) {
+            if let Some(writer) = self.cache_writer.take() {
+                writer.close();
+            }
             return Ok(None);
         }
         let value = result.value();
-        let array = value.dyn_into::<Uint8Array>().map_err(|v| {
-            Status::new(
-                StatusCode::DataLoss,
-                format!("body chunk of {} is not bytes: {v:?}", self.url),
-            )
-        })?;
+        let array = match value.dyn_into::<Uint8Array>() {
+            Ok(array) => array,
+            Err(v) => {
+                self.fail_cache_entry("a body chunk was not bytes");
+                return Err(Status::new(
+                    StatusCode::DataLoss,
+                    format!("body chunk of {} is not bytes: {v:?}", self.url),
+                ));
+            }
+        };
+        self.feed_cache_entry(&array).await;
         Ok(Some(BodyChunk::Js(array)))
+    }
+
+    /// Pushes `chunk` into the cache entry; when the Cache API is behind, waits until it
+    /// catches up, or drops the entry after the idle timeout (the load goes on without it).
+    async fn feed_cache_entry(&mut self, chunk: &Uint8Array) {
+        let Some(writer) = &self.cache_writer else {
+            return;
+        };
+        let pending = writer.push(chunk);
+        let Ok(promise) = pending.dyn_into::<js_sys::Promise>() else {
+            return;
+        };
+        let caught_up = JsFuture::from(promise);
+        match select(caught_up, sleep(self.idle)).await {
+            Either::Left(_) => self.last_progress = now_ms(),
+            Either::Right(((), _)) => self.fail_cache_entry("the Cache API fell behind"),
+        }
+    }
+
+    /// Drops the cache entry being written (it is not stored).
+    fn fail_cache_entry(&mut self, reason: &str) {
+        if let Some(writer) = self.cache_writer.take() {
+            writer.fail(reason);
+        }
     }
 }
 
@@ -340,6 +375,7 @@ impl ResponseBody for FetchBody {
 
     fn abort(&mut self) {
         self.aborted = true;
+        self.fail_cache_entry("the response was not read to its end");
         match (self.controller.take(), self.reader.take()) {
             // Aborting the request errors its stream (and every tee branch).
             (Some(controller), _) => controller.abort(),
