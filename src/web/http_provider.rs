@@ -133,8 +133,9 @@ impl HttpParameterProvider {
     /// A provider. `options`: `concurrency` (1-8, default 2), `chunkSize`, `maxRequestSize`,
     /// `gapThreshold`, `retries`, `backoffMs`, `idleTimeoutMs`, `cache` (a `RequestCache` mode),
     /// `persistentCache` (a Cache API cache name: data responses are kept there per file
-    /// version and range), `onProgress(event)`, `onWarning(message)`. Throws
-    /// `INVALID_ARGUMENT` for a bad option.
+    /// version and range, written as they stream with at most 4 MiB queued per request in
+    /// flight), `onProgress(event)`, `onWarning(message)`. Throws `INVALID_ARGUMENT` for a bad
+    /// option (`idleTimeoutMs` and `backoffMs` at most 2147483647, setTimeout's limit).
     #[wasm_bindgen(constructor)]
     pub fn new(
         #[wasm_bindgen(unchecked_param_type = "HttpProviderOptions")] options: Option<JsValue>,

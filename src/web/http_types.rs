@@ -52,7 +52,9 @@ export interface HttpProviderOptions {
   /**
    * A Cache API cache name: data responses are stored there per file version and byte range,
    * so a later page load with the same requests reads them without the network (only the small
-   * index read, which learns the file's current version, goes out).
+   * index read, which learns the file's current version, goes out). Entries are written while
+   * the responses stream: the page holds at most 4 MiB more per request in flight (the load
+   * waits for the Cache API when it falls that far behind).
    */
   persistentCache?: string;
   /** The fetch cache mode (default 'default'). */

@@ -15,9 +15,11 @@
 //! - [`load`], [`provider`]: the [`HttpProvider`] itself, with [`progress`] events and
 //!   [`control`] (abort, suspend).
 //!
-//! Host memory held by a load is bounded by the concurrency times the chunk size; in the browser
-//! body chunks go from the `ReadableStream` straight to `GPUQueue.writeBuffer`, so wasm memory
-//! does not grow with the model.
+//! Host memory held by a load is bounded by the concurrency times the chunk size (plus, with the
+//! persistent cache, at most 4 MiB queued per request for the Cache API, see `cache`); in the
+//! browser body chunks go from the `ReadableStream` straight to `GPUQueue.writeBuffer`, so wasm
+//! memory does not grow with the model (SHA-256 checks copy each chunk through one reused
+//! staging buffer to hash it).
 
 #[cfg(web)]
 pub mod cache;
