@@ -180,11 +180,6 @@ impl<'a> LoadTracker<'a> {
         }
     }
 
-    /// Whether [`LoadTracker::ranges_ignored`] was called.
-    pub fn saw_ranges_ignored(&self) -> bool {
-        self.warned.get()
-    }
-
     /// The statistics so far.
     pub fn stats(&self) -> LoadStats {
         self.stats.get()
