@@ -41,7 +41,7 @@ fn wanted_ranges(rng: &mut Rng, file_len: u64, target_size: u64) -> Vec<Wanted> 
 
 #[test]
 fn one_whole_file_body_feeds_every_sink_exactly() {
-    let mut rng = Rng(0x5EED_0F_6A0_0B);
+    let mut rng = Rng(0x05EE_D0F6_A00B);
     for _ in 0..200 {
         let file_len = 500 + rng.below(500) as usize;
         let file = random_bytes(&mut rng, file_len);
