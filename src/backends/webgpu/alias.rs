@@ -17,7 +17,7 @@ use crate::backends::webgpu::kernels::layout::copy_words;
 use crate::backends::webgpu::kernels::{Binding, KernelKey, PlanContext, words_per_element};
 use crate::backends::webgpu::plan::OpDispatches;
 use crate::error::{Error, Result};
-use crate::program::{Program, TensorId};
+use crate::program::{Op, Program, TensorId};
 
 /// Where a tensor's bytes live, before placement: a parameter slot or an activation root.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -53,17 +53,23 @@ pub(crate) fn storage_keys(slots: &[Option<usize>], roots: &[TensorId]) -> Vec<S
 /// Whether any op of `program` reads one storage through two operands (so `init` also
 /// compiles the copy kernel that fills shadows). `keys` as from [`storage_keys`].
 pub(crate) fn any_repeated_operand(program: &Program, keys: &[StorageKey]) -> bool {
-    program.ops.iter().any(|op| {
-        let operands: Vec<Option<StorageKey>> = op
-            .inputs()
-            .into_iter()
-            .map(|id| keys.get(id as usize).copied())
-            .collect();
-        operands
-            .iter()
-            .enumerate()
-            .any(|(i, key)| key.is_some() && operands[..i].contains(key))
-    })
+    // Concat copies one input per dispatch, so its inputs never share a dispatch; every other op
+    // reads at most three tensors.
+    program
+        .ops
+        .iter()
+        .filter(|op| !matches!(op, Op::Concat { .. }))
+        .any(|op| {
+            let operands: Vec<Option<StorageKey>> = op
+                .inputs()
+                .into_iter()
+                .map(|id| keys.get(id as usize).copied())
+                .collect();
+            operands
+                .iter()
+                .enumerate()
+                .any(|(i, key)| key.is_some() && operands[..i].contains(key))
+        })
 }
 
 /// The copy kernel shadows need, when `program` has a repeated operand.
