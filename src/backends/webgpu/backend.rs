@@ -369,11 +369,12 @@ impl BackendInterface for WebGpuBackend {
                     Error::new(ErrorCode::NotFound, e.message().to_owned())
                 }
             })?;
+            // Specs before the blob, as the CPU backend does: one mistake, one code everywhere.
+            let specs = parse_specs(compile_specs, context.runtime_specs())?;
+            let config = kernel_config(&specs, &ctx)?;
             let mut processed = processed;
             let program = program::load(processed.data())?;
             processed.free();
-            let specs = parse_specs(compile_specs, context.runtime_specs())?;
-            let config = kernel_config(&specs, &ctx)?;
             let loaded = LoadedProgram::load(ctx, program, config, context).await?;
             Ok(DelegateHandle::new(loaded))
         })
