@@ -72,6 +72,9 @@ pub struct WebGpuBackend {
     state: Mutex<State>,
     profiling: AtomicBool,
     suspended: AtomicBool,
+    /// Held while a device is being acquired, so that programs recovering at the same moment
+    /// share one new device instead of each acquiring their own.
+    acquiring: futures_util::lock::Mutex<()>,
 }
 
 impl std::fmt::Debug for WebGpuBackend {
@@ -136,6 +139,7 @@ impl WebGpuBackend {
             }),
             profiling: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
+            acquiring: futures_util::lock::Mutex::new(()),
         }
     }
 
@@ -153,6 +157,7 @@ impl WebGpuBackend {
             }),
             profiling: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
+            acquiring: futures_util::lock::Mutex::new(()),
         }
     }
 
@@ -171,6 +176,12 @@ impl WebGpuBackend {
     /// `InvalidState` while programs initialised on the current (not lost) device are alive,
     /// or when no device can be had.
     pub async fn reacquire(&self) -> Result<()> {
+        let _acquiring = self.acquiring.lock().await;
+        self.reacquire_locked().await
+    }
+
+    /// [`reacquire`](Self::reacquire) with `acquiring` held by the caller.
+    async fn reacquire_locked(&self) -> Result<()> {
         let power = {
             let state = self.state();
             if let Some(ctx) = &state.ctx
@@ -282,22 +293,29 @@ impl WebGpuBackend {
         self.context().map(|c| c.destroy_device()).is_some()
     }
 
+    /// The current device when a program may use it as it is: not lost, and no new power
+    /// preference waiting for a moment without live programs.
+    fn usable_device(&self) -> Option<Arc<GpuContext>> {
+        let state = self.state();
+        let ctx = state.ctx.as_ref()?;
+        let switch = state.power != state.device_power && ctx.programs.load(Ordering::Relaxed) == 0;
+        (ctx.lost().is_none() && !switch).then(|| Arc::clone(ctx))
+    }
+
     /// The device for a program: the current one, or a new one when it was lost, or when
     /// `power_preference` changed and no program is alive on the current device.
     pub(crate) async fn current_device(&self) -> Result<Arc<GpuContext>> {
-        let (current, switch) = {
-            let state = self.state();
-            let switch = state.power != state.device_power
-                && state
-                    .ctx
-                    .as_ref()
-                    .is_some_and(|ctx| ctx.programs.load(Ordering::Relaxed) == 0);
-            (state.ctx.clone(), switch)
-        };
-        match current {
-            Some(ctx) if ctx.lost().is_none() && !switch => Ok(ctx),
+        if let Some(ctx) = self.usable_device() {
+            return Ok(ctx);
+        }
+        // Whoever held the lock before us may have replaced the device already: check again.
+        let _acquiring = self.acquiring.lock().await;
+        if let Some(ctx) = self.usable_device() {
+            return Ok(ctx);
+        }
+        match self.context() {
             Some(_) => {
-                self.reacquire().await?;
+                self.reacquire_locked().await?;
                 self.context()
                     .ok_or_else(|| unavailable("re-acquisition failed"))
             }
