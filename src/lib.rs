@@ -12,6 +12,7 @@
 pub mod backends;
 pub mod error;
 pub mod evalue;
+pub mod fifo_slot;
 pub mod lifecycle;
 pub mod models;
 pub mod params;
