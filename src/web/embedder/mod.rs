@@ -8,8 +8,9 @@
 //! `"cpu"` (or the backend `options.backend` names); see [`load`] for aborts and fallbacks. The
 //! weights stream straight into the backend's buffers. `embedder.embed(texts)` tokenises
 //! (truncating to the model's length), batches by length, runs, and resolves to one
-//! `Float32Array` per text, in order. Calls made while one runs wait their turn, first come
-//! first served ([`FifoSlot`]); `destroy()` rejects the waiting ones at once.
+//! `Float32Array` per text, in order, letting the page's event loop run between batches. Calls
+//! made while one runs wait their turn, first come first served ([`FifoSlot`]); `destroy()`
+//! rejects the waiting ones at once.
 
 mod load;
 mod options;
@@ -38,6 +39,17 @@ type JsResult<T> = std::result::Result<T, JsValue>;
 extern "C" {
     #[wasm_bindgen(js_namespace = performance, js_name = now)]
     fn performance_now() -> f64;
+    #[wasm_bindgen(js_name = setTimeout)]
+    fn set_timeout(handler: &js_sys::Function, millis: i32) -> JsValue;
+}
+
+/// Lets the page's event loop run (input, timers, rendering) before continuing: a macrotask, as
+/// the CPU backend computes a batch without yielding.
+async fn yield_to_event_loop() {
+    let tick = Promise::new(&mut |resolve, _reject| {
+        set_timeout(&resolve, 0);
+    });
+    let _ = wasm_bindgen_futures::JsFuture::from(tick).await;
 }
 
 /// A loaded sentence-embedding model.
@@ -160,7 +172,7 @@ impl Embedder {
         self.backend.clone()
     }
 
-    /// Why the preferred backend was not used (`null` when it was): with `'auto'`, e.g.
+    /// Why the preferred backend was not used (`undefined` when it was): with `'auto'`, e.g.
     /// `"webgpu unavailable: navigator.gpu is missing: this browser has no WebGPU"`.
     #[wasm_bindgen(getter, js_name = fallbackReason)]
     pub fn fallback_reason(&self) -> Option<String> {
@@ -279,7 +291,8 @@ impl Embedder {
 }
 
 /// Tokenises `texts` in batches of similar length (less padding), runs each, and returns the
-/// rows in the order of `texts`.
+/// rows in the order of `texts`. Yields to the event loop between batches, so a long call does
+/// not freeze the page (and other `embed` calls can queue meanwhile).
 async fn embed_all(
     delegate: &mut LoadedDelegate,
     tokenizer: &TextTokenizer,
@@ -291,7 +304,10 @@ async fn embed_all(
     let mut order: Vec<usize> = (0..texts.len()).collect();
     order.sort_by_key(|&i| std::cmp::Reverse(texts.get(i).map_or(0, String::len)));
     let mut rows = vec![Vec::new(); texts.len()];
-    for chunk in order.chunks(batch_size) {
+    for (n, chunk) in order.chunks(batch_size).enumerate() {
+        if n > 0 {
+            yield_to_event_loop().await;
+        }
         let batch: Vec<&str> = chunk
             .iter()
             .filter_map(|&i| texts.get(i).map(String::as_str))
