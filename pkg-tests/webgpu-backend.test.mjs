@@ -56,13 +56,19 @@ test('a matmul program runs and destroy frees its GPU buffers', TEST_TIMEOUT, as
     await naive.run(1);
     naive.destroy();
     const badSpec = await capture(() => wd.MatmulBench.create('gpu', 8, 8, 8, 1, [{ key: 'tile', value: '9' }]));
-    return { flops: bench.flopsPerRun, during, after: live(), rejected, badSpec };
+    // Sizes that would overflow or exhaust wasm memory are refused before anything is allocated.
+    const huge = await capture(() => wd.MatmulBench.create('gpu', 65536, 65536, 65536, 1));
+    const wide = await capture(() => wd.MatmulBench.create('gpu', 16384, 16384, 8, 1));
+    const many = await capture(() => wd.MatmulBench.create('gpu', 8, 8, 8, 100000));
+    return { flops: bench.flopsPerRun, during, after: live(), rejected, badSpec, huge, wide, many, alive: wd.listBackends().length };
   });
   assert.equal(r.flops, 2 * 33 * 17 * 65 * 2);
   assert.ok(r.during > 0);
   assert.equal(r.after, 0);
   assert.equal(r.rejected.error.code, 'InvalidState');
   assert.equal(r.badSpec.error.code, 'InvalidArgument');
+  for (const bad of [r.huge, r.wide, r.many]) assert.equal(bad.error.code, 'InvalidArgument', JSON.stringify(bad));
+  assert.ok(r.alive > 0, 'the module still answers');
 });
 
 test('Delegate: programStats and the per-op profile of a profiled execute; null on the CPU backend', TEST_TIMEOUT, async (t) => {
