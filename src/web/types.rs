@@ -63,6 +63,9 @@ export interface JsBackend {
   setOption?(options: BackendOptionEntry[]): void;
   getOption?(options: BackendOptionEntry[]): BackendOptionEntry[] | void;
   destroy?(handle: any): void;
+  /** Lifecycle signals (see `lifecycleNotify`); may return what it released. */
+  notify?(signal: 'suspend' | 'resume' | 'lowMemory'):
+    void | { gpuBytes?: number; hostBytes?: number };
 }
 
 /** Options of `Embedder.load` (plus every `HttpProviderOptions` key, e.g. `onProgress`). */
@@ -93,7 +96,11 @@ export interface TokenBatch {
   attentionMask: BigInt64Array;
 }
 
-/** Every error the package throws or rejects with. */
+/**
+ * The errors of the registry, backends and delegates (ExecuTorch codes). The parameter
+ * providers reject with `StatusError` (IREE codes), a subclass of the same runtime class: test
+ * `error.name` ('WebDelegateError' or 'StatusError') or read `error.code`.
+ */
 export interface WebDelegateError extends Error {
   name: 'WebDelegateError';
   /** The ExecuTorch code name, e.g. 'NotFound'. */
