@@ -18,6 +18,7 @@
 pub mod backends;
 pub mod error;
 pub mod evalue;
+pub mod fifo_slot;
 pub mod lifecycle;
 pub mod models;
 pub mod params;

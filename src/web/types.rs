@@ -74,15 +74,26 @@ export interface EmbedderOptions {
   backend?: string;
   /** Weights file in the model directory (default `model.safetensors`). */
   weights?: string;
-  /** Truncation length (default: the directory's sentence_bert_config.json, else 256). */
+  /** Truncation length, 2 up to the model's max_position_embeddings (default: the directory's
+   *  sentence_bert_config.json, else 256). */
   maxTokens?: number;
-  /** Texts per execution (default 16). */
+  /** Texts per execution, 1-1024 (default 16). */
   batchSize?: number;
   /** Aborts the load: no request keeps running and nothing half-loaded is kept. */
   signal?: AbortSignal;
   onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;
                          requestsDone: number; requestsTotal: number }) => void;
   [option: string]: unknown;
+}
+
+/** `Embedder.tokenize`'s result: a padded batch, ready for the sentence-embedding program. */
+export interface TokenBatch {
+  batch: number;
+  seq: number;
+  /** `batch * seq` token ids, row-major, padded with the tokenizer's padding id. */
+  inputIds: BigInt64Array;
+  /** 1 for tokens, 0 for padding. */
+  attentionMask: BigInt64Array;
 }
 
 /**
