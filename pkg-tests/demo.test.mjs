@@ -2,8 +2,10 @@
 // by nginx, on the CPU backend with a 60-sentence corpus (WebGPU in the test Chromium runs on
 // SwiftShader, too slow for this): it must load, index, and rank as you type — the top hit of an
 // unambiguous query is from the right topic, scores descend, and window.demo.search agrees with
-// what the page shows. A missing model must put the page in its error state with a message.
-// Saves a screenshot to pkg-tests/artifacts/demo.png.
+// what the page shows; typing while the embedder is busy shows no error and only the newest
+// query's results. A missing model must put the page in its error state with a message; a page
+// without WebGPU (navigator.gpu taken away before the demo starts) must run on the CPU with the
+// fallback shown. Saves screenshots to pkg-tests/artifacts/demo.png and demo-no-webgpu.png.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
@@ -17,9 +19,11 @@ const SLOW = { timeout: 240_000 };
 const settled = () => ['ready', 'error'].includes(document.body.dataset.state);
 const harness = useBrowserHarness();
 
-async function openDemo(t, query) {
+const NO_WEBGPU = { initScript: () => { delete Navigator.prototype.gpu; } };
+
+async function openDemo(t, query, options) {
   // openPage's own wait is short; loading and indexing on CPU can take longer, so wait here.
-  const demo = await harness.openPage(t, `/www/dist/index.html${query}`);
+  const demo = await harness.openPage(t, `/www/dist/index.html${query}`, undefined, options);
   await demo.page.waitForFunction(settled, undefined, { timeout: 200_000, polling: 250 });
   return demo;
 }
@@ -87,6 +91,46 @@ test('semantic search demo: loads, indexes and ranks on the CPU backend', SLOW, 
   assert.equal(lifecycle.visible[0], 'resumed');
   assert.match(lifecycle.visible[1], /suspends 1, resumes 1/);
 
+  // Typing while the embedder is busy (a bulk embed of the page's own holds it): the first query
+  // waits its turn, later ones replace each other while waiting (at most one waits), nothing
+  // fails, and only the last query's results are shown.
+  await demo.evaluate(() => {
+    const status = document.querySelector('#search .search-status');
+    const list = document.querySelector('#search ol.results');
+    const seen = { statuses: [], rendered: [], bulkDone: false, bulkRows: 0 };
+    window.seen = seen;
+    new MutationObserver(() => seen.statuses.push(status.textContent))
+      .observe(status, { childList: true, characterData: true, subtree: true });
+    new MutationObserver(() => { if (list.dataset.query) seen.rendered.push(list.dataset.query); })
+      .observe(list, { attributes: true, attributeFilter: ['data-query'] });
+    const long = 'The committee met on Tuesday to review the budget, the schedule and the plans for the new library. ';
+    // 25 batches of 16 short texts: embed() lets the page's events in between batches, and
+    // the whole call outlasts typing three queries by far (about 5 s on the CPU backend here).
+    const texts = Array.from({ length: 400 }, (_, i) => `${i}. ${long}`);
+    const t0 = performance.now();
+    window.demo.embedder.embed(texts).then((rows) => {
+      Object.assign(seen, { bulkDone: true, bulkRows: rows.length, bulkMs: performance.now() - t0 });
+    });
+  });
+  const input = demo.page.locator('#search input[type=search]');
+  const settleDebounce = () => new Promise((r) => setTimeout(r, 300)); // the page's debounce is 200 ms
+  await input.fill('my kitten naps by the window');
+  await demo.page.waitForFunction(() => window.demo.embedder.pendingEmbeds === 1, undefined, { timeout: 10_000 });
+  await input.fill('when does the rocket go to orbit');
+  await settleDebounce();
+  await input.fill('How is the weather today?');
+  await settleDebounce();
+  const busy = await demo.evaluate(() => ({ bulkDone: window.seen.bulkDone, pending: window.demo.embedder.pendingEmbeds }));
+  assert.deepEqual(busy, { bulkDone: false, pending: 1 }, 'three queries asked while the bulk embed runs: one embed waits');
+  await demo.page.waitForFunction(() => document.querySelector('#search ol.results')?.dataset.query === 'How is the weather today?', undefined, { timeout: 60_000 });
+  const seen = await demo.evaluate(() => ({ ...window.seen, pending: window.demo.embedder.pendingEmbeds, top: document.querySelector('#search ol.results li .topic')?.textContent }));
+  t.diagnostic(`bulk embed of 400 texts: ${seen.bulkMs?.toFixed(0)} ms; statuses: ${JSON.stringify(seen.statuses)}`);
+  assert.ok(seen.bulkDone && seen.bulkRows === 400, 'the bulk embed resolved');
+  assert.ok(!seen.statuses.some((s) => /fail/i.test(s)), `no failure shown: ${JSON.stringify(seen.statuses)}`);
+  assert.deepEqual(seen.rendered, ['How is the weather today?'], 'only the newest query was rendered');
+  assert.equal(seen.top, 'weather');
+  assert.equal(seen.pending, 0);
+
   await typeAndRead(demo, 'How is the weather today?');
   await mkdir(ARTIFACTS, { recursive: true });
   await demo.page.screenshot({ path: path.join(ARTIFACTS, 'demo.png'), fullPage: true });
@@ -104,4 +148,26 @@ test('semantic search demo: an unreachable model is reported, not hung on', SLOW
   assert.match(shown.model, /Could not load the model: .*could not be fetched/);
   assert.match(shown.search, /unavailable/);
   assert.ok(shown.disabled);
+});
+
+test('semantic search demo: without WebGPU, auto falls back to the CPU backend and says why', SLOW, async (t) => {
+  const demo = await openDemo(t, '?corpus=12', NO_WEBGPU);
+  const shown = await demo.evaluate(() => ({
+    state: document.body.dataset.state,
+    model: document.getElementById('model').innerText,
+    notes: [...document.querySelectorAll('#model ul.notes li')].map((li) => li.textContent),
+    adapter: document.getElementById('adapter').textContent,
+    backends: document.getElementById('backends').textContent,
+  }));
+  assert.equal(shown.state, 'ready', shown.model);
+  assert.match(shown.model, /backend requested\s*auto/);
+  assert.match(shown.model, /backend used\s*cpu/);
+  assert.match(shown.model, /fallback\s*webgpu unavailable: navigator\.gpu is missing/);
+  assert.ok(shown.notes.some((n) => /^Running on the cpu backend instead: webgpu unavailable: navigator\.gpu is missing/.test(n)), JSON.stringify(shown.notes));
+  assert.match(shown.adapter, /WebGPU is not available/);
+  assert.match(shown.backends, /webgpu\s*unavailable/);
+  const results = await typeAndRead(demo, 'How is the weather today?');
+  assert.equal(results[0].topic, 'weather');
+  await mkdir(ARTIFACTS, { recursive: true });
+  await demo.page.screenshot({ path: path.join(ARTIFACTS, 'demo-no-webgpu.png'), fullPage: true });
 });

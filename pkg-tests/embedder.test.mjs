@@ -2,7 +2,9 @@
 // Chromium through the built package: embeddings on the CPU backend and on WebGPU (SwiftShader)
 // compared with the NumPy float64 reference (tests/fixtures/minilm/reference.json: cosine >=
 // 0.9999 and max abs difference <= 1e-3 per sentence), the reference's retrieval ranking
-// reproduced, progress reported, errors and aborts reported with ExecuTorch codes.
+// reproduced on both, progress reported, errors and aborts reported with ExecuTorch codes; and
+// `bertProgram` + `Delegate.initWithParameters` giving the Embedder's own bits. The Embedder's
+// queueing, options, aborts and fallbacks are in embedder-api.test.mjs.
 import assert from 'node:assert/strict';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -45,6 +47,7 @@ async function embedIn(t, backend, indices, { profiling = false } = {}) {
     const rows = await embedder.embed(texts);
     const result = {
       backend: embedder.backend,
+      fallbackReason: embedder.fallbackReason,
       dim: embedder.dim,
       maxTokens: embedder.maxTokens,
       lastBatchMillis: embedder.lastBatchMillis,
@@ -64,6 +67,14 @@ async function embedIn(t, backend, indices, { profiling = false } = {}) {
   }, { url: MODEL_URL, backend, texts: indices.map((i) => reference.sentences[i]), profiling });
 }
 
+function assertRanking(rowOf) {
+  const score = (a, b) => rowOf(a).reduce((s, v, i) => s + v * rowOf(b)[i], 0);
+  reference.retrieval.queries.forEach((q, k) => {
+    const ranked = [...reference.retrieval.corpus].sort((a, b) => score(q, b) - score(q, a));
+    assert.deepEqual(ranked, reference.retrieval.ranking[k], `ranking for ${JSON.stringify(reference.sentences[q])}`);
+  });
+}
+
 test('CPU backend: every reference sentence matches and the ranking is the same', SLOW, async (t) => {
   const all = reference.sentences.map((_, i) => i);
   const r = await embedIn(t, 'cpu', all);
@@ -74,12 +85,8 @@ test('CPU backend: every reference sentence matches and the ranking is the same'
   t.diagnostic(`cpu: min cosine ${minCos.toFixed(7)}, max abs ${maxAbs.toExponential(2)}`);
   assert.ok(minCos >= 0.9999, `min cosine ${minCos}`);
   assert.ok(maxAbs <= 1e-3, `max abs ${maxAbs}`);
-  const rows = r.rows;
-  const score = (a, b) => rows[a].reduce((s, v, i) => s + v * rows[b][i], 0);
-  reference.retrieval.queries.forEach((q, k) => {
-    const ranked = [...reference.retrieval.corpus].sort((a, b) => score(q, b) - score(q, a));
-    assert.deepEqual(ranked, reference.retrieval.ranking[k], `ranking for ${JSON.stringify(reference.sentences[q])}`);
-  });
+  assert.equal(r.fallbackReason, undefined);
+  assertRanking((sentence) => r.rows[sentence]);
   assert.ok(r.progressEvents > 0, 'progress was reported');
   assert.equal(r.lastProgress.bytesDone, r.lastProgress.bytesTotal);
   assert.ok(r.stats.requests >= 1 && r.stats.requests <= 8, `requests ${r.stats.requests}`);
@@ -89,14 +96,19 @@ test('CPU backend: every reference sentence matches and the ranking is the same'
   assert.equal(r.profile, null, 'profiles are the WebGPU backend\'s');
 });
 
-test('auto picks WebGPU when it has a device, and matches the reference', SLOW, async (t) => {
-  const picks = [0, 9, 12, 13, 24];
+test('auto picks WebGPU when it has a device, matches the reference and ranks the same', SLOW, async (t) => {
+  // The retrieval set (short sentences: SwiftShader is slow), plus the shortest sentence and a
+  // longer one for the padding and the mask.
+  const { queries, corpus } = reference.retrieval;
+  const picks = [...new Set([...queries, ...corpus, 9, 24])];
   const r = await embedIn(t, 'auto', picks, { profiling: true });
   assert.equal(r.backend, 'webgpu');
+  assert.equal(r.fallbackReason, undefined, 'WebGPU was used: nothing to explain');
   const { minCos, maxAbs } = compare(r.rows.map((x) => Float32Array.from(x)), picks);
-  t.diagnostic(`webgpu: min cosine ${minCos.toFixed(7)}, max abs ${maxAbs.toExponential(2)}`);
+  t.diagnostic(`webgpu over ${picks.length} sentences: min cosine ${minCos.toFixed(7)}, max abs ${maxAbs.toExponential(2)}`);
   assert.ok(minCos >= 0.9999, `min cosine ${minCos}`);
   assert.ok(maxAbs <= 1e-3, `max abs ${maxAbs}`);
+  assertRanking((sentence) => r.rows[picks.indexOf(sentence)]);
   const vendor = r.info.find((o) => o.key === 'adapter.vendor');
   assert.ok(vendor && vendor.value.length > 0, `backendInfo reports the adapter: ${JSON.stringify(r.info)}`);
   assert.ok(r.lastBatchMillis > 0);
@@ -150,4 +162,69 @@ test('a missing model directory and an aborted load reject with codes', SLOW, as
   assert.match(r.missing.error.message, /config\.json/);
   assert.equal(r.aborted.error.code, 'InvalidState');
   assert.equal(r.badBackend.error.code, 'NotFound');
+});
+
+test('bertProgram builds, from a provider the page made, the program the Embedder runs', SLOW, async (t) => {
+  const page = await harness.openHarnessPage(t);
+  const sentences = [0, 24].map((i) => reference.sentences[i]);
+  const r = await page.evaluate(async ({ url, sentences }) => {
+    const provider = new wd.HttpParameterProvider();
+    await provider.addScope('minilm', `${url}model.safetensors`);
+    const config = await (await fetch(`${url}config.json`)).text();
+    const blob = wd.bertProgram(provider, 'minilm', config);
+    const delegate = await wd.Delegate.initWithParameters('cpu', blob, provider, { methodName: 'sentence_embedding' });
+    const embedder = await wd.Embedder.load(url, { backend: 'cpu' });
+    const tokens = embedder.tokenize(sentences);
+    const shape = [tokens.batch, tokens.seq];
+    const out = await delegate.execute([
+      { tag: 'Tensor', dtype: 'int64', shape, data: tokens.inputIds },
+      { tag: 'Tensor', dtype: 'int64', shape, data: tokens.attentionMask },
+      { tag: 'None' },
+    ]);
+    const rows = await embedder.embed(sentences);
+    const bigger = JSON.stringify({ ...JSON.parse(config), hidden_size: 768 });
+    const errors = {
+      unknownScope: (await capture(() => wd.bertProgram(provider, 'nope', config))).error,
+      notBert: (await capture(() => wd.bertProgram(provider, 'minilm', '{"model_type": "gpt2"}'))).error,
+      notJson: (await capture(() => wd.bertProgram(provider, 'minilm', 'config'))).error,
+      mismatch: (await capture(() => wd.bertProgram(provider, 'minilm', bigger))).error,
+    };
+    delegate.destroy();
+    embedder.destroy();
+    return {
+      blobType: blob.constructor.name,
+      blobBytes: blob.length,
+      batch: tokens.batch,
+      seq: tokens.seq,
+      ids: Array.from(tokens.inputIds, Number),
+      mask: Array.from(tokens.attentionMask, Number),
+      output: { dtype: out[2].dtype, shape: out[2].shape, data: Array.from(out[2].data) },
+      embedded: rows.map((row) => Array.from(row)),
+      errors,
+    };
+  }, { url: MODEL_URL, sentences });
+  assert.equal(r.blobType, 'Uint8Array');
+  t.diagnostic(`bertProgram blob: ${r.blobBytes} bytes`);
+  // The tokenizer gives the reference's token ids, padded to the longer sentence.
+  assert.equal(r.batch, 2);
+  const want = [0, 24].map((i) => reference.token_ids[i]);
+  assert.equal(r.seq, Math.max(...want.map((ids) => ids.length)));
+  want.forEach((ids, row) => {
+    const got = r.ids.slice(row * r.seq, (row + 1) * r.seq);
+    const mask = r.mask.slice(row * r.seq, (row + 1) * r.seq);
+    assert.deepEqual(got.slice(0, ids.length), ids, `token ids of sentence ${row}`);
+    assert.deepEqual(mask, ids.map(() => 1).concat(Array(r.seq - ids.length).fill(0)), `mask of sentence ${row}`);
+  });
+  // Same program, same backend, same inputs: the same bits as the Embedder.
+  assert.equal(r.output.dtype, 'float32');
+  assert.deepEqual(r.output.shape, [2, 384]);
+  assert.deepEqual(r.output.data, r.embedded.flat());
+  const { minCos } = compare([r.output.data.slice(0, 384), r.output.data.slice(384)], [0, 24]);
+  assert.ok(minCos >= 0.9999, `min cosine to the reference ${minCos}`);
+  assert.equal(r.errors.unknownScope.code, 'NotFound');
+  assert.match(r.errors.unknownScope.message, /scope "nope"/);
+  assert.equal(r.errors.notBert.code, 'InvalidArgument');
+  assert.equal(r.errors.notJson.code, 'InvalidArgument');
+  assert.equal(r.errors.mismatch.code, 'InvalidExternalData');
+  assert.match(r.errors.mismatch.message, /embeddings\./);
 });

@@ -36,3 +36,34 @@ export function stubBackend(overrides = {}) {
 /** Bytes of a UTF-8 string, and back. */
 export const utf8 = (s) => new TextEncoder().encode(s);
 export const fromUtf8 = (b) => new TextDecoder().decode(b);
+
+/**
+ * Records every `fetch` the page makes from now on (the package's own fetches included: they
+ * call the global `fetch`): entries `{path, state: 'pending' | 'resolved' | 'rejected', error,
+ * start, end}` with times from performance.now(). `onStart(entry)` runs right after each fetch
+ * starts. `settled()` resolves once every recorded fetch has settled; `restore()` puts the
+ * original `fetch` back.
+ */
+export function trackFetches(onStart) {
+  const original = globalThis.fetch;
+  const entries = [];
+  globalThis.fetch = function trackedFetch(input, init) {
+    const url = input instanceof Request ? input.url : String(input);
+    const entry = { path: new URL(url, location.href).pathname, state: 'pending', start: performance.now() };
+    const promise = original.call(this, input, init);
+    entry.done = promise.then(
+      () => { entry.state = 'resolved'; entry.end = performance.now(); },
+      (e) => { entry.state = 'rejected'; entry.error = e?.name ?? String(e); entry.end = performance.now(); },
+    );
+    entries.push(entry);
+    onStart?.(entry);
+    return promise;
+  };
+  return {
+    entries,
+    settled: () => Promise.all(entries.map((e) => e.done)),
+    restore: () => { globalThis.fetch = original; },
+    /** Serializable copies of the entries. */
+    snapshot: () => entries.map(({ done, ...rest }) => ({ ...rest })),
+  };
+}

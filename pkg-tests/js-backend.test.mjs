@@ -169,6 +169,34 @@ test('unavailable and unknown backends reject Delegate.init with NotFound', TEST
   assert.equal(r.inits, 0, 'init must not run on an unavailable backend');
 });
 
+test('isAvailable/setOption/getOption must answer synchronously: a promise is refused, never misread', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const r = await p.evaluate(async () => {
+    let inits = 0;
+    const later = (value) => new Promise((resolve) => setTimeout(() => resolve(value), 1));
+    wd.registerBackend('promising', stubBackend({
+      // A promise is truthy: read as-is it would claim availability.
+      isAvailable: () => later(false),
+      init: () => { inits += 1; return {}; },
+      setOption: () => later(undefined),
+      getOption: (options) => later(options),
+    }));
+    return {
+      available: wd.isBackendAvailable('promising'),
+      init: await capture(() => wd.Delegate.init('promising', new Uint8Array())),
+      set: await capture(() => wd.setOption('promising', [{ key: 'k', value: 1 }])),
+      get: await capture(() => wd.getOption('promising', [{ key: 'k', value: 1 }])),
+      inits,
+    };
+  });
+  assert.equal(r.available, false, 'a promise from isAvailable is not availability');
+  expectWdError(r.init, 'NotFound', 'Delegate.init on a backend whose isAvailable returns a promise');
+  assert.equal(r.inits, 0);
+  expectWdError(r.set, 'InvalidArgument', 'setOption returning a promise');
+  assert.match(r.set.error.message, /synchronously/);
+  expectWdError(r.get, 'InvalidArgument', 'getOption returning a promise');
+});
+
 test('execute after destroy is rejected with InvalidState', TEST_TIMEOUT, async (t) => {
   const p = await harness.openHarnessPage(t);
   const r = await p.evaluate(async () => {

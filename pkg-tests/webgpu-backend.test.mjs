@@ -56,13 +56,19 @@ test('a matmul program runs and destroy frees its GPU buffers', TEST_TIMEOUT, as
     await naive.run(1);
     naive.destroy();
     const badSpec = await capture(() => wd.MatmulBench.create('gpu', 8, 8, 8, 1, [{ key: 'tile', value: '9' }]));
-    return { flops: bench.flopsPerRun, during, after: live(), rejected, badSpec };
+    // Sizes that would overflow or exhaust wasm memory are refused before anything is allocated.
+    const huge = await capture(() => wd.MatmulBench.create('gpu', 65536, 65536, 65536, 1));
+    const wide = await capture(() => wd.MatmulBench.create('gpu', 16384, 16384, 8, 1));
+    const many = await capture(() => wd.MatmulBench.create('gpu', 8, 8, 8, 100000));
+    return { flops: bench.flopsPerRun, during, after: live(), rejected, badSpec, huge, wide, many, alive: wd.listBackends().length };
   });
   assert.equal(r.flops, 2 * 33 * 17 * 65 * 2);
   assert.ok(r.during > 0);
   assert.equal(r.after, 0);
   assert.equal(r.rejected.error.code, 'InvalidState');
   assert.equal(r.badSpec.error.code, 'InvalidArgument');
+  for (const bad of [r.huge, r.wide, r.many]) assert.equal(bad.error.code, 'InvalidArgument', JSON.stringify(bad));
+  assert.ok(r.alive > 0, 'the module still answers');
 });
 
 test('Delegate: programStats and the per-op profile of a profiled execute; null on the CPU backend', TEST_TIMEOUT, async (t) => {
@@ -126,4 +132,32 @@ test('Delegate: programStats and the per-op profile of a profiled execute; null 
   assert.equal(r.cpuStats, null);
   assert.equal(r.cpuProfile, null);
   assert.equal(r.destroyed, null);
+});
+
+test('a lost device is replaced once when two delegates recover at the same time', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const r = await p.evaluate(async () => {
+    await wd.ready();
+    const generation = () => Number(wd.getOption('webgpu', [{ key: 'device_generation', value: 0 }])[0].value);
+    const b = new wd.ProgramBuilder();
+    const x = b.input('x', 'float32', [3, 7]);
+    b.output(b.tanh(b.scale(x, 0.5, 0.25)));
+    const blob = b.encode();
+    b.free();
+    const args = () => [{ tag: 'Tensor', dtype: 'float32', shape: [3, 7], data: Float32Array.from({ length: 21 }, (_, i) => i * 0.1 - 1) }, { tag: 'None' }];
+    const delegates = await Promise.all([wd.Delegate.init('webgpu', blob), wd.Delegate.init('webgpu', blob), wd.Delegate.init('webgpu', blob)]);
+    const before = await Promise.all(delegates.map(async (d) => Array.from((await d.execute(args()))[1].data)));
+    const generationBefore = generation();
+    const destroyed = wd.destroyWebGpuDevice();
+    // Let the browser report the loss before the executes find it.
+    await new Promise((resolve) => setTimeout(resolve, 200));
+    const after = await Promise.all(delegates.map(async (d) => Array.from((await d.execute(args()))[1].data)));
+    const result = { destroyed, generationBefore, generationAfter: generation(), before, after, recoveries: delegates.map((d) => d.programStats().deviceRecoveries) };
+    delegates.forEach((d) => d.destroy());
+    return result;
+  });
+  assert.equal(r.destroyed, true);
+  assert.deepEqual(r.recoveries, [1, 1, 1], 'every delegate moved to the new device');
+  assert.equal(r.generationAfter, r.generationBefore + 1, 'one new device for all of them');
+  assert.deepEqual(r.after, r.before, 'same results on the new device');
 });

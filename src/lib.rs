@@ -1,17 +1,24 @@
+#![warn(missing_docs)]
 //! webdelegate: a WebAssembly runtime that runs ML programs in the browser on WebGPU and streams
 //! their weights over HTTP Range requests into GPU memory.
 //!
 //! Two public interfaces, each in its own module:
 //! - [`registry`]: ExecuTorch's delegate `BackendInterface` and the process-wide backend registry.
-//! - the parameter provider (IREE's `iree_io_parameter_provider_t`), in a later module.
+//! - [`params`]: IREE's parameter provider (`iree_io_parameter_provider_t`): in-memory and HTTP
+//!   providers, and the safetensors / GGUF / IRPA index readers.
 //!
-//! [`error`] holds the one error model (ExecuTorch codes and IREE status codes), [`evalue`] the
-//! values that cross a delegate call. The `web` module (wasm32 only) is the only code that speaks
+//! Around them: [`program`] (the processed blob a backend runs: IR, builder, format, validation),
+//! [`backends`] (the WebGPU backend on `wgpu` and the CPU backend), [`lifecycle`] (suspend,
+//! resume and low-memory signals), [`models`] (programs for known checkpoints, e.g. BERT
+//! sentence embeddings) and, with the `text` feature, `text` (tokenisation). [`error`] holds
+//! the one error model (ExecuTorch codes and IREE status codes), [`evalue`] the values that
+//! cross a delegate call. The `web` module (wasm32 only) is the only code that speaks
 //! JavaScript.
 
 pub mod backends;
 pub mod error;
 pub mod evalue;
+pub mod fifo_slot;
 pub mod lifecycle;
 pub mod models;
 pub mod params;

@@ -280,7 +280,8 @@ fn mutated_blobs_never_panic_and_fail_with_program_codes() {
 #[test]
 fn headers_are_checked_before_the_body() {
     let blob = encode(&every_op()).unwrap();
-    for cut in 0..8 {
+    // Shorter than the magic: not ours. Our magic but cut anywhere after it: a broken program.
+    for cut in 0..4 {
         let error = load(&blob[..cut]).unwrap_err();
         assert_eq!(
             error.code(),
@@ -288,7 +289,7 @@ fn headers_are_checked_before_the_body() {
             "{cut}"
         );
     }
-    for cut in 8..blob.len() {
+    for cut in 4..blob.len() {
         let error = load(&blob[..cut]).unwrap_err();
         assert_eq!(error.code(), ErrorCode::InvalidProgram, "{cut}: {error}");
     }

@@ -374,10 +374,13 @@ async fn lying_backends_cannot_corrupt_outputs() {
 #[wasm_bindgen_test]
 async fn delegate_class_lifecycle_and_states() {
     api::register_backend("web-edge-slow", make_lying_backend("slow")).unwrap();
-    let delegate =
-        api::Delegate::init("web-edge-slow".into(), Uint8Array::new_with_length(0), None)
-            .await
-            .unwrap();
+    let delegate = api::Delegate::init(
+        "web-edge-slow".into(),
+        Uint8Array::new_with_length(0).into(),
+        None,
+    )
+    .await
+    .unwrap();
     assert_eq!(delegate.backend_name(), "web-edge-slow");
     let args: JsValue = convert::evalues_to_js(&[EValue::Int(1)]).unwrap().into();
     let first = delegate.execute(args.clone());
@@ -402,11 +405,17 @@ async fn delegate_class_lifecycle_and_states() {
 
     let missing = api::Delegate::init(
         "web-edge-nobody".into(),
-        Uint8Array::new_with_length(0),
+        Uint8Array::new_with_length(0).into(),
         None,
     )
     .await
     .err()
     .unwrap();
     assert_js_error(&missing, ErrorCode::NotFound);
+    // A program that is not bytes is refused with a code, not a TypeError.
+    let not_bytes = api::Delegate::init("web-edge-slow".into(), JsValue::from_str("blob"), None)
+        .await
+        .err()
+        .unwrap();
+    assert_js_error(&not_bytes, ErrorCode::InvalidArgument);
 }

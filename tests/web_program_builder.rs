@@ -52,6 +52,10 @@ export function badCalls(b) {
     slice: captureError(() => b.slice(x, 1, 3, 9)),
     permute: captureError(() => b.permute(x, [0, 0])),
     reshape: captureError(() => b.reshape(x, ['n', 3])),
+    negativeId: captureError(() => b.relu(-1)),
+    fractionId: captureError(() => b.add(x, 0.5)),
+    fractionAxis: captureError(() => b.concat([x, x], 0.5)),
+    negativePerm: captureError(() => b.permute(x, [1, -1])),
     symbolicParam: (() => { b.param('p', 'float32', ['free', 2], 's', 'k'); return captureError(() => b.encode()); })(),
   };
   results.count = b.tensorCount;
@@ -161,6 +165,11 @@ fn bad_arguments_throw_web_delegate_errors() {
     expect("slice", "InvalidArgument", "slice");
     expect("permute", "InvalidArgument", "permutation");
     expect("reshape", "InvalidArgument", "same number of elements");
+    // Ids and axes are not wrapped or truncated into another tensor's id.
+    expect("negativeId", "InvalidArgument", "got -1");
+    expect("fractionId", "InvalidArgument", "got 0.5");
+    expect("fractionAxis", "InvalidArgument", "axis");
+    expect("negativePerm", "InvalidArgument", "perm entry");
     expect("symbolicParam", "InvalidProgram", "fixed shapes");
     // Failed calls left nothing behind: the input "x" and the param "p" only.
     assert_eq!(get(&results, "count").as_f64(), Some(2.0));

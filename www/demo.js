@@ -50,6 +50,7 @@ export async function runDemo(wd, wasmMemory) {
   const controller = new AbortController();
   const cancel = el('button', { type: 'button', onclick: () => controller.abort() }, 'Cancel');
   const noteList = el('ul', { className: 'notes' }, ...notes.map((n) => el('li', {}, n)));
+  const addNote = (n) => { notes.push(n); noteList.append(el('li', {}, n)); };
   fillSection(model, 'loading',
     el('p', { className: 'status' }, `Loading ${params.modelUrl} on the ${params.backend} backend…`),
     loadBar.node, cancel, noteList);
@@ -61,7 +62,7 @@ export async function runDemo(wd, wasmMemory) {
       backend: params.backend,
       tracker,
       signal: controller.signal,
-      onNote: (n) => { notes.push(n); noteList.append(el('li', {}, n)); },
+      onNote: addNote,
     });
   } catch (e) {
     console.error(e);
@@ -75,6 +76,9 @@ export async function runDemo(wd, wasmMemory) {
     return;
   }
   lifecycle.setPhase('ready');
+  if (embedder.fallbackReason) {
+    addNote(`Running on the ${embedder.backend} backend instead: ${embedder.fallbackReason}.`);
+  }
   const secs = tracker.elapsedSeconds();
   const last = tracker.latest;
   loadBar.set(1, last

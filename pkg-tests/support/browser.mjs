@@ -32,10 +32,12 @@ export async function startBrowser({ baseUrl }) {
   /**
    * Opens `urlPath` on the local server in a new page, tied to the node:test context `t`:
    * the page closes when the test ends, and the test fails if the page threw an uncaught error.
-   * Resolves once `readyFn` (evaluated in the page) returns truthy.
+   * Resolves once `readyFn` (evaluated in the page) returns truthy. `initScript` (a function)
+   * runs in the page before any of its own scripts, e.g. to take `navigator.gpu` away.
    */
-  async function openPage(t, urlPath, readyFn) {
+  async function openPage(t, urlPath, readyFn, { initScript } = {}) {
     const page = await context.newPage();
+    if (initScript) await page.addInitScript(initScript);
     const pageErrors = [];
     const label = t?.name ?? urlPath;
     page.on('console', (msg) => {
@@ -66,9 +68,10 @@ export async function startBrowser({ baseUrl }) {
   /**
    * Opens pkg-tests/harness.html: the built package (pkg/) imported and initialised, exposed as
    * `window.wd`, with the helpers of harness-helpers.js on `window`. Throws if the package failed.
+   * `options`: as openPage's (`initScript`).
    */
-  async function openHarnessPage(t) {
-    const p = await openPage(t, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+  async function openHarnessPage(t, options) {
+    const p = await openPage(t, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError, options);
     const failure = await p.evaluate(() => window.harnessError ?? null);
     if (failure) throw new Error(`harness could not load the package: ${failure}`);
     return p;

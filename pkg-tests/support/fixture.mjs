@@ -24,7 +24,7 @@ export function useBrowserHarness(serverOptions = {}) {
   return {
     get server() { return h.server; },
     get browser() { return h.browser; },
-    openHarnessPage: (t) => h.browser.openHarnessPage(t),
-    openPage: (t, urlPath, readyFn) => h.browser.openPage(t, urlPath, readyFn),
+    openHarnessPage: (t, options) => h.browser.openHarnessPage(t, options),
+    openPage: (t, urlPath, readyFn, options) => h.browser.openPage(t, urlPath, readyFn, options),
   };
 }

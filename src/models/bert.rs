@@ -5,11 +5,12 @@
 //! The program references every weight by (scope, key) in the checkpoint's own names
 //! (`embeddings.word_embeddings.weight`, `encoder.layer.0.attention.self.query.weight`, ...), so a
 //! parameter provider streams exactly the tensors the program uses. The builder checks the
-//! checkpoint's index against the config before emitting anything: a missing tensor, a wrong
+//! checkpoint's tensors (a weights file's index, or a provider serving it: any
+//! [`TensorCatalog`]) against the config before emitting anything: a missing tensor, a wrong
 //! shape or a non-f32 dtype is `InvalidExternalData` naming the key.
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::params::ParameterIndex;
+use crate::models::catalog::TensorCatalog;
 use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, TensorId, UnaryOp};
 use serde::Deserialize;
 
@@ -130,7 +131,7 @@ const L2_EPS: f32 = 1e-12;
 struct Encoder<'a> {
     b: ProgramBuilder,
     config: &'a BertConfig,
-    index: &'a ParameterIndex,
+    index: &'a dyn TensorCatalog,
     scope: &'a str,
     prefix: String,
     batch: Dim,
@@ -145,7 +146,7 @@ impl Encoder<'_> {
     /// Declares the parameter `name` with its expected shape, after checking the index agrees.
     fn weight(&mut self, name: &str, shape: &[u64]) -> Result<TensorId> {
         let key = format!("{}{name}", self.prefix);
-        let entry = self.index.get(&key).ok_or_else(|| {
+        let entry = self.index.tensor_info(&key).ok_or_else(|| {
             Error::new(
                 ErrorCode::InvalidExternalData,
                 format!("checkpoint has no tensor {key:?}"),
@@ -398,10 +399,10 @@ impl Encoder<'_> {
 
 /// Detects the checkpoint's key prefix: `""` for sentence-transformers exports, `"bert."` for
 /// `BertForPreTraining`-style checkpoints.
-fn key_prefix(index: &ParameterIndex) -> Result<String> {
+fn key_prefix(index: &dyn TensorCatalog) -> Result<String> {
     for prefix in ["", "bert.", "model."] {
         if index
-            .get(&format!("{prefix}embeddings.word_embeddings.weight"))
+            .tensor_info(&format!("{prefix}embeddings.word_embeddings.weight"))
             .is_some()
         {
             return Ok(prefix.to_owned());
@@ -414,15 +415,17 @@ fn key_prefix(index: &ParameterIndex) -> Result<String> {
 }
 
 /// The sentence-embedding program for `config`, with weights referenced in `scope` under the
-/// keys `index` lists. Inputs: `input_ids` i64 `[batch, seq]`, `attention_mask` i64
-/// `[batch, seq]`; output: `sentence_embedding` f32 `[batch, hidden]`.
+/// keys `index` lists (a weights file's [`ParameterIndex`](crate::params::ParameterIndex) or a
+/// [`ProviderCatalog`](crate::models::catalog::ProviderCatalog)). Inputs: `input_ids` i64
+/// `[batch, seq]`, `attention_mask` i64 `[batch, seq]`; output: `sentence_embedding` f32
+/// `[batch, hidden]`.
 ///
 /// # Errors
 /// `InvalidExternalData` when the index lacks a tensor or disagrees with the config on its
 /// shape, dtype or size.
 pub fn sentence_embedding_program(
     config: &BertConfig,
-    index: &ParameterIndex,
+    index: &dyn TensorCatalog,
     scope: &str,
 ) -> Result<Program> {
     config.check()?;

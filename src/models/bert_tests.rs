@@ -1,7 +1,7 @@
 //! Tests of the BERT program builder: every checkpoint tensor referenced once, prefixes,
 //! checkpoint disagreements and bad configs refused.
 use super::*;
-use crate::params::{EntryStorage, IndexEntry};
+use crate::params::{EntryStorage, IndexEntry, ParameterIndex};
 
 const TINY: &str = r#"{"vocab_size": 11, "hidden_size": 8, "num_hidden_layers": 2,
     "num_attention_heads": 2, "intermediate_size": 12, "max_position_embeddings": 16,

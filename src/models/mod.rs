@@ -2,3 +2,5 @@
 //! parameters reference the checkpoint's own keys.
 
 pub mod bert;
+pub mod catalog;
+pub mod sbert;

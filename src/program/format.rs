@@ -34,10 +34,19 @@ pub fn encode(program: &Program) -> Result<Vec<u8>> {
 /// `DelegateInvalidCompatibility` for a foreign magic or another format version;
 /// `InvalidProgram` for a truncated or malformed body or trailing bytes.
 pub fn decode(blob: &[u8]) -> Result<Program> {
-    if blob.len() < HEADER_LEN || blob[..4] != MAGIC {
+    if blob.get(..MAGIC.len()) != Some(&MAGIC[..]) {
         return Err(Error::new(
             ErrorCode::DelegateInvalidCompatibility,
             "not a webdelegate program (bad magic)",
+        ));
+    }
+    if blob.len() < HEADER_LEN {
+        return Err(Error::new(
+            ErrorCode::InvalidProgram,
+            format!(
+                "truncated header: {} bytes, a program starts with {HEADER_LEN}",
+                blob.len()
+            ),
         ));
     }
     let version = u16::from_le_bytes([blob[4], blob[5]]);

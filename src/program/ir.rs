@@ -120,101 +120,159 @@ pub enum Op {
     /// `S + [H]`, `out[s, :] = table[ids[s], :]`. An id outside `0..V` is an execute-time
     /// `InvalidArgument`, never an out-of-bounds read.
     Gather {
+        /// The embedding table, `[V, H]`.
         table: TensorId,
+        /// The ids of the rows to pick.
         ids: TensorId,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// `out = a (op) b`, f32, broadcast.
     Binary {
+        /// Which function.
         op: BinaryOp,
+        /// The left operand.
         a: TensorId,
+        /// The right operand.
         b: TensorId,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// `out = x * scale + bias`, f32, element-wise (`scale`, `bias` finite).
     Scale {
+        /// The input.
         x: TensorId,
+        /// The factor.
         scale: f32,
+        /// The term added after scaling.
         bias: f32,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// `out = f(x)`, f32, element-wise.
     Unary {
+        /// Which function.
         op: UnaryOp,
+        /// The input.
         x: TensorId,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// Batched matrix product. `a` is `[..., M, K]` (`[..., K, M]` when `transpose_a`), `b` is
     /// `[..., K, N]` (`[..., N, K]` when `transpose_b`); batch dims broadcast; optional `bias`
     /// `[N]` is added to every row. `out` is `batch + [M, N]`. f32.
     MatMul {
+        /// The left operand.
         a: TensorId,
+        /// The right operand.
         b: TensorId,
+        /// An optional `[N]` term added to every row.
         bias: Option<TensorId>,
+        /// Whether `a` is stored transposed.
         transpose_a: bool,
+        /// Whether `b` is stored transposed.
         transpose_b: bool,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// Layer normalisation over the last dim `H`: `(x - mean) / sqrt(var + eps) * gamma + beta`
     /// with the biased variance; `gamma`, `beta` are `[H]`; `eps` finite and >= 0. f32.
     LayerNorm {
+        /// The input.
         x: TensorId,
+        /// The per-feature scale, `[H]`.
         gamma: TensorId,
+        /// The per-feature shift, `[H]`.
         beta: TensorId,
+        /// The stabiliser.
         eps: f32,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// Softmax over the last dim of `x + mask` (when a mask is given; it broadcasts to `x`),
     /// computed stably (max subtracted). f32.
     Softmax {
+        /// The input.
         x: TensorId,
+        /// An optional additive mask, broadcast to `x`.
         mask: Option<TensorId>,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// Same elements, new shape (`out`'s declared shape; element counts must match).
-    Reshape { x: TensorId, out: TensorId },
+    Reshape {
+        /// The input.
+        x: TensorId,
+        /// The tensor the op writes.
+        out: TensorId,
+    },
     /// `out` dim `i` is `x` dim `perm[i]`; `perm` is a permutation of `0..rank`.
     Permute {
+        /// The input.
         x: TensorId,
+        /// For each output dim, the input dim it takes.
         perm: Vec<u32>,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// Elements `start..end` (end `None` = the dim's extent) along `axis`, step 1. Along a
     /// symbolic dim an explicit `end` gives a fixed extent and execute-time binding requires the
     /// symbol to be at least `end` (else `InvalidArgument`); an open end needs `start` 0.
     Slice {
+        /// The input.
         x: TensorId,
+        /// The dim the op works along.
         axis: u32,
+        /// The first index taken.
         start: u64,
+        /// One past the last index taken (`None`: the extent).
         end: Option<u64>,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// Concatenation along `axis`; all other dims equal; same dtype. The result's extent along
     /// `axis` must be one dim: all inputs fixed there, or one symbolic and the others 0.
     Concat {
+        /// The tensors joined, in order.
         inputs: Vec<TensorId>,
+        /// The dim the op works along.
         axis: u32,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// Element-wise type conversion to `out`'s dtype: float -> int truncates toward zero and
     /// saturates (NaN becomes 0); int -> int saturates; int -> f32 rounds to nearest.
-    Cast { x: TensorId, out: TensorId },
+    Cast {
+        /// The input.
+        x: TensorId,
+        /// The tensor the op writes.
+        out: TensorId,
+    },
     /// `out` (1-D i32, i64 or f32 tensor of extent `n`) = `0, 1, ..., n-1` (position ids).
-    Range { out: TensorId },
+    Range {
+        /// The tensor the op writes.
+        out: TensorId,
+    },
     /// Masked mean over the sequence: `x` f32 `[B, S, H]`, `mask` u8/i32/i64/f32 `[B, S]` ->
     /// `out` `[B, H]` = `sum_s x * m / max(sum_s m, 1e-9)` with `m` = 1 where the mask is
     /// non-zero and 0 elsewhere (sentence-transformers' pooling; masked positions contribute
     /// nothing, whatever their values).
     MeanPool {
+        /// The input.
         x: TensorId,
+        /// The `[B, S]` mask: non-zero where a position counts.
         mask: TensorId,
+        /// The tensor the op writes.
         out: TensorId,
     },
     /// `x / max(||x||_2, eps)` over the last dim (PyTorch's `F.normalize`); `eps` finite and
     /// >= 0. f32.
     L2Normalize {
+        /// The input.
         x: TensorId,
+        /// The stabiliser.
         eps: f32,
+        /// The tensor the op writes.
         out: TensorId,
     },
 }

@@ -7,13 +7,18 @@
 //! - `destroy` runs exactly once for every successful `init`, when the [`LoadedDelegate`] drops.
 //! - A method that fails half-way through loading destroys only the delegates that initialised.
 //! - Calling a delegate index the method does not have is `Internal`.
+//! - Each delegate's runtime specs are its own backend's entry in the load options
+//!   ([`MethodDelegates::load_with_options`]).
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
+use crate::params::SharedProvider;
 use crate::registry::context::{BackendExecutionContext, BackendInitContext};
 use crate::registry::global::get_backend_class;
 use crate::registry::interface::{CompileSpec, DelegateHandle, FreeableBuffer};
+use crate::registry::options::LoadBackendOptionsMap;
 use crate::registry::table::{SharedBackend, unknown_backend};
+use std::sync::Arc;
 
 /// A delegate whose backend `init` succeeded; destroys its handle when dropped.
 pub struct LoadedDelegate {
@@ -140,6 +145,39 @@ impl MethodDelegates {
             })?;
             let delegate =
                 LoadedDelegate::init(&backend_id, entry.processed, &entry.compile_specs, context)
+                    .await?;
+            delegates.push(delegate);
+        }
+        Ok(Self { delegates })
+    }
+
+    /// Initialises every entry as upstream's method loader does: each entry's runtime specs are
+    /// its backend's entry in `load_options` (none when it has none), with `method_name` and the
+    /// parameter provider `parameters` shared by all. All-or-nothing, as [`load`](Self::load).
+    ///
+    /// # Errors
+    /// As [`load`](Self::load).
+    pub async fn load_with_options(
+        entries: Vec<DelegateEntry>,
+        method_name: Option<&str>,
+        load_options: &LoadBackendOptionsMap,
+        parameters: Option<SharedProvider>,
+    ) -> Result<Self> {
+        let mut delegates = Vec::with_capacity(entries.len());
+        for (index, entry) in entries.into_iter().enumerate() {
+            let backend_id = entry.backend_id.ok_or_else(|| {
+                Error::new(
+                    ErrorCode::InvalidProgram,
+                    format!("delegate {index} has no backend id"),
+                )
+            })?;
+            let mut context =
+                BackendInitContext::for_backend(&backend_id, method_name, load_options);
+            if let Some(parameters) = &parameters {
+                context = context.with_parameters(Arc::clone(parameters));
+            }
+            let delegate =
+                LoadedDelegate::init(&backend_id, entry.processed, &entry.compile_specs, &context)
                     .await?;
             delegates.push(delegate);
         }

@@ -4,8 +4,8 @@
 //!
 //! Semantics are upstream's, code for code (see `SEMANTICS.md` in the project's shared notes);
 //! where this module differs on purpose, the item's docs say so: async `init`/`execute`, option
-//! keys and strings refused rather than truncated when too long, and integer options held as
-//! `i64`.
+//! keys and strings refused rather than truncated when too long, empty option keys refused (an
+//! empty key can name nothing a backend reads), and integer options held as `i64`.
 
 mod context;
 mod delegate;

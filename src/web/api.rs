@@ -148,9 +148,14 @@ impl Delegate {
     /// unavailable backend, or with the backend's own `init` error.
     pub async fn init(
         #[wasm_bindgen(js_name = backendName)] backend_name: String,
-        processed: Uint8Array,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] processed: JsValue,
         #[wasm_bindgen(unchecked_param_type = "DelegateInitOptions")] options: Option<JsValue>,
     ) -> JsResult<Delegate> {
+        let processed = processed.dyn_into::<Uint8Array>().map_err(|_| {
+            to_js_error(Error::invalid_argument(
+                "the processed program must be a Uint8Array",
+            ))
+        })?;
         Self::init_with(backend_name, processed, options, None).await
     }
 

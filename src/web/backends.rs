@@ -1,4 +1,7 @@
-//! Registering the built-in backends from JavaScript (the crate registers nothing by itself).
+//! Registering more instances of the built-in backends from JavaScript. The module already
+//! registers `"webgpu"` and `"cpu"` when it starts (see [`super::defaults`]), so these calls
+//! are for extra instances under other names (e.g. a second WebGPU device with another power
+//! preference); the default names are taken and give `InvalidArgument`, as any duplicate.
 //!
 //! `registerWebGpuBackend(name?)` acquires a device (asynchronously: `requestAdapter` and
 //! `requestDevice` are promises) and registers the WebGPU backend under `name` (`"webgpu"` by

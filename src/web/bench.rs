@@ -15,6 +15,13 @@ use crate::web::errors::to_js_error;
 use js_sys::Promise;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
+
+/// Largest M, K or N a bench program may have.
+const MAX_EXTENT: u32 = 16_384;
+/// Most matmuls one bench program may chain.
+const MAX_REPEATS: u32 = 256;
+/// Most elements of any operand or output (64 MiB of f32).
+const MAX_ELEMENTS: usize = 1 << 24;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
@@ -62,6 +69,22 @@ impl MatmulBench {
             return Err(to_js_error(Error::invalid_argument(
                 "matmul bench extents and repeats must be positive",
             )));
+        }
+        if m.max(k).max(n) > MAX_EXTENT || repeats > MAX_REPEATS {
+            return Err(to_js_error(Error::invalid_argument(format!(
+                "matmul bench extents are at most {MAX_EXTENT} and repeats at most {MAX_REPEATS} \
+                 (got {m}x{k}x{n}, {repeats} repeats)"
+            ))));
+        }
+        // Each operand and output must fit a wasm32 allocation with room to spare.
+        let elements = |a: u32, b: u32| (a as usize).checked_mul(b as usize);
+        if [elements(m, k), elements(k, n), elements(m, n)]
+            .iter()
+            .any(|e| e.is_none_or(|e| e > MAX_ELEMENTS))
+        {
+            return Err(to_js_error(Error::invalid_argument(format!(
+                "matmul bench operands hold at most {MAX_ELEMENTS} elements (got {m}x{k}x{n})"
+            ))));
         }
         let specs = match compile_specs {
             Some(specs) if !specs.is_undefined() => {
@@ -111,7 +134,7 @@ impl MatmulBench {
                     .collect(),
             }))),
             destroyed: Rc::new(Cell::new(false)),
-            flops: 2.0 * (m * k * n) as f64 * f64::from(repeats),
+            flops: 2.0 * m as f64 * k as f64 * n as f64 * f64::from(repeats),
         })
     }
 

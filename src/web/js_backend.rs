@@ -88,6 +88,21 @@ impl JsBackend {
             .map_err(|thrown| from_js_error(&thrown, name))
     }
 
+    /// Calls `name`, a method that must answer synchronously (`isAvailable`, `setOption`,
+    /// `getOption`): a promise (any thenable) is `InvalidArgument`, because the registry's
+    /// answer cannot wait for it, and ignoring it would lose a rejection.
+    fn call_sync(&self, name: &str, args: &[JsValue]) -> Result<Option<JsValue>> {
+        let result = self.call(name, args)?;
+        if let Some(value) = &result
+            && is_thenable(value)
+        {
+            return Err(Error::invalid_argument(format!(
+                "backend {name}() returned a promise; it must answer synchronously"
+            )));
+        }
+        Ok(result)
+    }
+
     /// Calls `name` and awaits the result if it is a promise.
     async fn call_async(&self, name: &str, args: &[JsValue]) -> Result<JsValue> {
         let result = self.call(name, args)?.ok_or_else(|| {
@@ -102,6 +117,12 @@ impl JsBackend {
     }
 }
 
+/// Whether `value` is an object with a callable `then` (a promise or promise-like).
+fn is_thenable(value: &JsValue) -> bool {
+    value.is_object()
+        && Reflect::get(value, &JsValue::from_str("then")).is_ok_and(|then| then.is_function())
+}
+
 fn context_object(method_name: Option<&str>) -> Result<Object> {
     let object = Object::new();
     let name = method_name.map_or(JsValue::NULL, JsValue::from_str);
@@ -112,7 +133,7 @@ fn context_object(method_name: Option<&str>) -> Result<Object> {
 
 impl BackendInterface for JsBackend {
     fn is_available(&self) -> bool {
-        match self.call("isAvailable", &[]) {
+        match self.call_sync("isAvailable", &[]) {
             Ok(Some(answer)) => answer.is_truthy(),
             Ok(None) => false,
             Err(error) => {
@@ -199,7 +220,7 @@ impl BackendInterface for JsBackend {
     }
 
     fn set_option(&self, _: &mut BackendOptionContext, options: &[BackendOption]) -> Result<()> {
-        self.call("setOption", &[options_to_js(options)?])
+        self.call_sync("setOption", &[options_to_js(options)?])
             .map(|_| ())
     }
 
@@ -209,7 +230,7 @@ impl BackendInterface for JsBackend {
         options: &mut [BackendOption],
     ) -> Result<()> {
         let request = options_to_js(options)?;
-        let Some(returned) = self.call("getOption", std::slice::from_ref(&request))? else {
+        let Some(returned) = self.call_sync("getOption", std::slice::from_ref(&request))? else {
             return Ok(());
         };
         let filled = if Array::is_array(&returned) {

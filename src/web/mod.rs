@@ -7,6 +7,7 @@
 pub mod api;
 pub mod backends;
 pub mod bench;
+pub mod bert_program;
 pub mod convert;
 pub mod defaults;
 #[cfg(feature = "text")]

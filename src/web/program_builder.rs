@@ -58,6 +58,23 @@ fn safe_integer(value: f64, what: &str) -> Result<u64> {
     }
 }
 
+/// A tensor id from JavaScript: a number that is a non-negative integer within `u32` (so `-1`
+/// or `1.5` are refused instead of wrapping or truncating to another tensor).
+fn tensor_arg(value: f64, what: &str) -> Result<TensorId> {
+    index_arg(value, what)
+}
+
+/// An axis, permutation entry or other small index from JavaScript (see [`tensor_arg`]).
+fn index_arg(value: f64, what: &str) -> Result<u32> {
+    if value.fract() == 0.0 && (0.0..=f64::from(u32::MAX)).contains(&value) {
+        Ok(value as u32)
+    } else {
+        Err(Error::invalid_argument(format!(
+            "{what} must be a non-negative integer below 2^32, got {value}"
+        )))
+    }
+}
+
 #[wasm_bindgen(js_class = ProgramBuilder)]
 impl JsProgramBuilder {
     /// An empty program.
@@ -136,59 +153,76 @@ impl JsProgramBuilder {
     }
 
     /// Embedding lookup: rows of `table` (`[V, H]`) picked by `ids`.
-    pub fn gather(&mut self, table: u32, ids: u32) -> JsResult<u32> {
+    pub fn gather(&mut self, table: f64, ids: f64) -> JsResult<u32> {
+        let table = js(tensor_arg(table, "table"))?;
+        let ids = js(tensor_arg(ids, "ids"))?;
         js(self.inner.gather(table, ids))
     }
 
     /// `a + b` with broadcasting.
-    pub fn add(&mut self, a: u32, b: u32) -> JsResult<u32> {
+    pub fn add(&mut self, a: f64, b: f64) -> JsResult<u32> {
+        let a = js(tensor_arg(a, "a"))?;
+        let b = js(tensor_arg(b, "b"))?;
         js(self.inner.add(a, b))
     }
 
     /// `a - b` with broadcasting.
-    pub fn sub(&mut self, a: u32, b: u32) -> JsResult<u32> {
+    pub fn sub(&mut self, a: f64, b: f64) -> JsResult<u32> {
+        let a = js(tensor_arg(a, "a"))?;
+        let b = js(tensor_arg(b, "b"))?;
         js(self.inner.sub(a, b))
     }
 
     /// `a * b` with broadcasting.
-    pub fn mul(&mut self, a: u32, b: u32) -> JsResult<u32> {
+    pub fn mul(&mut self, a: f64, b: f64) -> JsResult<u32> {
+        let a = js(tensor_arg(a, "a"))?;
+        let b = js(tensor_arg(b, "b"))?;
         js(self.inner.mul(a, b))
     }
 
     /// `a / b` with broadcasting.
-    pub fn div(&mut self, a: u32, b: u32) -> JsResult<u32> {
+    pub fn div(&mut self, a: f64, b: f64) -> JsResult<u32> {
+        let a = js(tensor_arg(a, "a"))?;
+        let b = js(tensor_arg(b, "b"))?;
         js(self.inner.div(a, b))
     }
 
     /// `x * scale + bias`.
-    pub fn scale(&mut self, x: u32, scale: f32, bias: Option<f32>) -> JsResult<u32> {
+    pub fn scale(&mut self, x: f64, scale: f32, bias: Option<f32>) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
         js(self.inner.scale(x, scale, bias.unwrap_or(0.0)))
     }
 
     /// GELU (erf form).
-    pub fn gelu(&mut self, x: u32) -> JsResult<u32> {
+    pub fn gelu(&mut self, x: f64) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
         js(self.inner.gelu(x))
     }
 
     /// Hyperbolic tangent.
-    pub fn tanh(&mut self, x: u32) -> JsResult<u32> {
+    pub fn tanh(&mut self, x: f64) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
         js(self.inner.tanh(x))
     }
 
     /// `max(x, 0)`.
-    pub fn relu(&mut self, x: u32) -> JsResult<u32> {
+    pub fn relu(&mut self, x: f64) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
         js(self.inner.relu(x))
     }
 
     /// Batched `a @ b` (optionally transposed) plus an optional `[N]` bias.
     pub fn matmul(
         &mut self,
-        a: u32,
-        b: u32,
-        bias: Option<u32>,
+        a: f64,
+        b: f64,
+        bias: Option<f64>,
         #[wasm_bindgen(js_name = transposeA)] transpose_a: Option<bool>,
         #[wasm_bindgen(js_name = transposeB)] transpose_b: Option<bool>,
     ) -> JsResult<u32> {
+        let a = js(tensor_arg(a, "a"))?;
+        let b = js(tensor_arg(b, "b"))?;
+        let bias = js(bias.map(|v| tensor_arg(v, "bias")).transpose())?;
         js(self.inner.matmul(
             a,
             b,
@@ -200,44 +234,63 @@ impl JsProgramBuilder {
 
     /// Layer normalisation over the last dim.
     #[wasm_bindgen(js_name = layerNorm)]
-    pub fn layer_norm(&mut self, x: u32, gamma: u32, beta: u32, eps: f32) -> JsResult<u32> {
+    pub fn layer_norm(&mut self, x: f64, gamma: f64, beta: f64, eps: f32) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        let gamma = js(tensor_arg(gamma, "gamma"))?;
+        let beta = js(tensor_arg(beta, "beta"))?;
         js(self.inner.layer_norm(x, gamma, beta, eps))
     }
 
     /// Softmax over the last dim of `x` (plus an additive `mask`).
-    pub fn softmax(&mut self, x: u32, mask: Option<u32>) -> JsResult<u32> {
+    pub fn softmax(&mut self, x: f64, mask: Option<f64>) -> JsResult<u32> {
+        let mask = js(mask.map(|v| tensor_arg(v, "mask")).transpose())?;
+        let x = js(tensor_arg(x, "x"))?;
         js(self.inner.softmax(x, mask))
     }
 
     /// `x` with a new shape of the same element count.
     pub fn reshape(
         &mut self,
-        x: u32,
+        x: f64,
         #[wasm_bindgen(unchecked_param_type = "(number | string)[]")] shape: JsValue,
     ) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
         let shape = js(self.shape(&shape))?;
         js(self.inner.reshape(x, shape))
     }
 
     /// `x` with its dims reordered (`out` dim `i` = `x` dim `perm[i]`).
-    pub fn permute(&mut self, x: u32, perm: Vec<u32>) -> JsResult<u32> {
+    pub fn permute(&mut self, x: f64, perm: Vec<f64>) -> JsResult<u32> {
+        let perm = js(perm
+            .into_iter()
+            .map(|v| index_arg(v, "perm entry"))
+            .collect::<Result<Vec<u32>>>())?;
+        let x = js(tensor_arg(x, "x"))?;
         js(self.inner.permute(x, perm))
     }
 
     /// Elements `start..end` along `axis` (`end` omitted: to the end).
-    pub fn slice(&mut self, x: u32, axis: u32, start: f64, end: Option<f64>) -> JsResult<u32> {
+    pub fn slice(&mut self, x: f64, axis: f64, start: f64, end: Option<f64>) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        let axis = js(index_arg(axis, "axis"))?;
         let start = js(safe_integer(start, "start"))?;
         let end = js(end.map(|end| safe_integer(end, "end")).transpose())?;
         js(self.inner.slice(x, axis, start, end))
     }
 
     /// Concatenation of `inputs` along `axis`.
-    pub fn concat(&mut self, inputs: Vec<u32>, axis: u32) -> JsResult<u32> {
+    pub fn concat(&mut self, inputs: Vec<f64>, axis: f64) -> JsResult<u32> {
+        let inputs = js(inputs
+            .into_iter()
+            .map(|v| tensor_arg(v, "input"))
+            .collect::<Result<Vec<TensorId>>>())?;
+        let axis = js(index_arg(axis, "axis"))?;
         js(self.inner.concat(inputs, axis))
     }
 
     /// `x` converted to `dtype`.
-    pub fn cast(&mut self, x: u32, dtype: &str) -> JsResult<u32> {
+    pub fn cast(&mut self, x: f64, dtype: &str) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
         let dtype = js(dtype_from_name(dtype))?;
         js(self.inner.cast(x, dtype))
     }
@@ -255,18 +308,22 @@ impl JsProgramBuilder {
 
     /// Masked mean over the sequence: `x` `[B, S, H]`, `mask` `[B, S]` -> `[B, H]`.
     #[wasm_bindgen(js_name = meanPool)]
-    pub fn mean_pool(&mut self, x: u32, mask: u32) -> JsResult<u32> {
+    pub fn mean_pool(&mut self, x: f64, mask: f64) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        let mask = js(tensor_arg(mask, "mask"))?;
         js(self.inner.mean_pool(x, mask))
     }
 
     /// `x / max(||x||, eps)` over the last dim.
     #[wasm_bindgen(js_name = l2Normalize)]
-    pub fn l2_normalize(&mut self, x: u32, eps: f32) -> JsResult<u32> {
+    pub fn l2_normalize(&mut self, x: f64, eps: f32) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
         js(self.inner.l2_normalize(x, eps))
     }
 
     /// Marks `id` as the next output.
-    pub fn output(&mut self, id: u32) -> JsResult<()> {
+    pub fn output(&mut self, id: f64) -> JsResult<()> {
+        let id = js(tensor_arg(id, "id"))?;
         js(self.check_tensor(id))?;
         self.inner.output(id);
         Ok(())
@@ -274,13 +331,15 @@ impl JsProgramBuilder {
 
     /// Renames tensor `id`.
     #[wasm_bindgen(js_name = setName)]
-    pub fn set_name(&mut self, id: u32, name: &str) -> JsResult<()> {
+    pub fn set_name(&mut self, id: f64, name: &str) -> JsResult<()> {
+        let id = js(tensor_arg(id, "id"))?;
         js(self.inner.set_name(id, name))
     }
 
     /// The shape of tensor `id`: extents as numbers, symbols by name.
     #[wasm_bindgen(js_name = shapeOf, unchecked_return_type = "(number | string)[]")]
-    pub fn shape_of(&self, id: u32) -> JsResult<JsValue> {
+    pub fn shape_of(&self, id: f64) -> JsResult<JsValue> {
+        let id = js(tensor_arg(id, "id"))?;
         let shape = js(self
             .inner
             .shape_of(id)

@@ -63,6 +63,9 @@ export interface JsBackend {
   setOption?(options: BackendOptionEntry[]): void;
   getOption?(options: BackendOptionEntry[]): BackendOptionEntry[] | void;
   destroy?(handle: any): void;
+  /** Lifecycle signals (see `lifecycleNotify`); may return what it released. */
+  notify?(signal: 'suspend' | 'resume' | 'lowMemory'):
+    void | { gpuBytes?: number; hostBytes?: number };
 }
 
 /** Options of `Embedder.load` (plus every `HttpProviderOptions` key, e.g. `onProgress`). */
@@ -71,9 +74,10 @@ export interface EmbedderOptions {
   backend?: string;
   /** Weights file in the model directory (default `model.safetensors`). */
   weights?: string;
-  /** Truncation length (default: the directory's sentence_bert_config.json, else 256). */
+  /** Truncation length, 2 up to the model's max_position_embeddings (default: the directory's
+   *  sentence_bert_config.json, else 256). */
   maxTokens?: number;
-  /** Texts per execution (default 16). */
+  /** Texts per execution, 1-1024 (default 16). */
   batchSize?: number;
   /** Aborts the load: no request keeps running and nothing half-loaded is kept. */
   signal?: AbortSignal;
@@ -82,7 +86,21 @@ export interface EmbedderOptions {
   [option: string]: unknown;
 }
 
-/** Every error the package throws or rejects with. */
+/** `Embedder.tokenize`'s result: a padded batch, ready for the sentence-embedding program. */
+export interface TokenBatch {
+  batch: number;
+  seq: number;
+  /** `batch * seq` token ids, row-major, padded with the tokenizer's padding id. */
+  inputIds: BigInt64Array;
+  /** 1 for tokens, 0 for padding. */
+  attentionMask: BigInt64Array;
+}
+
+/**
+ * The errors of the registry, backends and delegates (ExecuTorch codes). The parameter
+ * providers reject with `StatusError` (IREE codes), a subclass of the same runtime class: test
+ * `error.name` ('WebDelegateError' or 'StatusError') or read `error.code`.
+ */
 export interface WebDelegateError extends Error {
   name: 'WebDelegateError';
   /** The ExecuTorch code name, e.g. 'NotFound'. */

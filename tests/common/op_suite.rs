@@ -39,6 +39,7 @@ macro_rules! op_suite {
             wrong_inputs_are_invalid_arguments,
             parameter_errors,
             compile_specs_are_checked,
+            one_tensor_read_through_two_operands,
         );
     };
     (@cases $make:expr, $config:expr; $($case:ident),* $(,)?) => {

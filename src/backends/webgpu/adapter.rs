@@ -158,7 +158,7 @@ pub(crate) fn adapter_option(
 }
 
 /// `text` cut to the longest option string (255 bytes) at a character boundary.
-fn clip(text: &str) -> String {
+pub(crate) fn clip(text: &str) -> String {
     let limit = crate::registry::MAX_OPTION_STRING_BYTES;
     if text.len() <= limit {
         return text.to_owned();

@@ -3,20 +3,26 @@
 //!
 //! `get_option` keys: the adapter, limit and feature keys of [`ADAPTER_KEYS`] (need a device),
 //! plus [`BACKEND_KEYS`]: `available` (bool), `unavailable_reason` (string, empty when
-//! available), `power_preference` (string), `profiling` (bool), `live_buffers`,
-//! `live_buffer_bytes`, `arena_bytes` (activation arenas of live programs), `programs` and
-//! `pipelines` (ints), `suspended` (bool) and `device_generation` (int: devices acquired so
-//! far, so a replaced device shows). `set_option` keys: `power_preference` (`"none"`, `"low-power"`,
-//! `"high-performance"`; used by the next device acquisition, see
-//! [`WebGpuBackend::reacquire`]) and `profiling` (bool). Any other key, or a value of the wrong
-//! type, is `InvalidArgument`; `set_option` checks every option before applying any.
+//! available), `power_preference` (string), `device_power_preference` (string: what the current
+//! device was acquired with), `profiling` (bool), `live_buffers`, `live_buffer_bytes`,
+//! `arena_bytes` (activation arenas of live programs), `programs` and `pipelines` (ints),
+//! `suspended` (bool) and `device_generation` (int: devices acquired so far, so a replaced
+//! device shows).
+//!
+//! `set_option` keys: `power_preference` (`"none"`, `"low-power"`, `"high-performance"`: the
+//! next `init` that finds no program alive on the current device acquires a device with it; see
+//! also [`WebGpuBackend::reacquire`]) and `profiling` (bool). Any other key, or a value of the
+//! wrong type, is `InvalidArgument`; `set_option` checks every option before applying any.
+//!
+//! A backend whose device was lost and cannot be replaced is unavailable again
+//! (`is_available` false, `init` gives `NotFound` as the registry does for such backends).
 //!
 //! Lifecycle (`notify`): `Suspend` releases every program's activation arena and bound plans
 //! and keeps them released while suspended; `Resume` lets executions keep them again (rebuilt
 //! lazily); `LowMemory` also releases parameters, fetched again by the next execution. A lost
 //! device is replaced by the next `init` or `execute` that needs one.
 
-use crate::backends::webgpu::adapter::{ADAPTER_KEYS, AdapterReport, adapter_option};
+use crate::backends::webgpu::adapter::{ADAPTER_KEYS, AdapterReport, adapter_option, clip};
 use crate::backends::webgpu::buffers::GpuAllocator;
 use crate::backends::webgpu::device::{GpuContext, share, unavailable};
 use crate::backends::webgpu::profiling::Profile;
@@ -35,10 +41,11 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Backend-wide `get_option` keys (besides [`ADAPTER_KEYS`]).
-pub const BACKEND_KEYS: [&str; 11] = [
+pub const BACKEND_KEYS: [&str; 12] = [
     "available",
     "unavailable_reason",
     "power_preference",
+    "device_power_preference",
     "profiling",
     "live_buffers",
     "live_buffer_bytes",
@@ -52,7 +59,10 @@ pub const BACKEND_KEYS: [&str; 11] = [
 struct State {
     ctx: Option<Arc<GpuContext>>,
     failure: Option<String>,
+    /// The preference the next acquisition asks for (`set_option`).
     power: wgpu::PowerPreference,
+    /// The preference the current device was acquired with.
+    device_power: wgpu::PowerPreference,
     /// Devices acquired so far.
     generation: u64,
 }
@@ -62,6 +72,9 @@ pub struct WebGpuBackend {
     state: Mutex<State>,
     profiling: AtomicBool,
     suspended: AtomicBool,
+    /// Held while a device is being acquired, so that programs recovering at the same moment
+    /// share one new device instead of each acquiring their own.
+    acquiring: futures_util::lock::Mutex<()>,
 }
 
 impl std::fmt::Debug for WebGpuBackend {
@@ -122,9 +135,11 @@ impl WebGpuBackend {
                 ctx,
                 failure,
                 power,
+                device_power: power,
             }),
             profiling: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
+            acquiring: futures_util::lock::Mutex::new(()),
         }
     }
 
@@ -137,10 +152,12 @@ impl WebGpuBackend {
                 ctx: None,
                 failure: Some("the WebGPU device is still being acquired".to_owned()),
                 power: wgpu::PowerPreference::None,
+                device_power: wgpu::PowerPreference::None,
                 generation: 0,
             }),
             profiling: AtomicBool::new(false),
             suspended: AtomicBool::new(false),
+            acquiring: futures_util::lock::Mutex::new(()),
         }
     }
 
@@ -159,6 +176,12 @@ impl WebGpuBackend {
     /// `InvalidState` while programs initialised on the current (not lost) device are alive,
     /// or when no device can be had.
     pub async fn reacquire(&self) -> Result<()> {
+        let _acquiring = self.acquiring.lock().await;
+        self.reacquire_locked().await
+    }
+
+    /// [`reacquire`](Self::reacquire) with `acquiring` held by the caller.
+    async fn reacquire_locked(&self) -> Result<()> {
         let power = {
             let state = self.state();
             if let Some(ctx) = &state.ctx
@@ -179,10 +202,15 @@ impl WebGpuBackend {
                     .set_suspended(self.suspended.load(Ordering::Relaxed));
                 state.ctx = Some(share(ctx));
                 state.failure = None;
+                state.device_power = power;
                 state.generation += 1;
                 Ok(())
             }
             Err(reason) => {
+                // A lost device is no device: the backend is unavailable until one is had.
+                if state.ctx.as_ref().is_some_and(|ctx| ctx.lost().is_some()) {
+                    state.ctx = None;
+                }
                 state.failure = Some(reason.clone());
                 Err(unavailable(&reason))
             }
@@ -265,13 +293,29 @@ impl WebGpuBackend {
         self.context().map(|c| c.destroy_device()).is_some()
     }
 
-    /// The device for a program: the current one, or a new one when it was lost.
+    /// The current device when a program may use it as it is: not lost, and no new power
+    /// preference waiting for a moment without live programs.
+    fn usable_device(&self) -> Option<Arc<GpuContext>> {
+        let state = self.state();
+        let ctx = state.ctx.as_ref()?;
+        let switch = state.power != state.device_power && ctx.programs.load(Ordering::Relaxed) == 0;
+        (ctx.lost().is_none() && !switch).then(|| Arc::clone(ctx))
+    }
+
+    /// The device for a program: the current one, or a new one when it was lost, or when
+    /// `power_preference` changed and no program is alive on the current device.
     pub(crate) async fn current_device(&self) -> Result<Arc<GpuContext>> {
-        let current = self.context();
-        match current {
-            Some(ctx) if ctx.lost().is_none() => Ok(ctx),
+        if let Some(ctx) = self.usable_device() {
+            return Ok(ctx);
+        }
+        // Whoever held the lock before us may have replaced the device already: check again.
+        let _acquiring = self.acquiring.lock().await;
+        if let Some(ctx) = self.usable_device() {
+            return Ok(ctx);
+        }
+        match self.context() {
             Some(_) => {
-                self.reacquire().await?;
+                self.reacquire_locked().await?;
                 self.context()
                     .ok_or_else(|| unavailable("re-acquisition failed"))
             }
@@ -294,11 +338,14 @@ impl WebGpuBackend {
             "available" => Ok(OptionValue::Bool(self.is_available())),
             "unavailable_reason" => Ok(OptionValue::String(
                 self.unavailable_reason()
-                    .map(|r| r.chars().take(200).collect())
+                    .map(|r| clip(&r))
                     .unwrap_or_default(),
             )),
             "power_preference" => Ok(OptionValue::String(
                 power_name(self.state().power).to_owned(),
+            )),
+            "device_power_preference" => Ok(OptionValue::String(
+                power_name(self.state().device_power).to_owned(),
             )),
             "profiling" => Ok(OptionValue::Bool(self.profiling.load(Ordering::Relaxed))),
             "live_buffers" => with_ctx(&|c| int(c.live.count() as u64)),
@@ -332,12 +379,20 @@ impl BackendInterface for WebGpuBackend {
         compile_specs: &'a [CompileSpec],
     ) -> LocalBoxFuture<'a, Result<DelegateHandle>> {
         Box::pin(async move {
-            let ctx = self.current_device().await?;
+            // As the registry does for a backend that is not available.
+            let ctx = self.current_device().await.map_err(|e| {
+                if self.is_available() {
+                    e
+                } else {
+                    Error::new(ErrorCode::NotFound, e.message().to_owned())
+                }
+            })?;
+            // Specs before the blob, as the CPU backend does: one mistake, one code everywhere.
+            let specs = parse_specs(compile_specs, context.runtime_specs())?;
+            let config = kernel_config(&specs, &ctx)?;
             let mut processed = processed;
             let program = program::load(processed.data())?;
             processed.free();
-            let specs = parse_specs(compile_specs, context.runtime_specs())?;
-            let config = kernel_config(&specs, &ctx)?;
             let loaded = LoadedProgram::load(ctx, program, config, context).await?;
             Ok(DelegateHandle::new(loaded))
         })

@@ -7,6 +7,7 @@ use crate::backends::webgpu::kernels::{
     self, Dispatch, KernelConfig, KernelKey, PlanContext, UnaryKind, convert, elementwise, gather,
     layout, pool, rows,
 };
+use crate::backends::webgpu::{alias, plan};
 use crate::error::{Error, ErrorCode, Result};
 use crate::program::{DType, Op, Program, TensorId, UnaryOp};
 
@@ -182,5 +183,17 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
             }
         }
     }
+    let shadow_copy = plan::param_slots(program)
+        .and_then(|slots| {
+            let roots = plan::storage_roots(program, &slots)?;
+            Ok(alias::shadow_kernel(
+                program,
+                &alias::storage_keys(&slots, &roots),
+                wg,
+            ))
+        })
+        .ok()
+        .flatten();
+    keys.extend(shadow_copy.filter(|key| !keys.contains(key)));
     keys
 }

@@ -24,11 +24,17 @@ use crate::program::{BoundShapes, Op, TensorId};
 impl LoadedProgram {
     /// Gather ids that are program inputs must lie in the table before anything runs.
     fn check_input_ids(&self, args: &[EValue], shapes: &BoundShapes) -> Result<()> {
+        let mut input_position = vec![None; self.program.tensors.len()];
+        for (position, &input) in self.program.inputs.iter().enumerate() {
+            if let Some(slot @ None) = input_position.get_mut(input as usize) {
+                *slot = Some(position);
+            }
+        }
         for (index, op) in self.program.ops.iter().enumerate() {
             let Op::Gather { table, ids, .. } = op else {
                 continue;
             };
-            let Some(position) = self.program.inputs.iter().position(|i| i == ids) else {
+            let Some(position) = input_position.get(*ids as usize).copied().flatten() else {
                 continue;
             };
             let vocab = shapes

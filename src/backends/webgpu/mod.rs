@@ -29,6 +29,7 @@
 //! `spec`, `backend`.
 
 mod adapter;
+mod alias;
 mod arena;
 mod backend;
 mod bound;

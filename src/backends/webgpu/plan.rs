@@ -7,6 +7,7 @@
 //! long as either name is used. Every index the program holds is checked here, so a program
 //! that was not validated still cannot make the planner panic.
 
+use crate::backends::webgpu::alias;
 use crate::backends::webgpu::arena::{Lifetime, plan_arena};
 use crate::backends::webgpu::dispatch;
 use crate::backends::webgpu::kernels::{
@@ -62,7 +63,8 @@ pub(crate) struct PlanLimits {
 pub(crate) struct ShapePlan {
     /// The concrete shape of every tensor.
     pub shapes: Vec<Vec<usize>>,
-    /// Where each tensor lives; `None` for tensors nothing defines.
+    /// Where each tensor lives; `None` for tensors nothing defines. Past the program's tensors:
+    /// the shadows of repeated operands (see `alias.rs`).
     pub placements: Vec<Option<Placement>>,
     /// Bytes of activation arena this plan needs.
     pub arena_bytes: u64,
@@ -135,7 +137,7 @@ pub(crate) fn param_slots(program: &Program) -> Result<Vec<Option<usize>>> {
 
 /// Which tensor's storage each tensor uses (itself, or a reshape's source), after checking
 /// that every op reads only defined tensors and writes a tensor nothing else defines.
-fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Result<Vec<TensorId>> {
+pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Result<Vec<TensorId>> {
     let count = program.tensors.len();
     let mut defined: Vec<bool> = slots.iter().map(Option::is_some).collect();
     for &input in &program.inputs {
@@ -234,6 +236,33 @@ pub(crate) fn plan(
         }
     }
 
+    let ctx = PlanContext {
+        tensors: &program.tensors,
+        shapes: &shapes,
+        config,
+        max_workgroups: limits.max_workgroups,
+    };
+    let mut ops = program
+        .ops
+        .iter()
+        .enumerate()
+        .map(|(index, op)| {
+            let dispatches = dispatch::op_dispatches(&ctx, index, op).map_err(|e| {
+                Error::new(
+                    e.code(),
+                    format!("op {index} ({}): {}", op.name(), e.message()),
+                )
+            })?;
+            Ok(OpDispatches {
+                op_index: index,
+                name: op.name(),
+                dispatches,
+            })
+        })
+        .collect::<Result<Vec<_>>>()?;
+    let keys = alias::storage_keys(&slots, &roots);
+    let shadows = alias::shadow_repeated_operands(&ctx, &mut ops, &keys, shapes.len())?;
+
     // Live ranges of the storage roots held in the arena.
     let mut first: Vec<Option<usize>> = vec![None; shapes.len()];
     let mut last = vec![0usize; shapes.len()];
@@ -266,6 +295,11 @@ pub(crate) fn plan(
             first: first[r].unwrap_or(0),
             last: last[r],
         })
+        .chain(shadows.iter().map(|s| Lifetime {
+            size: bytes.get(s.source as usize).copied().unwrap_or(0),
+            first: s.step,
+            last: s.step,
+        }))
         .collect();
     let arena = plan_arena(&lifetimes, limits.storage_alignment)?;
     let alignment = limits.storage_alignment.max(4);
@@ -286,6 +320,7 @@ pub(crate) fn plan(
     for (&r, &offset) in arena_roots.iter().zip(&arena.offsets) {
         root_offset[r] = Some(offset);
     }
+    let shadow_offsets = arena.offsets.get(arena_roots.len()..).unwrap_or_default();
     let placements = (0..shapes.len())
         .map(|id| {
             let r = roots[id] as usize;
@@ -299,32 +334,14 @@ pub(crate) fn plan(
                 bytes: bytes[id],
             })
         })
+        .chain(shadows.iter().zip(shadow_offsets).map(|(s, &offset)| {
+            Some(Placement {
+                storage: Storage::Arena(offset),
+                bytes: bytes.get(s.source as usize).copied().unwrap_or(0),
+            })
+        }))
         .collect();
 
-    let ctx = PlanContext {
-        tensors: &program.tensors,
-        shapes: &shapes,
-        config,
-        max_workgroups: limits.max_workgroups,
-    };
-    let ops = program
-        .ops
-        .iter()
-        .enumerate()
-        .map(|(index, op)| {
-            let dispatches = dispatch::op_dispatches(&ctx, index, op).map_err(|e| {
-                Error::new(
-                    e.code(),
-                    format!("op {index} ({}): {}", op.name(), e.message()),
-                )
-            })?;
-            Ok(OpDispatches {
-                op_index: index,
-                name: op.name(),
-                dispatches,
-            })
-        })
-        .collect::<Result<Vec<_>>>()?;
     let uses_status = ops
         .iter()
         .flat_map(|o| &o.dispatches)

@@ -138,6 +138,37 @@ fn runtime_specs_reach_init_through_the_load_options_map() {
 }
 
 #[test]
+fn a_method_gives_each_delegate_its_own_backends_runtime_specs() {
+    let first = shared(CountingBackend::default());
+    let second = shared(CountingBackend::default());
+    register_backend(named("method-specs-a", &first)).unwrap();
+    register_backend(named("method-specs-b", &second)).unwrap();
+    let a_specs = vec![BackendOption::new("threads", 2).unwrap()];
+    let mut load_options = LoadBackendOptionsMap::new();
+    load_options
+        .set_options("method-specs-a", &a_specs)
+        .unwrap();
+    let entry = |id: &str| DelegateEntry {
+        backend_id: Some(id.to_owned()),
+        processed: FreeableBuffer::new(vec![1]),
+        compile_specs: Vec::new(),
+    };
+    let method = block_on(MethodDelegates::load_with_options(
+        vec![entry("method-specs-a"), entry("method-specs-b")],
+        Some("forward"),
+        &load_options,
+        None,
+    ))
+    .unwrap();
+    assert_eq!(method.len(), 2);
+    assert_eq!(*first.last_runtime_specs.lock().unwrap(), a_specs);
+    assert!(
+        second.last_runtime_specs.lock().unwrap().is_empty(),
+        "a backend without an entry gets no runtime specs"
+    );
+}
+
+#[test]
 fn method_load_failure_destroys_only_initialised_delegates() {
     let good = shared(CountingBackend::default());
     let bad = shared(CountingBackend {

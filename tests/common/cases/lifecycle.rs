@@ -124,6 +124,12 @@ pub async fn bad_blobs_get_the_right_codes(backend: SharedBackend, _config: Suit
         invalid,
         &["reserved"],
     );
+    assert_error(
+        "truncated header",
+        init_blob(&backend, good[..6].to_vec()).await,
+        invalid,
+        &["truncated header"],
+    );
     let truncated = good[..good.len() - 1].to_vec();
     assert_error(
         "truncated",
@@ -403,6 +409,21 @@ pub async fn compile_specs_are_checked(backend: SharedBackend, _config: SuiteCon
         model.init_with(&backend, &twice).await,
         invalid,
         &["more than once"],
+    );
+    // Specs are checked before the blob on every backend: a bad spec with a bad blob is the spec's.
+    let bad_blob = LoadedDelegate::init_with_backend(
+        "suite",
+        Arc::clone(&backend),
+        FreeableBuffer::new(b"XXXXXXXX".to_vec()),
+        &unknown,
+        &BackendInitContext::new(),
+    )
+    .await;
+    assert_error(
+        "unknown spec, foreign blob",
+        bad_blob,
+        invalid,
+        &["no_such_spec"],
     );
     let odd = [CompileSpec::new("precision", "f64")];
     assert_error(

@@ -1,6 +1,7 @@
 //! The suite's cases: each is `async fn(SharedBackend, SuiteConfig)` and panics on failure.
 //! `op_suite!` lists them; a case missing from that list is reported as dead code.
 
+mod aliasing;
 mod elementwise;
 mod layout;
 mod lifecycle;
@@ -8,6 +9,7 @@ mod matmul;
 mod model;
 mod normalize;
 
+pub use aliasing::*;
 pub use elementwise::*;
 pub use layout::*;
 pub use lifecycle::*;

@@ -51,6 +51,51 @@ fn copy(
         src_strides.push(1);
         dst_strides.push(1);
     }
+    let spec = CopySpec {
+        shape,
+        src_strides,
+        src_offset: src_offset.saturating_mul(words),
+        dst_strides,
+        dst_offset: dst_offset.saturating_mul(words),
+    };
+    word_copy(ctx, src, dst, spec)
+}
+
+/// A copy of `words` 32-bit words from the start of `src` to the start of `dst`, whatever their
+/// dtypes: how the planner fills a shadow (see `alias.rs`), a tensor id past the program's.
+///
+/// # Errors
+/// `InvalidArgument` when the count exceeds what a dispatch can address.
+pub(crate) fn copy_words(
+    ctx: &PlanContext<'_>,
+    src: TensorId,
+    dst: TensorId,
+    words: usize,
+) -> Result<Option<Dispatch>> {
+    let spec = CopySpec {
+        shape: vec![words],
+        src_strides: vec![1],
+        src_offset: 0,
+        dst_strides: vec![1],
+        dst_offset: 0,
+    };
+    word_copy(ctx, src, dst, spec)
+}
+
+/// The dispatch of a strided copy whose shape, strides and offsets count 32-bit words.
+fn word_copy(
+    ctx: &PlanContext<'_>,
+    src: TensorId,
+    dst: TensorId,
+    spec: CopySpec,
+) -> Result<Option<Dispatch>> {
+    let CopySpec {
+        shape,
+        src_strides,
+        src_offset,
+        dst_strides,
+        dst_offset,
+    } = spec;
     let n: usize = shape.iter().product();
     let Some(workgroups) = ctx.grid_for_threads(n)? else {
         return Ok(None);
@@ -60,8 +105,8 @@ fn copy(
         .vec4([
             to_u32(n, "element count")?,
             to_u32(shape.len(), "rank")?,
-            to_u32(src_offset * words, "source offset")?,
-            to_u32(dst_offset * words, "destination offset")?,
+            to_u32(src_offset, "source offset")?,
+            to_u32(dst_offset, "destination offset")?,
         ])
         .dims8(&shape, "copy shape")?
         .dims8(&strides[0], "copy strides")?

@@ -5,7 +5,9 @@
 //! Conventions every kernel follows:
 //! - Binding 0 is a uniform block of `vec4<u32>` fields (floats travel as their bits); bindings
 //!   1.. are storage buffers, all `read_write`: WebGPU forbids one buffer (the activation arena)
-//!   being bound read-only and writable in the same dispatch, and writable bindings may alias.
+//!   being bound read-only and writable in the same dispatch. Writable bindings of one dispatch
+//!   must not overlap either (browsers check it, native Vulkan does not), so the planner gives a
+//!   repeated operand its own copy (see `alias.rs`).
 //! - Tensors are arrays of 32-bit words: f32 and i32 one word per element, u8 widened to one
 //!   word, i64 two words (its little-endian bytes, low word first). WGSL has neither i64 nor u8.
 //! - 1-D kernels index `(wid.y * nwg.x + wid.x) * WG + lid`; grids over

@@ -4,7 +4,7 @@
 
 use super::dims;
 use crate::backends::webgpu::dispatch::kernel_keys;
-use crate::backends::webgpu::kernels::{KernelConfig, MatMulKernel};
+use crate::backends::webgpu::kernels::{self, KernelConfig, MatMulKernel};
 use crate::backends::webgpu::plan::{PlanLimits, ShapePlan, Storage, plan};
 use crate::error::{ErrorCode, Result};
 use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, UnaryOp, bind_shapes};
@@ -370,4 +370,90 @@ fn oversized_shapes_are_out_of_resources() {
     })
     .output(1);
     assert_eq!(code(&b.into_program(), &[&shape]), ErrorCode::NotSupported);
+}
+
+/// The storage range a binding covers: the parameter slot or the arena bytes.
+fn binding_range(plan: &ShapePlan, binding: kernels::Binding) -> Option<(Storage, u64)> {
+    let kernels::Binding::Tensor(id) = binding else {
+        return None;
+    };
+    let placement = plan.placement(id).unwrap();
+    Some((placement.storage, placement.bytes.max(4)))
+}
+
+fn overlap(a: (Storage, u64), b: (Storage, u64)) -> bool {
+    match (a, b) {
+        ((Storage::Param(x), _), (Storage::Param(y), _)) => x == y,
+        ((Storage::Arena(x), xn), (Storage::Arena(y), yn)) => x < y + yn && y < x + xn,
+        _ => false,
+    }
+}
+
+#[test]
+fn no_dispatch_binds_the_same_bytes_twice() {
+    // x * x, x @ x^T, reshape(x) - x and layer_norm(x, g, g): each op reads one storage twice.
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[4, 8]));
+    let g = b.param("g", DType::F32, dims(&[8]), "s", "g");
+    let square = b.binary(BinaryOp::Mul, x, x).unwrap();
+    let gram = b.matmul(square, square, None, false, true).unwrap();
+    let view = b.reshape(x, dims(&[4, 8])).unwrap();
+    let diff = b.binary(BinaryOp::Sub, view, x).unwrap();
+    let norm = b.layer_norm(diff, g, g, 1e-5).unwrap();
+    b.output(gram).output(norm);
+    let repeated = b.into_program();
+    let keys = kernel_keys(&repeated, CONFIG);
+    for program in [repeated, every_op_program()] {
+        let plan = match program.inputs.len() {
+            1 => plan_for(&program, &[&[4, 8]]).unwrap(),
+            _ => plan_for(&program, &[&[1, 9], &[1, 9]]).unwrap(),
+        };
+        for op in &plan.ops {
+            for dispatch in &op.dispatches {
+                let ranges: Vec<_> = dispatch
+                    .bindings
+                    .iter()
+                    .filter_map(|&b| binding_range(&plan, b))
+                    .collect();
+                for (i, &a) in ranges.iter().enumerate() {
+                    for &b in &ranges[..i] {
+                        assert!(!overlap(a, b), "op {} binds {a:?} and {b:?}", op.name);
+                    }
+                }
+            }
+        }
+    }
+    // The shadows' copies use a kernel that init compiles.
+    assert!(keys.contains(&kernels::KernelKey::Copy { wg: 256 }));
+}
+
+#[test]
+fn shadows_copy_before_the_op_and_live_one_step() {
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[3, 5]));
+    let double = b.binary(BinaryOp::Add, x, x).unwrap();
+    b.output(double);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[3, 5]]).unwrap();
+    let shadow = program.tensors.len() as u32;
+    let dispatches = &plan.ops[0].dispatches;
+    assert_eq!(dispatches.len(), 2, "a copy, then the add");
+    assert_eq!(
+        dispatches[0].bindings,
+        vec![
+            kernels::Binding::Tensor(x),
+            kernels::Binding::Tensor(shadow)
+        ]
+    );
+    assert_eq!(
+        dispatches[1].bindings,
+        vec![
+            kernels::Binding::Tensor(x),
+            kernels::Binding::Tensor(shadow),
+            kernels::Binding::Tensor(double)
+        ]
+    );
+    assert_eq!(plan.placement(shadow).unwrap().bytes, 3 * 5 * 4);
+    // Three tensors live at the add's step: x, its shadow and the sum.
+    assert_eq!(plan.arena_bytes, 3 * 256);
 }

@@ -273,3 +273,58 @@ fn a_program_that_cannot_move_to_a_new_device_fails_with_invalid_state() {
         "{error}"
     );
 }
+
+fn string_option(backend: &WebGpuBackend, key: &str) -> OptionValue {
+    let mut read = [crate::registry::BackendOption::new(key, "").unwrap()];
+    backend
+        .get_option(&mut Default::default(), &mut read)
+        .unwrap();
+    read[0].value().clone()
+}
+
+#[test]
+fn a_new_power_preference_takes_effect_at_the_first_init_without_live_programs() {
+    let (backend, provider, mut first) = setup(6);
+    let want = run(&backend, &mut first, 3);
+    backend
+        .set_option(
+            &mut Default::default(),
+            &[crate::registry::BackendOption::new("power_preference", "low-power").unwrap()],
+        )
+        .unwrap();
+    let device_generation = |backend: &WebGpuBackend| {
+        let mut read = [crate::registry::BackendOption::new("device_generation", 0).unwrap()];
+        backend
+            .get_option(&mut Default::default(), &mut read)
+            .unwrap();
+        read[0].value().clone()
+    };
+    let init = || {
+        let ctx = BackendInitContext::new().with_parameters(provider.clone());
+        let blob = encode(&every_op_program()).unwrap();
+        pollster::block_on(backend.init(&ctx, FreeableBuffer::new(blob), &[])).unwrap()
+    };
+    // A program is alive on the current device: a second one joins it there.
+    let second = init();
+    assert_eq!(device_generation(&backend), OptionValue::Int(1));
+    assert_eq!(
+        string_option(&backend, "device_power_preference"),
+        OptionValue::String("none".into())
+    );
+    backend.destroy(first);
+    backend.destroy(second);
+    // None alive: the next init acquires a device with the new preference.
+    let mut third = init();
+    assert_eq!(device_generation(&backend), OptionValue::Int(2));
+    assert_eq!(
+        string_option(&backend, "device_power_preference"),
+        OptionValue::String("low-power".into())
+    );
+    assert_eq!(
+        run(&backend, &mut third, 3),
+        want,
+        "same results on the new device"
+    );
+    backend.destroy(third);
+    assert_eq!(backend.live_buffers(), 0);
+}
