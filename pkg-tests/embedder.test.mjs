@@ -183,7 +183,11 @@ test('bertProgram builds, from a provider the page made, the program the Embedde
     ]);
     const rows = await embedder.embed(sentences);
     const bigger = JSON.stringify({ ...JSON.parse(config), hidden_size: 768 });
+    // Any provider kind serves: a list whose member holds the scope builds the same blob.
+    const list = new wd.ParameterProviderList([new wd.MemoryParameterProvider(), provider]);
+    const viaList = wd.bertProgram(list, 'minilm', config);
     const errors = {
+      notProvider: (await capture(() => wd.bertProgram({ addScope() {} }, 'minilm', config))).error,
       unknownScope: (await capture(() => wd.bertProgram(provider, 'nope', config))).error,
       notBert: (await capture(() => wd.bertProgram(provider, 'minilm', '{"model_type": "gpt2"}'))).error,
       notJson: (await capture(() => wd.bertProgram(provider, 'minilm', 'config'))).error,
@@ -192,6 +196,7 @@ test('bertProgram builds, from a provider the page made, the program the Embedde
     delegate.destroy();
     embedder.destroy();
     return {
+      sameViaList: viaList.length === blob.length && viaList.every((v, i) => v === blob[i]),
       blobType: blob.constructor.name,
       blobBytes: blob.length,
       batch: tokens.batch,
@@ -221,6 +226,8 @@ test('bertProgram builds, from a provider the page made, the program the Embedde
   assert.deepEqual(r.output.data, r.embedded.flat());
   const { minCos } = compare([r.output.data.slice(0, 384), r.output.data.slice(384)], [0, 24]);
   assert.ok(minCos >= 0.9999, `min cosine to the reference ${minCos}`);
+  assert.equal(r.sameViaList, true, 'a provider list serving the scope builds the same program');
+  assert.equal(r.errors.notProvider.code, 'InvalidArgument');
   assert.equal(r.errors.unknownScope.code, 'NotFound');
   assert.match(r.errors.unknownScope.message, /scope "nope"/);
   assert.equal(r.errors.notBert.code, 'InvalidArgument');

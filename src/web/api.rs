@@ -130,6 +130,16 @@ pub struct Delegate {
     slot: Rc<RefCell<Slot>>,
 }
 
+/// The processed program, which must be a `Uint8Array` (`InvalidArgument` otherwise, not a
+/// `TypeError`).
+fn program_bytes(processed: JsValue) -> JsResult<Uint8Array> {
+    processed.dyn_into::<Uint8Array>().map_err(|_| {
+        to_js_error(Error::invalid_argument(
+            "the processed program must be a Uint8Array",
+        ))
+    })
+}
+
 fn optional_property(options: &JsValue, key: &str) -> Option<JsValue> {
     if !options.is_object() {
         return None;
@@ -151,11 +161,7 @@ impl Delegate {
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] processed: JsValue,
         #[wasm_bindgen(unchecked_param_type = "DelegateInitOptions")] options: Option<JsValue>,
     ) -> JsResult<Delegate> {
-        let processed = processed.dyn_into::<Uint8Array>().map_err(|_| {
-            to_js_error(Error::invalid_argument(
-                "the processed program must be a Uint8Array",
-            ))
-        })?;
+        let processed = program_bytes(processed)?;
         Self::init_with(backend_name, processed, options, None).await
     }
 
@@ -167,10 +173,14 @@ impl Delegate {
     #[wasm_bindgen(js_name = initWithParameters, unchecked_return_type = "Promise<Delegate>")]
     pub fn init_with_parameters(
         #[wasm_bindgen(js_name = backendName)] backend_name: String,
-        processed: Uint8Array,
+        #[wasm_bindgen(unchecked_param_type = "Uint8Array")] processed: JsValue,
         #[wasm_bindgen(unchecked_param_type = "ParameterProvider")] parameters: JsValue,
         #[wasm_bindgen(unchecked_param_type = "DelegateInitOptions")] options: Option<JsValue>,
     ) -> Promise {
+        let processed = match program_bytes(processed) {
+            Ok(processed) => processed,
+            Err(error) => return Promise::reject(&error),
+        };
         let provider = match shared_provider_of(&parameters, "parameters") {
             Ok(provider) => provider,
             Err(status) => {

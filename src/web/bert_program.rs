@@ -1,6 +1,7 @@
 //! `bertProgram(provider, scope, configJson)`: the sentence-embedding program of a BERT-family
-//! checkpoint, built in the browser from its `config.json` and the tensors an
-//! `HttpParameterProvider` serves in `scope` (the weights file's index, read by `addScope`) —
+//! checkpoint, built in the browser from its `config.json` and the tensors a parameter provider
+//! (`HttpParameterProvider`, `MemoryParameterProvider` or `ParameterProviderList`) serves in
+//! `scope` (for HTTP, the weights file's index, read by `addScope`) —
 //! the same program `Embedder.load` runs and the `bert-program` CLI writes. The blob references
 //! the checkpoint's own keys in `scope`, so `Delegate.initWithParameters(backend, blob,
 //! provider, {methodName: 'sentence_embedding'})` streams exactly the tensors it uses.
@@ -19,7 +20,7 @@ use crate::models::bert::{BertConfig, sentence_embedding_program};
 use crate::models::catalog::ProviderCatalog;
 use crate::program;
 use crate::web::errors::to_js_error;
-use crate::web::http_provider::HttpParameterProvider;
+use crate::web::provider_handle::shared_provider_of;
 use js_sys::Uint8Array;
 use wasm_bindgen::prelude::*;
 
@@ -27,18 +28,19 @@ use wasm_bindgen::prelude::*;
 /// output `sentence_embedding`: float32 `[batch, hidden]`) of the BERT checkpoint whose
 /// `config.json` is `configJson` and whose weights `provider` serves in `scope`.
 ///
-/// Throws a `WebDelegateError`: `InvalidArgument` for a `config.json` that is not a supported
-/// BERT config, `NotFound` when `provider` does not serve `scope` (await its `addScope`
+/// Throws a `WebDelegateError`: `InvalidArgument` for a `provider` of another kind or a
+/// `config.json` that is not a supported BERT config, `NotFound` when `provider` does not serve `scope` (await its `addScope`
 /// first), `InvalidExternalData` when the checkpoint lacks a tensor the config implies or
 /// disagrees on its shape, dtype or size.
 #[wasm_bindgen(js_name = bertProgram)]
 pub fn bert_program(
-    provider: &HttpParameterProvider,
+    #[wasm_bindgen(unchecked_param_type = "ParameterProvider")] provider: JsValue,
     scope: &str,
     #[wasm_bindgen(js_name = configJson)] config_json: &str,
 ) -> Result<Uint8Array, JsValue> {
+    let shared = shared_provider_of(&provider, "provider")
+        .map_err(|status| to_js_error(Error::invalid_argument(status.message().to_owned())))?;
     let config = BertConfig::from_json(config_json).map_err(to_js_error)?;
-    let shared = provider.shared_provider();
     if !shared.query_support(scope) {
         return Err(to_js_error(Error::not_found(format!(
             "the provider does not serve scope {scope:?}; await addScope first"
