@@ -14,8 +14,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { heapSampler } from '../lib/probes.mjs';
 import { ROOT } from '../../scripts/make-bench-weights.mjs';
-import { startBrowser } from '../../pkg-tests/support/browser.mjs';
-import { startServer } from '../../pkg-tests/support/server.mjs';
+import { harnessPages } from '../lib/pages.mjs';
 
 const MODEL_DIR = path.join(ROOT, '.cache', 'models', 'all-MiniLM-L6-v2');
 const MIB = 1 << 20;
@@ -46,31 +45,10 @@ async function loadInPage({ url, cacheName }) {
   return { ms, stats, entries };
 }
 
-async function pages(ctx) {
-  if (ctx?.openHarnessPage && ctx.serverUrl) {
-    return { base: `${ctx.serverUrl}/.cache`, open: () => ctx.openHarnessPage(), close: async () => {} };
-  }
-  const server = await startServer({ locations: [{ prefix: '/.cache/', dir: path.join(ROOT, '.cache') }] });
-  const browser = await startBrowser({ baseUrl: server.url });
-  return {
-    base: `${server.url}/.cache`,
-    async open() {
-      const page = await browser.openPage(null, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
-      const failure = await page.evaluate(() => window.harnessError ?? null);
-      if (failure) throw new Error(`harness could not load the package: ${failure}`);
-      return page;
-    },
-    async close() {
-      await browser.close();
-      await server.stop();
-    },
-  };
-}
-
 export async function run(ctx) {
   const model = path.join(MODEL_DIR, 'model.safetensors');
   if (!existsSync(model)) throw new Error(`${model} is missing: run \`npm run setup\``);
-  const source = await pages(ctx);
+  const source = await harnessPages(ctx);
   const url = `${source.base}/models/all-MiniLM-L6-v2/model.safetensors`;
   const out = {};
   const RUNS = 3;

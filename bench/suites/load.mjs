@@ -20,8 +20,7 @@ import { mkdir, readFile, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { ROOT, ensureLargeWeights } from '../../scripts/make-bench-weights.mjs';
-import { startBrowser } from '../../pkg-tests/support/browser.mjs';
-import { startServer } from '../../pkg-tests/support/server.mjs';
+import { harnessPages } from '../lib/pages.mjs';
 
 const MODEL_DIR = path.join(ROOT, '.cache', 'models', 'all-MiniLM-L6-v2');
 /** The provider's default `maxRequestSize` (the bench uses the defaults a user gets). */
@@ -132,37 +131,12 @@ async function benchInPage({ url, runs }) {
   };
 }
 
-/**
- * Where the pages come from: bench/run.mjs's ctx when given (its nginx serves the repo root, so
- * the weights in .cache/ are same-origin at /.cache/...), else a server and browser of our own.
- */
-async function pages(ctx) {
-  if (ctx?.openHarnessPage && ctx.serverUrl) {
-    return { base: `${ctx.serverUrl}/.cache`, open: () => ctx.openHarnessPage(), close: async () => {} };
-  }
-  const server = await startServer({ locations: [{ prefix: '/.cache/', dir: path.join(ROOT, '.cache') }] });
-  const browser = await startBrowser({ baseUrl: server.url });
-  return {
-    base: `${server.url}/.cache`,
-    async open() {
-      const page = await browser.openPage(null, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
-      const failure = await page.evaluate(() => window.harnessError ?? null);
-      if (failure) throw new Error(`harness could not load the package: ${failure}`);
-      return page;
-    },
-    async close() {
-      await browser.close();
-      await server.stop();
-    },
-  };
-}
-
 export async function run(ctx) {
   const model = path.join(MODEL_DIR, 'model.safetensors');
   if (!existsSync(model)) throw new Error(`${model} is missing: run \`npm run setup\``);
   if (!existsSync(path.join(ROOT, 'pkg', 'webdelegate.js'))) throw new Error('pkg/ is missing: run `npm run build:pkg`');
   const large = await ensureLargeWeights();
-  const source = await pages(ctx);
+  const source = await harnessPages(ctx);
   const out = {};
   try {
     for (const [label, file, runs] of [
