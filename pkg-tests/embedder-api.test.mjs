@@ -211,6 +211,27 @@ test('an abort while the weights stream stops their requests', SLOW, async (t) =
   assert.ok(network.some((n) => /ABORTED/.test(n.end)), 'the streaming request was aborted');
 });
 
+test("'auto' prefers the CPU backend over a fallback adapter (WebGPU emulated on the CPU), and says so", SLOW, async (t) => {
+  const page = await harness.openHarnessPage(t);
+  const r = await page.evaluate(async (url) => {
+    await wd.ready();
+    const fallback = wd.getOption('webgpu', [{ key: 'adapter.fallback', value: false }])[0].value;
+    const e = await wd.Embedder.load(url, { backend: 'auto' });
+    const result = { fallback, backend: e.backend, fallbackReason: e.fallbackReason };
+    e.destroy();
+    return result;
+  }, MODEL_URL);
+  t.diagnostic(`adapter.fallback ${r.fallback}: auto ran on ${r.backend} (${r.fallbackReason ?? 'no fallback'})`);
+  if (r.fallback) {
+    // Chromium's SwiftShader here: matmul ~1.3 GFLOP/s on WebGPU against ~60 on the CPU backend.
+    assert.equal(r.backend, 'cpu');
+    assert.match(r.fallbackReason ?? '', /webgpu has only a fallback adapter/);
+  } else {
+    assert.equal(r.backend, 'webgpu', 'a real GPU adapter is the first choice');
+    assert.equal(r.fallbackReason, undefined);
+  }
+});
+
 test("'auto' without WebGPU falls back to CPU and says why", SLOW, async (t) => {
   const page = await harness.openHarnessPage(t, NO_WEBGPU);
   const r = await page.evaluate(async (url) => {

@@ -70,7 +70,10 @@ export interface JsBackend {
 
 /** Options of `Embedder.load` (plus every `HttpProviderOptions` key, e.g. `onProgress`). */
 export interface EmbedderOptions {
-  /** `'auto'` (WebGPU when it has a device, else CPU), `'webgpu'`, `'cpu'` or a registered name. */
+  /**
+   * `'auto'` (WebGPU when it has a device and the adapter is not a fallback adapter, i.e. WebGPU
+   * emulated on the CPU; else CPU), `'webgpu'`, `'cpu'` or a registered name.
+   */
   backend?: string;
   /** Weights file in the model directory (default `model.safetensors`). */
   weights?: string;

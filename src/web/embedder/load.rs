@@ -8,7 +8,8 @@
 //! signal), the provider's Range requests are aborted (a suspend stops them all), and whatever
 //! was half-built is dropped.
 //!
-//! With backend `"auto"` the candidates are `"webgpu"` then `"cpu"`; every one skipped or
+//! With backend `"auto"` the candidates are `"webgpu"` then `"cpu"`, except that a WebGPU with
+//! only a fallback adapter (WebGPU emulated on the CPU) goes after `"cpu"`; every one skipped or
 //! failed is explained (an unavailable WebGPU with the backend's own `unavailable_reason`), and
 //! the explanations become the embedder's `fallbackReason`.
 
@@ -140,7 +141,33 @@ fn candidates(requested: &str) -> (Vec<String>, Vec<String>) {
             Some(_) => names.push(name.to_owned()),
         }
     }
+    // A fallback adapter is the browser's software rasteriser (SwiftShader-class): WebGPU on the
+    // CPU, far slower than the CPU backend's SIMD kernels. It stays second choice.
+    if names.first().map(String::as_str) == Some(WEBGPU)
+        && names.iter().any(|n| n == CPU)
+        && is_fallback_adapter(WEBGPU)
+    {
+        names.retain(|n| n != WEBGPU);
+        names.push(WEBGPU.to_owned());
+        skipped.push(format!(
+            "{WEBGPU} has only a fallback adapter (WebGPU emulated on the CPU), slower than the \
+             {CPU} backend; ask for backend '{WEBGPU}' to use it anyway"
+        ));
+    }
     (names, skipped)
+}
+
+/// Whether backend `name` reports its adapter as a fallback adapter (`adapter.fallback`).
+fn is_fallback_adapter(name: &str) -> bool {
+    let Ok(option) = BackendOption::new("adapter.fallback", false) else {
+        return false;
+    };
+    let mut options = vec![option];
+    registry::get_option(name, &mut options).is_ok()
+        && matches!(
+            options.first().map(BackendOption::value),
+            Some(OptionValue::Bool(true))
+        )
 }
 
 /// Loads the model in `base_url` with `provider` serving its weights, unless `options.signal`

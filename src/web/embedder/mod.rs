@@ -68,8 +68,9 @@ pub struct Embedder {
 
 #[wasm_bindgen]
 impl Embedder {
-    /// Loads the model in the directory at `baseUrl`. `options`: `backend` (`'auto'` default,
-    /// `'webgpu'`, `'cpu'`), `weights` (file name, default `model.safetensors`), `maxTokens`
+    /// Loads the model in the directory at `baseUrl`. `options`: `backend` (`'auto'` default:
+    /// WebGPU, unless its adapter is only a fallback adapter, WebGPU emulated on the CPU, where
+    /// the CPU backend is faster; `'webgpu'`, `'cpu'`), `weights` (file name, default `model.safetensors`), `maxTokens`
     /// (2 up to the model's `max_position_embeddings`), `batchSize` (1-1024), `signal`
     /// (AbortSignal), and the HTTP provider's options (`onProgress`, `concurrency`,
     /// `persistentCache`, ...). Rejects with a `WebDelegateError`: `InvalidArgument` for a bad
@@ -173,7 +174,8 @@ impl Embedder {
     }
 
     /// Why the preferred backend was not used (`undefined` when it was): with `'auto'`, e.g.
-    /// `"webgpu unavailable: navigator.gpu is missing: this browser has no WebGPU"`.
+    /// `"webgpu unavailable: navigator.gpu is missing: this browser has no WebGPU"`, or that
+    /// WebGPU has only a fallback adapter.
     #[wasm_bindgen(getter, js_name = fallbackReason)]
     pub fn fallback_reason(&self) -> Option<String> {
         self.fallback.clone()
