@@ -317,6 +317,59 @@ test('a persistent cache serves the next load without data requests, and never a
   await p.evaluate((name) => caches.delete(name), cacheName);
 });
 
+test('persistentCacheRevalidate: false: a second page load sends no request; a changed file is not mixed in', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const keys = index.slice(0, 12).map((e) => e.key);
+  const bytes = index.slice(0, 12).reduce((n, e) => n + e.length, 0);
+  const maxRequestSize = 512 << 10;
+  const dataRequests = Math.ceil(bytes / maxRequestSize);
+  const cacheName = `wd-offline-${Date.now()}`;
+  // The file is replaced (every byte inverted, new ETag) once the first load is done. (`run`
+  // names this test's URL apart: the server counts requests per URL.)
+  const faults = `change-after=${1 + dataRequests},run=offline`;
+  const url = `${faulty.url}/f/${faults}/model.safetensors`;
+  const requests = async () => (await (await fetch(`${faulty.url}/__log`)).text())
+    .split('\n').filter((l) => l.includes(`/f/${faults}/`)).length;
+  const run = () => p.evaluate(async ({ url, index, keys, cacheName, maxRequestSize, entries }) => {
+    const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+    const provider = new wd.HttpParameterProvider({ persistentCache: cacheName, persistentCacheRevalidate: false, maxRequestSize, concurrency: 1 });
+    return capture(async () => {
+      await provider.addScope('m', url, { index });
+      const params = await provider.loadToGpu('m', keys);
+      const sha = {};
+      for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
+      const cache = await caches.open(cacheName);
+      for (let i = 0; i < 200 && (await cache.keys()).filter((r) => r.url.includes(encodeURIComponent(url))).length < entries; i++) {
+        await new Promise((r) => setTimeout(r, 20));
+      }
+      return sha;
+    });
+  }, { url, index, keys, cacheName, maxRequestSize, entries: dataRequests + 1 });
+
+  let r = await run();
+  assert.ok(r.ok, JSON.stringify(r.error));
+  assert.equal(await requests(), 1 + dataRequests, 'the first load: its index read and its data requests');
+  r = await run();
+  assert.ok(r.ok, JSON.stringify(r.error));
+  assert.equal(await requests(), 1 + dataRequests, 'the second load sent no request at all');
+  // The server's file changed meanwhile: the cache serves the version it holds, whole and unmixed.
+  for (const key of keys) assert.equal(r.value[key], model.tensorSha256[key], `${key}: the cached version`);
+
+  // Cleared, the next load learns the new version from the network.
+  await p.evaluate((name) => caches.delete(name), cacheName);
+  r = await run();
+  assert.ok(r.ok, JSON.stringify(r.error));
+  assert.equal(await requests(), 2 * (1 + dataRequests));
+  const { createHash } = await import('node:crypto');
+  for (const e of index.slice(0, 12)) {
+    const inverted = Buffer.from(model.bytes.subarray(e.offset, e.offset + e.length).map((b) => b ^ 0xff));
+    assert.equal(r.value[e.key], createHash('sha256').update(inverted).digest('hex'), `${e.key}: the new version`);
+  }
+  const misuse = await p.evaluate(() => capture(() => new wd.HttpParameterProvider({ persistentCacheRevalidate: false })));
+  assert.equal(misuse.error?.code, 'INVALID_ARGUMENT');
+  await p.evaluate((name) => caches.delete(name), cacheName);
+});
+
 test('notify("suspend") stops every request; notify("resume") finishes the load byte-exact', TEST_TIMEOUT, async (t) => {
   const p = await page(t);
   const keys = index.slice(0, 12).map((e) => e.key);

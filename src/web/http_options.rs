@@ -44,6 +44,19 @@ pub fn string(object: &JsValue, key: &str) -> StatusResult<Option<String>> {
         .transpose()
 }
 
+/// `object[key]` as a boolean.
+///
+/// # Errors
+/// `INVALID_ARGUMENT` when present and not a boolean.
+pub fn boolean(object: &JsValue, key: &str) -> StatusResult<Option<bool>> {
+    optional(object, key)
+        .map(|v| {
+            v.as_bool()
+                .ok_or_else(|| invalid(format!("{key} must be a boolean")))
+        })
+        .transpose()
+}
+
 /// `object[key]` as a non-negative integer.
 ///
 /// # Errors

@@ -16,7 +16,7 @@ use crate::params::{ParameterProvider, SharedProvider, StatusResult};
 use crate::web::errors::status_to_js;
 use crate::web::gpu_parameter::{AbortListener, GpuParameter};
 use crate::web::http_options::{
-    index_option, optional, provider_options, scope_options, span_requests, string,
+    boolean, index_option, optional, provider_options, scope_options, span_requests, string,
 };
 use crate::web::provider_handle::ProviderHandle;
 use crate::web::provider_ops;
@@ -94,8 +94,20 @@ pub(crate) fn provider_from_options(
         on_warning: callback("onWarning")?,
     };
     let mut transport = FetchTransport::new(fetch);
-    if let Some(name) = string(options, "persistentCache")? {
-        transport = transport.with_persistent_cache(&name);
+    let revalidate = boolean(options, "persistentCacheRevalidate")?.unwrap_or(true);
+    match string(options, "persistentCache")? {
+        Some(name) => {
+            transport = transport.with_persistent_cache(&name);
+            if !revalidate {
+                transport = transport.without_revalidation();
+            }
+        }
+        None if !revalidate => {
+            return Err(invalid(
+                "persistentCacheRevalidate needs persistentCache (a cache name)",
+            ));
+        }
+        None => {}
     }
     let persistent = transport.persistent_cache().cloned();
     // Shared through `Arc` as the provider requires; on wasm there is one thread.
@@ -134,7 +146,10 @@ impl HttpParameterProvider {
     /// `gapThreshold`, `retries`, `backoffMs`, `idleTimeoutMs`, `cache` (a `RequestCache` mode),
     /// `persistentCache` (a Cache API cache name: data responses are kept there per file
     /// version and range, written as they stream with at most 4 MiB queued per request in
-    /// flight), `onProgress(event)`, `onWarning(message)`. Throws `INVALID_ARGUMENT` for a bad
+    /// flight), `persistentCacheRevalidate` (default true; false: the index read is served from
+    /// the cache too, so a second page load sends no request at all, and a file changed on the
+    /// server is not seen until `clearPersistentCache()`), `onProgress(event)`,
+    /// `onWarning(message)`. Throws `INVALID_ARGUMENT` for a bad
     /// option (`idleTimeoutMs` and `backoffMs` at most 2147483647, setTimeout's limit).
     #[wasm_bindgen(constructor)]
     pub fn new(

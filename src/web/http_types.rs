@@ -57,6 +57,13 @@ export interface HttpProviderOptions {
    * waits for the Cache API when it falls that far behind).
    */
   persistentCache?: string;
+  /**
+   * With `persistentCache`: `false` keeps the index read in the cache too, so a second page load
+   * sends no request at all; a file changed on the server is then not seen until
+   * `clearPersistentCache()` (default `true`: the index read always goes out and learns the
+   * file's current version).
+   */
+  persistentCacheRevalidate?: boolean;
   /** The fetch cache mode (default 'default'). */
   cache?: 'default' | 'no-store' | 'reload' | 'no-cache' | 'force-cache';
   onProgress?: (event: LoadProgressEvent) => void;

@@ -2,7 +2,14 @@
 //! version (the `If-Range` validator: strong ETag or Last-Modified) and byte range, so the next
 //! page load that plans the same requests gets them without touching the network. Only the
 //! small index read still goes out, which is what learns the file's current version: a changed
-//! file has a new validator, so stale entries are never used.
+//! file has a new validator, so stale entries are never used. Without revalidation
+//! (`FetchTransport::without_revalidation`, JS `persistentCacheRevalidate: false`) the index read
+//! is kept too, so a second page load sends nothing at all; a file changed on the server is then
+//! not seen until the cache is cleared, and what is served stays one version (the cached index's
+//! validator keys every cached range).
+//!
+//! An entry is closed as soon as its range's bytes have been read (an index read stops reading
+//! there), and dropped if the body brings more than its range.
 //!
 //! A response is stored while it streams: each chunk the load reads is also pushed into a
 //! [`CacheWriter`], whose stream `cache.put` consumes. The writer queues at most

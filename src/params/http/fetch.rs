@@ -68,6 +68,9 @@ impl Default for FetchOptions {
 pub struct FetchTransport {
     options: FetchOptions,
     persistent: Option<Rc<PersistentCache>>,
+    /// Whether the index read (a range without a validator) is served from the persistent
+    /// cache too, instead of always going to the network to learn the file's current version.
+    cached_index: bool,
 }
 
 impl FetchTransport {
@@ -76,6 +79,7 @@ impl FetchTransport {
         Self {
             options,
             persistent: None,
+            cached_index: false,
         }
     }
 
@@ -85,19 +89,34 @@ impl FetchTransport {
         self
     }
 
+    /// With a persistent cache: the index read is also kept and served from it, so a second
+    /// page load sends no request at all. The price: a file changed on the server is not seen
+    /// until the cache is cleared (what it serves stays consistent: the cached index's version
+    /// keys every cached data range).
+    pub fn without_revalidation(mut self) -> Self {
+        self.cached_index = true;
+        self
+    }
+
     /// The persistent cache, when enabled.
     pub fn persistent_cache(&self) -> Option<&Rc<PersistentCache>> {
         self.persistent.as_ref()
     }
 }
 
-/// Whether a 206 is exactly `[start, end)` of version `validator`: only then may it be cached.
-fn cacheable(head: &ResponseHead, validator: &str, start: u64, end: u64) -> bool {
-    let same_version =
-        head.header("etag") == Some(validator) || head.header("last-modified") == Some(validator);
+/// Whether a 206 is exactly `[start, end)` of version `validator` (`None`: of whatever version it
+/// names, for an index read): only then may it be cached.
+fn cacheable(head: &ResponseHead, validator: Option<&str>, start: u64, end: u64) -> bool {
+    let same_version = match validator {
+        Some(v) => head.header("etag") == Some(v) || head.header("last-modified") == Some(v),
+        None => head.header("etag").is_some() || head.header("last-modified").is_some(),
+    };
     let range = head.header("content-range").and_then(parse_content_range);
     head.status == 206 && same_version && range.is_some_and(|r| r.start == start && r.end == end)
 }
+
+/// The version part of a cached index read's key: no validator is known before it.
+const INDEX_VERSION: &str = "index-read";
 
 fn reader_of(stream: &ReadableStream) -> ReadableStreamDefaultReader {
     stream
@@ -164,10 +183,13 @@ impl Transport for FetchTransport {
             let cache_key = match (&self.persistent, request.range, &request.if_range) {
                 (Some(_), Some((start, end)), Some(validator)) if end > start => Some((
                     data_key(&url, validator, start, end),
-                    validator.clone(),
+                    Some(validator.clone()),
                     start,
                     end,
                 )),
+                (Some(_), Some((start, end)), None) if end > start && self.cached_index => {
+                    Some((data_key(&url, INDEX_VERSION, start, end), None, start, end))
+                }
                 _ => None,
             };
             if let (Some(cache), Some((key, ..))) = (&self.persistent, &cache_key)
@@ -231,14 +253,17 @@ impl Transport for FetchTransport {
             };
             let stream = response.body();
             let mut writer = None;
+            let mut entry_length = 0;
             if let (Some(cache), Some((key, validator, start, end)), Some(_)) =
                 (&self.persistent, cache_key, &stream)
-                && cacheable(&head, &validator, start, end)
+                && cacheable(&head, validator.as_deref(), start, end)
             {
                 writer = cache.start_entry(key, &head);
+                entry_length = end - start;
             }
             guard.0 = None;
             let mut body = self.body(head, stream.as_ref().map(reader_of), Some(controller), url);
+            body.cache_missing = writer.as_ref().map_or(0, |_| entry_length);
             body.cache_writer = writer;
             let body: Box<dyn ResponseBody> = Box::new(body);
             Ok(body)
@@ -259,6 +284,7 @@ impl FetchTransport {
             reader,
             controller,
             cache_writer: None,
+            cache_missing: 0,
             aborted: false,
             idle: self.options.idle_timeout,
             timer: None,
@@ -274,6 +300,9 @@ struct FetchBody {
     controller: Option<AbortController>,
     /// The persistent-cache entry this body fills as it is read, if any.
     cache_writer: Option<CacheWriter>,
+    /// Bytes the cache entry still needs: it is complete (and closed) once they have been read,
+    /// even if the reader stops there without reading the stream's end (an index read does).
+    cache_missing: u64,
     aborted: bool,
     idle: Duration,
     timer: Option<LocalBoxFuture<'static, ()>>,
@@ -345,7 +374,18 @@ impl FetchBody {
         let Some(writer) = &self.cache_writer else {
             return;
         };
+        if u64::from(chunk.length()) > self.cache_missing {
+            // More bytes than the range: never store what the load itself will refuse.
+            self.fail_cache_entry("the body is longer than its range");
+            return;
+        }
         let pending = writer.push(chunk);
+        self.cache_missing = self.cache_missing.saturating_sub(u64::from(chunk.length()));
+        if self.cache_missing == 0
+            && let Some(writer) = self.cache_writer.take()
+        {
+            writer.close();
+        }
         let Ok(promise) = pending.dyn_into::<js_sys::Promise>() else {
             return;
         };
