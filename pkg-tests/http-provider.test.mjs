@@ -267,32 +267,39 @@ test('faults from the browser: drop resumed with If-Range, Range ignored, file r
   assert.match(r.error.message, new RegExp(keys[1].replace('.', '\\.')));
 });
 
-test('a persistent cache serves the next load without data requests, and never a stale version', TEST_TIMEOUT, async (t) => {
-  const p = await page(t);
-  const keys = index.slice(0, 12).map((e) => e.key);
-  const bytes = index.slice(0, 12).reduce((n, e) => n + e.length, 0);
-  const maxRequestSize = 512 << 10;
-  const dataRequests = Math.ceil(bytes / maxRequestSize);
-  const cacheName = `wd-test-${Date.now()}`;
-  const urlOf = (faults) => `${faulty.url}/f/${faults}/model.safetensors`;
-  const requestsTo = async (faults) => (await (await fetch(`${faulty.url}/__log`)).text())
-    .split('\n').filter((l) => l.includes(`/f/${faults}/`)).length;
-  const run = (url) => p.evaluate(async ({ url, index, keys, cacheName, maxRequestSize, dataRequests }) => {
+// The first 12 tensors of the model through a provider with a persistent cache, in the page:
+// resolves to {key: SHA-256 hex} once the cache holds `entries` entries for `url` (they are
+// written while the bodies stream).
+const CACHED_KEYS = index.slice(0, 12).map((e) => e.key);
+const CACHED_MAX_REQUEST = 512 << 10;
+const CACHED_DATA_REQUESTS = Math.ceil(index.slice(0, 12).reduce((n, e) => n + e.length, 0) / CACHED_MAX_REQUEST);
+const requestsTo = async (faults) => (await (await fetch(`${faulty.url}/__log`)).text())
+  .split('\n').filter((l) => l.includes(`/f/${faults}/`)).length;
+function loadThroughCache(p, { url, cacheName, entries, revalidate = true }) {
+  return p.evaluate(async ({ url, index, keys, cacheName, maxRequestSize, entries, revalidate }) => {
     const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
-    const provider = new wd.HttpParameterProvider({ persistentCache: cacheName, maxRequestSize, concurrency: 1 });
+    const provider = new wd.HttpParameterProvider({ persistentCache: cacheName, persistentCacheRevalidate: revalidate, maxRequestSize, concurrency: 1 });
     return capture(async () => {
       await provider.addScope('m', url, { index });
       const params = await provider.loadToGpu('m', keys);
       const sha = {};
       for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
-      // Entries are written while the bodies stream: wait until they are all in.
       const cache = await caches.open(cacheName);
-      for (let i = 0; i < 200 && (await cache.keys()).filter((r) => r.url.includes(encodeURIComponent(url))).length < dataRequests; i++) {
+      for (let i = 0; i < 200 && (await cache.keys()).filter((r) => r.url.includes(encodeURIComponent(url))).length < entries; i++) {
         await new Promise((r) => setTimeout(r, 20));
       }
       return sha;
     });
-  }, { url, index, keys, cacheName, maxRequestSize, dataRequests });
+  }, { url, index, keys: CACHED_KEYS, cacheName, maxRequestSize: CACHED_MAX_REQUEST, entries, revalidate });
+}
+
+test('a persistent cache serves the next load without data requests, and never a stale version', TEST_TIMEOUT, async (t) => {
+  const p = await page(t);
+  const keys = CACHED_KEYS;
+  const dataRequests = CACHED_DATA_REQUESTS;
+  const cacheName = `wd-test-${Date.now()}`;
+  const urlOf = (faults) => `${faulty.url}/f/${faults}/model.safetensors`;
+  const run = (url) => loadThroughCache(p, { url, cacheName, entries: dataRequests });
 
   let r = await run(urlOf('skip=0'));
   assert.ok(r.ok, JSON.stringify(r.error));
@@ -319,32 +326,15 @@ test('a persistent cache serves the next load without data requests, and never a
 
 test('persistentCacheRevalidate: false: a second page load sends no request; a changed file is not mixed in', TEST_TIMEOUT, async (t) => {
   const p = await page(t);
-  const keys = index.slice(0, 12).map((e) => e.key);
-  const bytes = index.slice(0, 12).reduce((n, e) => n + e.length, 0);
-  const maxRequestSize = 512 << 10;
-  const dataRequests = Math.ceil(bytes / maxRequestSize);
+  const keys = CACHED_KEYS;
+  const dataRequests = CACHED_DATA_REQUESTS;
   const cacheName = `wd-offline-${Date.now()}`;
   // The file is replaced (every byte inverted, new ETag) once the first load is done. (`run`
   // names this test's URL apart: the server counts requests per URL.)
   const faults = `change-after=${1 + dataRequests},run=offline`;
   const url = `${faulty.url}/f/${faults}/model.safetensors`;
-  const requests = async () => (await (await fetch(`${faulty.url}/__log`)).text())
-    .split('\n').filter((l) => l.includes(`/f/${faults}/`)).length;
-  const run = () => p.evaluate(async ({ url, index, keys, cacheName, maxRequestSize, entries }) => {
-    const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
-    const provider = new wd.HttpParameterProvider({ persistentCache: cacheName, persistentCacheRevalidate: false, maxRequestSize, concurrency: 1 });
-    return capture(async () => {
-      await provider.addScope('m', url, { index });
-      const params = await provider.loadToGpu('m', keys);
-      const sha = {};
-      for (const q of params) sha[q.key] = hex(await crypto.subtle.digest('SHA-256', await q.read()));
-      const cache = await caches.open(cacheName);
-      for (let i = 0; i < 200 && (await cache.keys()).filter((r) => r.url.includes(encodeURIComponent(url))).length < entries; i++) {
-        await new Promise((r) => setTimeout(r, 20));
-      }
-      return sha;
-    });
-  }, { url, index, keys, cacheName, maxRequestSize, entries: dataRequests + 1 });
+  const requests = () => requestsTo(faults);
+  const run = () => loadThroughCache(p, { url, cacheName, entries: dataRequests + 1, revalidate: false });
 
   let r = await run();
   assert.ok(r.ok, JSON.stringify(r.error));
