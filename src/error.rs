@@ -156,27 +156,39 @@ impl Error {
     pub fn message(&self) -> &str {
         &self.message
     }
-
-    /// Shorthand for [`ErrorCode::Internal`].
-    pub fn internal(message: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(ErrorCode::Internal, message)
-    }
-
-    /// Shorthand for [`ErrorCode::InvalidArgument`].
-    pub fn invalid_argument(message: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(ErrorCode::InvalidArgument, message)
-    }
-
-    /// Shorthand for [`ErrorCode::InvalidState`].
-    pub fn invalid_state(message: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(ErrorCode::InvalidState, message)
-    }
-
-    /// Shorthand for [`ErrorCode::NotFound`].
-    pub fn not_found(message: impl Into<Cow<'static, str>>) -> Self {
-        Self::new(ErrorCode::NotFound, message)
-    }
 }
+
+/// Writes one constructor per code: `fn $name(message) -> Self` = `Self::new($Code::$variant, message)`.
+macro_rules! shorthands {
+    ($ty:ident, $code:ident { $($name:ident => $variant:ident),* $(,)? }) => {
+        impl $ty {
+            $(
+                #[doc = concat!("Shorthand for [`", stringify!($code), "::", stringify!($variant), "`].")]
+                pub fn $name(message: impl Into<Cow<'static, str>>) -> Self {
+                    Self::new($code::$variant, message)
+                }
+            )*
+        }
+    };
+}
+
+shorthands!(Error, ErrorCode {
+    internal => Internal,
+    invalid_state => InvalidState,
+    not_supported => NotSupported,
+    not_implemented => NotImplemented,
+    invalid_argument => InvalidArgument,
+    invalid_type => InvalidType,
+    not_found => NotFound,
+    memory_allocation_failed => MemoryAllocationFailed,
+    access_failed => AccessFailed,
+    invalid_program => InvalidProgram,
+    invalid_external_data => InvalidExternalData,
+    out_of_resources => OutOfResources,
+    delegate_invalid_compatibility => DelegateInvalidCompatibility,
+    delegate_memory_allocation_failed => DelegateMemoryAllocationFailed,
+    delegate_invalid_handle => DelegateInvalidHandle,
+});
 
 /// Result of a registry or backend operation.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
@@ -300,6 +312,25 @@ impl Status {
         &self.message
     }
 }
+
+shorthands!(Status, StatusCode {
+    cancelled => Cancelled,
+    unknown => Unknown,
+    invalid_argument => InvalidArgument,
+    deadline_exceeded => DeadlineExceeded,
+    not_found => NotFound,
+    already_exists => AlreadyExists,
+    permission_denied => PermissionDenied,
+    resource_exhausted => ResourceExhausted,
+    failed_precondition => FailedPrecondition,
+    aborted => Aborted,
+    out_of_range => OutOfRange,
+    unimplemented => Unimplemented,
+    internal => Internal,
+    unavailable => Unavailable,
+    data_loss => DataLoss,
+    unauthenticated => Unauthenticated,
+});
 
 #[cfg(test)]
 mod tests {

@@ -24,6 +24,7 @@ pub mod models;
 pub mod params;
 pub mod program;
 pub mod registry;
+pub mod send_sync;
 #[cfg(feature = "text")]
 pub mod text;
 

@@ -4,7 +4,7 @@
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::provider::check_span;
-use crate::registry::{LocalBoxFuture, MaybeSendSync};
+use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 use std::any::Any;
 use std::sync::{Arc, Mutex};
 

@@ -3,7 +3,7 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 
 /// Where one parameter's bytes are.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -7,7 +7,7 @@ use crate::params::buffer::{BufferAllocator, ParameterBuffer};
 use crate::params::provider::{
     LoadedSpan, ParameterInfo, ParameterProvider, SharedProvider, Signal, SpanRequest,
 };
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 
 /// Providers in priority order; itself a provider.
 #[derive(Default, Clone)]

@@ -7,7 +7,7 @@ use crate::params::buffer::{BufferAllocator, ParameterBuffer};
 use crate::params::provider::{
     LoadedSpan, ParameterInfo, ParameterProvider, Signal, SpanRequest, check_span,
 };
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use std::sync::Mutex;
 
 struct Entry {

@@ -3,7 +3,7 @@
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer, SharedBuffer};
-use crate::registry::{LocalBoxFuture, MaybeSendSync};
+use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 use std::sync::Arc;
 
 /// An event from the hosting program (IREE's `iree_io_parameter_provider_signal_t`).

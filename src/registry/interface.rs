@@ -11,26 +11,8 @@ use crate::evalue::EValue;
 use crate::lifecycle::{Released, Signal};
 use crate::registry::context::{BackendExecutionContext, BackendInitContext, BackendOptionContext};
 use crate::registry::options::BackendOption;
+pub use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 use std::any::Any;
-use std::future::Future;
-use std::pin::Pin;
-
-/// A boxed future that may hold browser objects (so it is not `Send`).
-pub type LocalBoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + 'a>>;
-
-/// `Send + Sync` natively, nothing on the web, where nothing crosses threads and browser objects
-/// are neither.
-#[cfg(native)]
-pub trait MaybeSendSync: Send + Sync {}
-#[cfg(native)]
-impl<T: Send + Sync + ?Sized> MaybeSendSync for T {}
-
-/// `Send + Sync` natively, nothing on the web, where nothing crosses threads and browser objects
-/// are neither.
-#[cfg(web)]
-pub trait MaybeSendSync {}
-#[cfg(web)]
-impl<T: ?Sized> MaybeSendSync for T {}
 
 #[cfg(native)]
 type AnyBox = Box<dyn Any + Send + Sync>;

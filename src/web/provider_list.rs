@@ -8,7 +8,7 @@ use crate::params::{
     BufferAllocator, LoadedSpan, ParameterBuffer, ParameterInfo, ParameterProvider, ProviderList,
     SharedProvider, Signal, SpanRequest, StatusResult,
 };
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use crate::web::errors::status_to_js;
 use crate::web::provider_handle::{ProviderHandle, handle_of};
 use crate::web::provider_ops;

@@ -17,7 +17,7 @@ use crate::backends::webgpu::kernels::{KernelKey, Uniforms};
 use crate::backends::webgpu::readback::read_mapped;
 use crate::error::{Status, StatusCode};
 use crate::params::{BufferAllocator, ParameterBuffer, SharedBuffer, StatusResult, check_span};
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use std::any::Any;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

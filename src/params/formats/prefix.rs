@@ -3,7 +3,7 @@
 
 use crate::params::formats::{INITIAL_READ_BYTES, read_exact};
 use crate::params::{RangeRead, StatusResult};
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 
 /// Wraps a [`RangeRead`], holding the file's first [`INITIAL_READ_BYTES`] (or the whole file when
 /// smaller). Reads inside that prefix are served from memory; a read that runs past it fetches

@@ -4,7 +4,7 @@
 use super::cursor::{MAX_CHUNK, RangeCursor};
 use super::*;
 use crate::params::RangeRead;
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use std::cell::RefCell;
 
 /// A file of `size` bytes whose byte `i` is `i % 251`, recording every read.

@@ -15,7 +15,7 @@ use crate::params::http::timer::{now_ms, sleep};
 use crate::params::http::transport::{
     BodyChunk, HttpRequest, ResponseBody, ResponseHead, Transport,
 };
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use futures_util::future::{Either, select};
 use js_sys::Uint8Array;
 use std::rc::Rc;

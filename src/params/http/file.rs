@@ -16,7 +16,7 @@ use crate::params::http::staging::StagingPool;
 use crate::params::http::timer::sleep;
 use crate::params::http::transport::{HttpRequest, Transport};
 use crate::params::{HostBuffer, ParameterBuffer, RangeRead, StatusResult, check_span};
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use std::cell::RefCell;
 use std::sync::Arc;
 

@@ -13,7 +13,7 @@ use crate::params::http::staging::{StagingBuffer, StagingPool};
 use crate::params::http::transport::{
     BodyChunk, HttpRequest, ResponseBody, ResponseHead, Transport,
 };
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use futures_channel::{mpsc, oneshot};
 use futures_util::{SinkExt, StreamExt};
 use std::io::Read;

@@ -1,7 +1,7 @@
 //! What a load reports while it runs: progress events for the caller's callback, warnings, and
 //! the wire statistics (requests sent, bytes received) that tests and benchmarks check.
 
-use crate::registry::MaybeSendSync;
+use crate::send_sync::MaybeSendSync;
 use std::cell::Cell;
 
 /// One progress event of a load.

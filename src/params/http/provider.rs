@@ -21,7 +21,7 @@ use crate::params::{
     BufferAllocator, LoadedSpan, ParameterBuffer, ParameterIndex, ParameterInfo, ParameterProvider,
     Signal, SpanRequest, StatusResult,
 };
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use std::cell::RefCell;
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};

@@ -1,7 +1,7 @@
 //! A sleep that works on any executor: `setTimeout` in the browser (window or worker), a sleeping
 //! helper thread natively. Used for retry backoff and idle timeouts, never on a hot path.
 
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use std::time::Duration;
 
 /// Resolves after `duration`.

@@ -10,7 +10,7 @@
 
 use crate::params::StatusResult;
 use crate::params::http::staging::StagingPool;
-use crate::registry::{LocalBoxFuture, MaybeSendSync};
+use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 
 /// One GET.
 #[derive(Clone, Debug, PartialEq, Eq)]

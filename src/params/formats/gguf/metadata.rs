@@ -10,7 +10,7 @@
 use crate::params::formats::cursor::RangeCursor;
 use crate::params::formats::invalid;
 use crate::params::{RangeRead, StatusResult};
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 
 /// How deeply arrays may nest (an array of arrays is depth 2).
 pub const MAX_ARRAY_DEPTH: u32 = 8;

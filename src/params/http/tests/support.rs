@@ -3,7 +3,7 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::{HostBuffer, ParameterBuffer, StatusResult};
-use crate::registry::LocalBoxFuture;
+use crate::send_sync::LocalBoxFuture;
 use std::any::Any;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
