@@ -1,4 +1,7 @@
 #![warn(missing_docs)]
+// On the web nothing is `Send`: the runtime's `Arc`s hold browser objects by design (one thread;
+// natively the same types are `Send + Sync`, see `send_sync`).
+#![cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
 //! webdelegate: a WebAssembly runtime that runs ML programs in the browser on WebGPU and streams
 //! their weights over HTTP Range requests into GPU memory.
 //!
@@ -16,6 +19,7 @@
 //! JavaScript.
 
 pub mod backends;
+pub(crate) mod browser;
 pub mod error;
 pub mod evalue;
 pub mod fifo_slot;

@@ -31,7 +31,6 @@ pub fn register_if_absent(name: &str, backend: registry::SharedBackend) -> Resul
 pub async fn register_default_backends() -> Result<()> {
     if registry::get_backend_class(WEBGPU).is_none() {
         // The registry shares backends through `Arc`; on wasm there is one thread.
-        #[allow(clippy::arc_with_non_send_sync)]
         let webgpu = Arc::new(WebGpuBackend::new().await);
         register_if_absent(WEBGPU, webgpu)?;
     }

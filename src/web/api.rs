@@ -87,7 +87,6 @@ pub fn register_backend(
 ) -> JsResult<()> {
     let backend = JsBackend::new(backend).map_err(to_js_error)?;
     // The registry shares backends through `Arc`; in single-threaded wasm nothing crosses threads.
-    #[allow(clippy::arc_with_non_send_sync)]
     let shared = Arc::new(backend);
     registry::register_backend(Backend::new(name, shared)).map_err(to_js_error)
 }

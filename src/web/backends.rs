@@ -24,7 +24,6 @@ pub async fn register_webgpu_backend(name: Option<String>) -> JsResult<bool> {
     let backend = WebGpuBackend::new().await;
     let available = backend.is_available();
     // The registry shares backends through `Arc`; in single-threaded wasm nothing crosses threads.
-    #[allow(clippy::arc_with_non_send_sync)]
     let shared = Arc::new(backend);
     registry::register_backend(Backend::new(
         name.as_deref().unwrap_or(WebGpuBackend::NAME),

@@ -119,7 +119,6 @@ impl MatmulBench {
                 .flat_map(|v| v.to_le_bytes())
                 .collect(),
         );
-        #[allow(clippy::arc_with_non_send_sync)]
         let context = BackendInitContext::new().with_parameters(Arc::new(provider));
         let delegate =
             LoadedDelegate::init(&backend_name, FreeableBuffer::new(blob), &specs, &context)

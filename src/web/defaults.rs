@@ -24,7 +24,6 @@ thread_local! {
 #[wasm_bindgen(start)]
 pub fn start() {
     // The registry shares backends through `Arc`; on wasm there is one thread.
-    #[allow(clippy::arc_with_non_send_sync)]
     let webgpu = Arc::new(WebGpuBackend::pending());
     // A fresh registry always has room for two; nothing else can have taken these names yet.
     let webgpu_registered = register_if_absent(WEBGPU, webgpu.clone()).unwrap_or(false);

@@ -111,9 +111,7 @@ pub(crate) fn provider_from_options(
     }
     let persistent = transport.persistent_cache().cloned();
     // Shared through `Arc` as the provider requires; on wasm there is one thread.
-    #[allow(clippy::arc_with_non_send_sync)]
     let transport = Arc::new(transport);
-    #[allow(clippy::arc_with_non_send_sync)]
     let observer = Arc::new(observer);
     Ok((
         HttpProvider::new(transport, settings).with_observer(observer),
@@ -158,7 +156,6 @@ impl HttpParameterProvider {
         let options = options.unwrap_or(JsValue::UNDEFINED);
         let (provider, persistent) = provider_from_options(&options).map_err(status_to_js)?;
         // Shared through `Arc` (see `shared_provider`); on wasm there is one thread.
-        #[allow(clippy::arc_with_non_send_sync)]
         let provider = Arc::new(provider);
         crate::web::lifecycle::attach(&provider);
         Ok(Self {

@@ -128,7 +128,6 @@ impl ParameterProviderList {
         #[wasm_bindgen(unchecked_param_type = "ParameterProvider[]")] providers: Option<Array>,
     ) -> JsResult<ParameterProviderList> {
         // Shared through `Arc` as providers are; on wasm there is one thread.
-        #[allow(clippy::arc_with_non_send_sync)]
         let list = Self {
             list: Arc::new(GrowingList::default()),
         };

@@ -92,7 +92,6 @@ impl Embedder {
         let (provider, _cache) = provider_from_options(js_options)
             .map_err(|s| Error::invalid_argument(s.message().to_owned()))?;
         // The init context shares providers through `Arc`; on wasm there is one thread.
-        #[allow(clippy::arc_with_non_send_sync)]
         let provider = Arc::new(provider);
         crate::web::lifecycle::attach(&provider);
         let model = load::load(base_url, &options, &provider).await?;
