@@ -27,6 +27,7 @@ pub mod lifecycle;
 pub mod models;
 pub mod params;
 pub mod program;
+pub mod quant;
 pub mod registry;
 pub mod send_sync;
 #[cfg(feature = "text")]
