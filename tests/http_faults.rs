@@ -386,6 +386,22 @@ fn wrong_content_range_and_overlong_bodies_are_data_loss() {
 }
 
 #[test]
+fn a_wrong_content_range_on_the_index_read_is_named_readably() {
+    let f = fixture(18, 4, 50_000);
+    let recorder = Arc::new(Recorder::default());
+    let p = provider(options(), &recorder);
+    let err = load(&f, &p, "wrong-range,times=1").unwrap_err();
+    assert_eq!(err.code(), StatusCode::DataLoss, "{err}");
+    let message = err.message();
+    assert!(
+        message.contains("answered a request for the first"),
+        "{err}"
+    );
+    assert!(message.contains("with Content-Range \"bytes 1-"), "{err}");
+    assert!(!message.contains("Some("), "{err}");
+}
+
+#[test]
 fn files_without_validators_load_with_a_warning_and_no_if_range() {
     let f = fixture(17, 4, 50_000);
     let recorder = Arc::new(Recorder::default());

@@ -10,13 +10,14 @@ use std::sync::Arc;
 use wasm_bindgen_test::*;
 use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::params::formats::{Format, parse_index_in_memory};
-use webdelegate::params::http::destination::{Destination, WriteCounts};
-use webdelegate::params::http::edges::EdgeStore;
-use webdelegate::params::http::fetch::{FetchOptions, FetchTransport};
-use webdelegate::params::http::planner::{PlannerConfig, Wanted, plan};
-use webdelegate::params::http::sink::{ExpectedDigest, LoadTargets, RequestSink};
-use webdelegate::params::http::staging::StagingPool;
-use webdelegate::params::http::{BodyChunk, HttpProvider, HttpProviderOptions, ScopeOptions};
+use webdelegate::params::http::internal::{
+    Destination, EdgeStore, ExpectedDigest, LoadTargets, PlannerConfig, RequestSink, Wanted,
+    WriteCounts, plan,
+};
+use webdelegate::params::http::{
+    BodyChunk, FetchOptions, FetchTransport, HttpProvider, HttpProviderOptions, ScopeOptions,
+    StagingPool,
+};
 use webdelegate::params::{
     BufferAllocator, EntryStorage, HostAllocator, HostBuffer, ParameterProvider, SharedBuffer,
     SpanRequest,
@@ -89,7 +90,7 @@ async fn stream_js_chunks(buffers: Vec<SharedBuffer>, file: &[u8]) -> (Vec<Vec<u
         while !sink.is_complete() {
             let at = sink.position() as usize;
             let end = (at + step).min(request.end as usize);
-            let chunk = BodyChunk::Js(js_sys::Uint8Array::from(&file[at..end]));
+            let chunk = BodyChunk::Js(js_sys::Uint8Array::from(&file[at..end]).into());
             sink.consume(&targets, &chunk, 0, end - at).unwrap();
             step = step * 3 + 1; // 1, 4, 13, 40, ... odd and unaligned
         }

@@ -20,8 +20,9 @@ use std::sync::Arc;
 use wasm_bindgen_test::*;
 use webdelegate::backends::cpu::CpuBackend;
 use webdelegate::backends::webgpu::WebGpuBackend;
-use webdelegate::params::http::fetch::{FetchOptions, FetchTransport};
-use webdelegate::params::http::{HttpProvider, HttpProviderOptions, ScopeOptions};
+use webdelegate::params::http::{
+    CacheMode, FetchOptions, FetchTransport, HttpProvider, HttpProviderOptions, ScopeOptions,
+};
 use webdelegate::registry::BackendInterface;
 use webdelegate::web::gpu_parameter::wasm_memory_bytes;
 
@@ -37,7 +38,7 @@ async fn webgpu_init_streams_parameters_over_fetch_into_its_buffers_and_matches_
     );
     #[allow(clippy::arc_with_non_send_sync)] // single-threaded wasm: the provider takes an Arc
     let transport = Arc::new(FetchTransport::new(FetchOptions {
-        cache: web_sys::RequestCache::NoStore,
+        cache: CacheMode::NoStore,
         ..FetchOptions::default()
     }));
     #[allow(clippy::arc_with_non_send_sync)]

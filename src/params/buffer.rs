@@ -1,9 +1,10 @@
 //! The buffers parameters land in (IREE's HAL buffers, abstracted): host memory here, GPU
 //! buffers in the WebGPU backend.
 
+use crate::browser::chunk::JsChunk;
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
-use crate::params::provider::check_span;
+use crate::params::span::check_span;
 use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 use std::any::Any;
 use std::sync::{Arc, Mutex};
@@ -28,6 +29,32 @@ pub trait ParameterBuffer: MaybeSendSync {
 
     /// The concrete buffer, so a backend can recover its own type (e.g. a `wgpu::Buffer`).
     fn as_any(&self) -> &dyn Any;
+
+    /// Where bytes that live in JavaScript can be written into this buffer without passing
+    /// through wasm memory (a WebGPU buffer and its queue, in the browser), if anywhere. The
+    /// default: nowhere (a host buffer is written from host memory).
+    fn direct_write(&self) -> Option<Box<dyn DirectWrite>> {
+        None
+    }
+}
+
+/// A buffer's zero-copy write path for JavaScript chunks ([`ParameterBuffer::direct_write`]):
+/// the HTTP provider hands it a response body's [`JsChunk`] as it arrives. Writes go in order
+/// with the buffer's other writes. Implemented by the WebGPU backend (its `GPUQueue.writeBuffer`);
+/// natively no [`JsChunk`] exists, so nothing ever calls it there.
+pub trait DirectWrite: MaybeSendSync {
+    /// Writes `length` bytes of `chunk` from `chunk_offset` at buffer `offset`. The caller keeps
+    /// `offset` and `length` multiples of 4 and both ranges in bounds.
+    ///
+    /// # Errors
+    /// `INTERNAL` when the platform refuses the write.
+    fn write_js_chunk(
+        &self,
+        offset: u64,
+        chunk: &JsChunk,
+        chunk_offset: usize,
+        length: usize,
+    ) -> StatusResult<()>;
 }
 
 /// A buffer shared by the spans that live in it and the program that uses them.

@@ -4,9 +4,8 @@
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer};
-use crate::params::provider::{
-    LoadedSpan, ParameterInfo, ParameterProvider, Signal, SpanRequest, check_span,
-};
+use crate::params::provider::{LoadedSpan, ParameterInfo, ParameterProvider, Signal, SpanRequest};
+use crate::params::span::check_span;
 use crate::send_sync::LocalBoxFuture;
 use std::sync::Mutex;
 

@@ -21,8 +21,12 @@ mod index;
 mod list;
 mod memory;
 mod provider;
+mod span;
 
-pub use buffer::{BufferAllocator, HostAllocator, HostBuffer, ParameterBuffer, SharedBuffer};
+pub use crate::browser::chunk::JsChunk;
+pub use buffer::{
+    BufferAllocator, DirectWrite, HostAllocator, HostBuffer, ParameterBuffer, SharedBuffer,
+};
 pub use index::{EntryStorage, IndexEntry, ParameterIndex, RangeRead};
 pub use list::ProviderList;
 pub use memory::MemoryProvider;
@@ -31,8 +35,8 @@ mod tests;
 
 pub use provider::{
     LoadedSpan, ParameterInfo, ParameterProvider, SharedProvider, Signal, Span, SpanRequest,
-    check_span,
 };
+pub use span::check_span;
 
 /// Result of a parameter operation, with an IREE status on failure.
 pub type StatusResult<T> = std::result::Result<T, crate::error::Status>;

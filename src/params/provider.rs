@@ -1,6 +1,5 @@
 //! The provider interface and its plain data types.
 
-use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer, SharedBuffer};
 use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
@@ -86,25 +85,6 @@ impl std::fmt::Debug for LoadedSpan {
 
 /// A provider shared by the programs that use it.
 pub type SharedProvider = Arc<dyn ParameterProvider>;
-
-/// Checks that `length` bytes from `offset` lie within a parameter (or buffer) of `size` bytes,
-/// without overflowing. Equal end and size is allowed, as upstream.
-///
-/// # Errors
-/// `OUT_OF_RANGE` naming `what` when the span ends past `size` or its end overflows.
-pub fn check_span(what: &str, offset: u64, length: u64, size: u64) -> StatusResult<()> {
-    match offset.checked_add(length) {
-        Some(end) if end <= size => Ok(()),
-        Some(end) => Err(Status::new(
-            StatusCode::OutOfRange,
-            format!("{what}: span [{offset}, {end}) runs past its end at {size}"),
-        )),
-        None => Err(Status::new(
-            StatusCode::OutOfRange,
-            format!("{what}: span of {length} bytes at {offset} overflows"),
-        )),
-    }
-}
 
 /// A source of parameters (IREE's `iree_io_parameter_provider_t`).
 ///

@@ -2,10 +2,12 @@
 //! non-negative integer within `Number.MAX_SAFE_INTEGER`, every string a string; anything else
 //! is `INVALID_ARGUMENT` naming the option.
 
+use crate::browser::fetch::CacheMode;
+use crate::browser::timer::MAX_TIMEOUT_MS;
 use crate::error::{Status, StatusCode};
-use crate::params::http::fetch::FetchOptions;
-use crate::params::http::timer::MAX_TIMEOUT_MS;
-use crate::params::http::{HttpProvider, HttpProviderOptions, ScopeOptions, parse_sha256};
+use crate::params::http::{
+    FetchOptions, HttpProvider, HttpProviderOptions, ScopeOptions, parse_sha256,
+};
 use crate::params::{
     EntryStorage, IndexEntry, ParameterIndex, ParameterProvider, SpanRequest, StatusResult,
 };
@@ -86,8 +88,8 @@ fn check_timeout(key: &str, milliseconds: u64) -> StatusResult<()> {
     Ok(())
 }
 
-fn cache_mode(name: &str) -> StatusResult<web_sys::RequestCache> {
-    use web_sys::RequestCache as C;
+fn cache_mode(name: &str) -> StatusResult<CacheMode> {
+    use CacheMode as C;
     Ok(match name {
         "default" => C::Default,
         "no-store" => C::NoStore,

@@ -6,11 +6,10 @@
 //! with a `StatusError` carrying the IREE code.
 
 use crate::backends::webgpu::{GpuAllocator, WebGpuBackend};
+use crate::browser::cache::PersistentCache;
 use crate::error::{Status, StatusCode};
-use crate::params::http::cache::PersistentCache;
-use crate::params::http::fetch::FetchTransport;
 use crate::params::http::{
-    AbortHandle, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
+    AbortHandle, FetchTransport, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
 };
 use crate::params::{ParameterProvider, SharedProvider, StatusResult};
 use crate::web::errors::status_to_js;

@@ -16,7 +16,9 @@ use crate::backends::webgpu::device::{GpuContext, share};
 use crate::backends::webgpu::kernels::{KernelKey, Uniforms};
 use crate::backends::webgpu::readback::read_mapped;
 use crate::error::{Status, StatusCode};
-use crate::params::{BufferAllocator, ParameterBuffer, SharedBuffer, StatusResult, check_span};
+use crate::params::{
+    BufferAllocator, DirectWrite, ParameterBuffer, SharedBuffer, StatusResult, check_span,
+};
 use crate::send_sync::LocalBoxFuture;
 use std::any::Any;
 use std::sync::Arc;
@@ -108,7 +110,7 @@ impl GpuBuffer {
     }
 
     /// The queue of the buffer's device: the HTTP provider's zero-copy path
-    /// (`params::http::gpu_direct`) writes response chunks with its `writeBuffer`, in order with
+    /// (`direct_write.rs`) writes response chunks with its `writeBuffer`, in order with
     /// this buffer's own writes and patches.
     #[cfg(web)]
     pub(crate) fn queue(&self) -> &wgpu::Queue {
@@ -272,6 +274,10 @@ impl ParameterBuffer for GpuBuffer {
 
     fn as_any(&self) -> &dyn Any {
         self
+    }
+
+    fn direct_write(&self) -> Option<Box<dyn DirectWrite>> {
+        super::direct_write::direct_write_of(self)
     }
 }
 

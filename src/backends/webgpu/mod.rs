@@ -35,6 +35,7 @@ mod backend;
 mod bound;
 mod buffers;
 mod device;
+mod direct_write;
 mod dispatch;
 mod execute;
 mod io;

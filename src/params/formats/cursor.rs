@@ -7,7 +7,8 @@
 //! against the file's size and the caller's limit before any read: a field that claims more
 //! bytes than exist is `OUT_OF_RANGE` without a read, one past the limit `INVALID_ARGUMENT`.
 
-use crate::params::formats::{INITIAL_READ_BYTES, invalid, out_of_range, read_exact};
+use crate::error::Status;
+use crate::params::formats::{INITIAL_READ_BYTES, read_exact};
 use crate::params::{RangeRead, StatusResult};
 
 /// The largest read-ahead chunk.
@@ -66,19 +67,19 @@ impl<'a, R: RangeRead + ?Sized> RangeCursor<'a, R> {
     /// The end of `count` more bytes, checked against the file and the limit.
     fn end_of(&self, count: u64, field: &str) -> StatusResult<u64> {
         let end = self.position.checked_add(count).ok_or_else(|| {
-            out_of_range(format!(
+            Status::out_of_range(format!(
                 "{field} of {count} bytes at offset {} overflows",
                 self.position
             ))
         })?;
         if end > self.size {
-            return Err(out_of_range(format!(
+            return Err(Status::out_of_range(format!(
                 "file truncated: {field} needs bytes [{}, {end}) but the file has {} bytes",
                 self.position, self.size
             )));
         }
         if end > self.limit {
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "{field} at offset {} runs past the {} limit of {} bytes",
                 self.position, self.what, self.limit
             )));
@@ -130,7 +131,7 @@ impl<'a, R: RangeRead + ?Sized> RangeCursor<'a, R> {
         // `fill` made these bytes present, so the range is inside the buffer.
         self.buffer
             .get(start..start + count as usize)
-            .ok_or_else(|| out_of_range(format!("{field}: cursor buffer underrun")))
+            .ok_or_else(|| Status::out_of_range(format!("{field}: cursor buffer underrun")))
     }
 
     /// Consumes `count` bytes without reading them (when not already buffered).
@@ -144,7 +145,7 @@ impl<'a, R: RangeRead + ?Sized> RangeCursor<'a, R> {
         let bytes = self.take(N as u64, field).await?;
         bytes
             .try_into()
-            .map_err(|_| out_of_range(format!("{field}: short read")))
+            .map_err(|_| Status::out_of_range(format!("{field}: short read")))
     }
 
     /// Consumes a little-endian `u32`.

@@ -79,7 +79,7 @@ impl std::str::FromStr for Format {
     /// The format named `name`: its extension, any case, with or without a leading dot.
     fn from_str(name: &str) -> StatusResult<Self> {
         Self::from_extension(name.strip_prefix('.').unwrap_or(name)).ok_or_else(|| {
-            unimplemented(format!(
+            Status::unimplemented(format!(
                 "unsupported file format {name:?}; supported formats: [irpa, gguf, safetensors]"
             ))
         })
@@ -131,7 +131,7 @@ pub fn detect(name_or_url: &str, first_bytes: &[u8]) -> StatusResult<Format> {
     format_from_name(name_or_url)
         .or_else(|| format_from_magic(first_bytes))
         .ok_or_else(|| {
-            unimplemented(format!(
+            Status::unimplemented(format!(
                 "unsupported file format for {name_or_url:?}: neither its extension nor its first \
                  bytes match one of the supported formats [.irpa, .gguf, .safetensors]"
             ))
@@ -225,21 +225,6 @@ pub(crate) async fn read_exact<R: RangeRead + ?Sized>(
         ));
     }
     Ok(bytes)
-}
-
-/// `INVALID_ARGUMENT` with `message`.
-pub(crate) fn invalid(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::InvalidArgument, message.into())
-}
-
-/// `OUT_OF_RANGE` with `message`.
-pub(crate) fn out_of_range(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::OutOfRange, message.into())
-}
-
-/// `UNIMPLEMENTED` with `message`.
-pub(crate) fn unimplemented(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::Unimplemented, message.into())
 }
 
 /// `value` rounded up to a multiple of `alignment` (a power of two), or `None` on overflow.

@@ -18,9 +18,9 @@
 //!
 //! Bytes after the last tensor are allowed (IREE allows them; the crate does not).
 
+use crate::error::Status;
 use crate::params::formats::{
-    Format, INITIAL_READ_BYTES, MAX_HEADER_BYTES, invalid, known_size, out_of_range, read_exact,
-    unimplemented,
+    Format, INITIAL_READ_BYTES, MAX_HEADER_BYTES, known_size, read_exact,
 };
 use crate::params::{EntryStorage, IndexEntry, ParameterIndex, RangeRead, StatusResult};
 use serde::Deserialize;
@@ -49,7 +49,7 @@ impl SafetensorsIndex {
     pub async fn parse<R: RangeRead + ?Sized>(reader: &R) -> StatusResult<Self> {
         let size = known_size(reader, Format::Safetensors)?;
         if size < LENGTH_FIELD_BYTES {
-            return Err(out_of_range(format!(
+            return Err(Status::out_of_range(format!(
                 "safetensors file of {size} bytes is too short for the 8-byte header length"
             )));
         }
@@ -58,7 +58,7 @@ impl SafetensorsIndex {
         // `header_length` is at most MAX_HEADER_BYTES, so this cannot overflow.
         let data_start = LENGTH_FIELD_BYTES + header_length;
         if data_start > size {
-            return Err(out_of_range(format!(
+            return Err(Status::out_of_range(format!(
                 "safetensors header of {header_length} bytes runs past the end of the \
                  {size}-byte file"
             )));
@@ -69,7 +69,7 @@ impl SafetensorsIndex {
         }
         let header = bytes
             .get(LENGTH_FIELD_BYTES as usize..data_start as usize)
-            .ok_or_else(|| out_of_range("safetensors header: short read"))?;
+            .ok_or_else(|| Status::out_of_range("safetensors header: short read"))?;
         Self::from_header(header, size)
     }
 
@@ -84,15 +84,17 @@ impl SafetensorsIndex {
         }
         let data_start = LENGTH_FIELD_BYTES + header_length;
         let data_size = file_size.checked_sub(data_start).ok_or_else(|| {
-            out_of_range(format!(
+            Status::out_of_range(format!(
                 "safetensors header of {header_length} bytes runs past the end of the \
                  {file_size}-byte file"
             ))
         })?;
-        let text = std::str::from_utf8(header)
-            .map_err(|error| invalid(format!("safetensors header is not UTF-8: {error}")))?;
-        let parsed: Header = serde_json::from_str(text)
-            .map_err(|error| invalid(format!("safetensors header JSON: {error}")))?;
+        let text = std::str::from_utf8(header).map_err(|error| {
+            Status::invalid_argument(format!("safetensors header is not UTF-8: {error}"))
+        })?;
+        let parsed: Header = serde_json::from_str(text).map_err(|error| {
+            Status::invalid_argument(format!("safetensors header JSON: {error}"))
+        })?;
         let entries = check_entries(parsed.tensors, data_start, data_size)?;
         Ok(Self {
             header_length,
@@ -147,7 +149,9 @@ fn header_length(first: &[u8]) -> StatusResult<u64> {
     let field: [u8; 8] = first
         .get(..8)
         .and_then(|bytes| bytes.try_into().ok())
-        .ok_or_else(|| out_of_range("safetensors file is too short for the header length"))?;
+        .ok_or_else(|| {
+            Status::out_of_range("safetensors file is too short for the header length")
+        })?;
     let length = u64::from_le_bytes(field);
     if length > MAX_HEADER_BYTES {
         return Err(header_too_large(length));
@@ -156,7 +160,7 @@ fn header_length(first: &[u8]) -> StatusResult<u64> {
 }
 
 fn header_too_large(length: u64) -> crate::error::Status {
-    invalid(format!(
+    Status::invalid_argument(format!(
         "safetensors header of {length} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes"
     ))
 }
@@ -219,7 +223,9 @@ fn check_entries(
     let mut seen = HashSet::with_capacity(tensors.len());
     for (key, tensor) in &tensors {
         if !seen.insert(key.as_str()) {
-            return Err(invalid(format!("safetensors header repeats key {key:?}")));
+            return Err(Status::invalid_argument(format!(
+                "safetensors header repeats key {key:?}"
+            )));
         }
         check_tensor(key, tensor, data_size)?;
     }
@@ -235,7 +241,7 @@ fn check_entries(
             } else {
                 "leaves a gap before"
             };
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "safetensors tensor {key:?} at data offsets [{begin}, {end}) {problem} the \
                  previous tensor, which ends at {expected_begin}"
             )));
@@ -259,19 +265,19 @@ fn check_entries(
 fn check_tensor(key: &str, tensor: &RawTensor, data_size: u64) -> StatusResult<()> {
     let (begin, end) = tensor.data_offsets;
     if begin > end || end > data_size {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "safetensors tensor {key:?} has data offsets outside of the available data \
              (begin={begin}, end={end}, available={data_size})"
         )));
     }
     let bits = dtype_bits(&tensor.dtype).ok_or_else(|| {
-        unimplemented(format!(
+        Status::unimplemented(format!(
             "safetensors tensor {key:?} has unknown dtype {:?}",
             tensor.dtype
         ))
     })?;
     let overflow = || {
-        invalid(format!(
+        Status::invalid_argument(format!(
             "safetensors tensor {key:?}: size of shape {:?} x {} overflows",
             tensor.shape, tensor.dtype
         ))
@@ -283,14 +289,14 @@ fn check_tensor(key: &str, tensor: &RawTensor, data_size: u64) -> StatusResult<(
         .ok_or_else(overflow)?;
     let total_bits = elements.checked_mul(bits).ok_or_else(overflow)?;
     if total_bits % 8 != 0 {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "safetensors tensor {key:?}: {elements} elements of {} ({bits} bits) do not fill \
              whole bytes",
             tensor.dtype
         )));
     }
     if end - begin != total_bits / 8 {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "safetensors tensor {key:?}: data offsets [{begin}, {end}) hold {} bytes but shape \
              {:?} of {} needs {}",
             end - begin,

@@ -7,8 +7,8 @@
 //! `OUT_OF_RANGE` (or `INVALID_ARGUMENT` past the header limit). Nesting deeper than
 //! [`MAX_ARRAY_DEPTH`] is `INVALID_ARGUMENT`; an unknown value type is `INVALID_ARGUMENT`, as IREE.
 
+use crate::error::Status;
 use crate::params::formats::cursor::RangeCursor;
-use crate::params::formats::invalid;
 use crate::params::{RangeRead, StatusResult};
 use crate::send_sync::LocalBoxFuture;
 
@@ -146,8 +146,9 @@ fn min_size(kind: u32, field: &str) -> StatusResult<u64> {
     match kind {
         STRING => Ok(8),
         ARRAY => Ok(12),
-        _ => fixed_size(kind)
-            .ok_or_else(|| invalid(format!("{field} has unknown GGUF value type {kind}"))),
+        _ => fixed_size(kind).ok_or_else(|| {
+            Status::invalid_argument(format!("{field} has unknown GGUF value type {kind}"))
+        }),
     }
 }
 
@@ -202,15 +203,15 @@ fn read_array<'c, 'a, R: RangeRead + ?Sized>(
 ) -> LocalBoxFuture<'c, StatusResult<Option<GgufArray>>> {
     Box::pin(async move {
         if depth > MAX_ARRAY_DEPTH {
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "{field}: arrays nest deeper than {MAX_ARRAY_DEPTH} levels"
             )));
         }
         let kind = cursor.u32(field).await?;
         let count = cursor.u64(field).await?;
-        let least = count
-            .checked_mul(min_size(kind, field)?)
-            .ok_or_else(|| invalid(format!("{field}: array of {count} elements overflows")))?;
+        let least = count.checked_mul(min_size(kind, field)?).ok_or_else(|| {
+            Status::invalid_argument(format!("{field}: array of {count} elements overflows"))
+        })?;
         cursor.check_available(least, field)?;
         if fixed_size(kind).is_some() {
             // `least` is exactly the array's size here.

@@ -26,10 +26,9 @@ mod types;
 pub use metadata::{GgufArray, GgufValue, MAX_ARRAY_DEPTH};
 pub use types::{GGML_TYPES, GgmlType, ggml_type, ggml_type_by_name};
 
+use crate::error::Status;
 use crate::params::formats::cursor::RangeCursor;
-use crate::params::formats::{
-    Format, MAX_HEADER_BYTES, align_up, invalid, known_size, unimplemented,
-};
+use crate::params::formats::{Format, MAX_HEADER_BYTES, align_up, known_size};
 use crate::params::{EntryStorage, IndexEntry, ParameterIndex, RangeRead, StatusResult};
 use std::collections::HashSet;
 
@@ -136,7 +135,7 @@ async fn parse_with<R: RangeRead + ?Sized>(
     let mut cursor = RangeCursor::new(reader, size, MAX_HEADER_BYTES, "GGUF header");
     let magic = cursor.u32("GGUF magic").await?;
     if magic != MAGIC {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "GGUF file magic missing or invalid {magic:08X}; expected {MAGIC:08X}"
         )));
     }
@@ -153,7 +152,7 @@ async fn parse_with<R: RangeRead + ?Sized>(
         infos_end
     } else {
         align_up(infos_end, u64::from(alignment))
-            .ok_or_else(|| invalid("GGUF data section offset overflows"))?
+            .ok_or_else(|| Status::invalid_argument("GGUF data section offset overflows"))?
     };
     let entries = place_tensors(infos, data_start, u64::from(alignment), cursor.size())?;
     Ok(GgufIndex {
@@ -167,13 +166,13 @@ async fn parse_with<R: RangeRead + ?Sized>(
 
 fn check_version(version: u32) -> StatusResult<u32> {
     if version & 0xFFFF == 0 && version != 0 {
-        return Err(unimplemented(format!(
+        return Err(Status::unimplemented(format!(
             "GGUF version field {version:#010X} looks byte-swapped: big-endian GGUF files are \
              not supported"
         )));
     }
     if !(2..=3).contains(&version) {
-        return Err(unimplemented(format!(
+        return Err(Status::unimplemented(format!(
             "GGUF format version {version} is unsupported; expected version 2-3"
         )));
     }
@@ -187,9 +186,9 @@ fn check_count<R: RangeRead + ?Sized>(
     least: u64,
     what: &str,
 ) -> StatusResult<()> {
-    let needed = count
-        .checked_mul(least)
-        .ok_or_else(|| invalid(format!("GGUF declares {count} {what}, which overflows")))?;
+    let needed = count.checked_mul(least).ok_or_else(|| {
+        Status::invalid_argument(format!("GGUF declares {count} {what}, which overflows"))
+    })?;
     cursor.check_available(needed, &format!("GGUF's {count} {what}"))
 }
 
@@ -209,7 +208,9 @@ async fn read_metadata<R: RangeRead + ?Sized>(
     for index in 0..count {
         let key = read_name(cursor, "metadata key", index).await?;
         if !keys.insert(key.clone()) {
-            return Err(invalid(format!("GGUF metadata repeats key {key:?}")));
+            return Err(Status::invalid_argument(format!(
+                "GGUF metadata repeats key {key:?}"
+            )));
         }
         let field = format!("GGUF metadata {key:?}");
         let kind = cursor.u32(&field).await?;
@@ -232,10 +233,10 @@ async fn read_metadata<R: RangeRead + ?Sized>(
 fn check_alignment(value: Option<&GgufValue>) -> StatusResult<u32> {
     match value {
         Some(GgufValue::U32(alignment)) if alignment.is_power_of_two() => Ok(*alignment),
-        Some(GgufValue::U32(alignment)) => Err(invalid(format!(
+        Some(GgufValue::U32(alignment)) => Err(Status::invalid_argument(format!(
             "GGUF {ALIGNMENT_KEY} {alignment} is not a power of two"
         ))),
-        _ => Err(invalid(format!(
+        _ => Err(Status::invalid_argument(format!(
             "GGUF {ALIGNMENT_KEY} metadata value must be uint32"
         ))),
     }
@@ -252,9 +253,9 @@ async fn read_name<R: RangeRead + ?Sized>(
         .await?
         .unwrap_or_default();
     let name = String::from_utf8(bytes)
-        .map_err(|error| invalid(format!("{field} is not UTF-8: {error}")))?;
+        .map_err(|error| Status::invalid_argument(format!("{field} is not UTF-8: {error}")))?;
     if name.is_empty() {
-        return Err(invalid(format!("{field} is empty")));
+        return Err(Status::invalid_argument(format!("{field} is empty")));
     }
     Ok(name)
 }
@@ -268,12 +269,14 @@ async fn read_tensor_infos<R: RangeRead + ?Sized>(
     for index in 0..count {
         let name = read_name(cursor, "tensor name", index).await?;
         if !names.insert(name.clone()) {
-            return Err(invalid(format!("GGUF repeats tensor name {name:?}")));
+            return Err(Status::invalid_argument(format!(
+                "GGUF repeats tensor name {name:?}"
+            )));
         }
         let field = format!("GGUF tensor {name:?}");
         let n_dims = cursor.u32(&field).await?;
         if n_dims > MAX_DIMS {
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "{field} has {n_dims} dimensions; at most {MAX_DIMS} are allowed"
             )));
         }
@@ -283,7 +286,7 @@ async fn read_tensor_infos<R: RangeRead + ?Sized>(
         }
         let type_id = cursor.u32(&field).await?;
         let kind = ggml_type(type_id).ok_or_else(|| {
-            unimplemented(format!(
+            Status::unimplemented(format!(
                 "{field} has ggml type {type_id}, which is not supported"
             ))
         })?;
@@ -304,7 +307,7 @@ async fn read_tensor_infos<R: RangeRead + ?Sized>(
 fn tensor_bytes(field: &str, dims: &[u64], kind: GgmlType) -> StatusResult<u64> {
     let limit = i64::MAX as u64;
     let too_many = || {
-        invalid(format!(
+        Status::invalid_argument(format!(
             "{field}: the element count of shape {dims:?} exceeds {limit}"
         ))
     };
@@ -320,14 +323,16 @@ fn tensor_bytes(field: &str, dims: &[u64], kind: GgmlType) -> StatusResult<u64> 
     }
     let row = dims.first().copied().unwrap_or(1);
     if row % kind.block_size != 0 {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "{field} of type {} has {row} elements per row, not a multiple of the block size {}",
             kind.name, kind.block_size
         )));
     }
     (elements / kind.block_size)
         .checked_mul(kind.type_size)
-        .ok_or_else(|| invalid(format!("{field}: byte size of shape {dims:?} overflows")))
+        .ok_or_else(|| {
+            Status::invalid_argument(format!("{field}: byte size of shape {dims:?} overflows"))
+        })
 }
 
 /// Checks each tensor's offset (llama.cpp's layout rule) and turns them into index entries.
@@ -341,7 +346,7 @@ fn place_tensors(
     let mut entries = Vec::with_capacity(infos.len());
     for info in infos {
         if info.offset != expected {
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "GGUF tensor {:?} has offset {}, expected {expected}",
                 info.name, info.offset
             )));
@@ -349,13 +354,13 @@ fn place_tensors(
         let begin = data_start.checked_add(info.offset);
         let end = begin.and_then(|begin| begin.checked_add(info.bytes));
         let (Some(begin), Some(end)) = (begin, end) else {
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "GGUF tensor {:?}: offset {} + {} bytes overflows",
                 info.name, info.offset, info.bytes
             )));
         };
         if end > file_size {
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "GGUF tensor {:?} has data offsets outside of the available data (begin={begin}, \
                  end={end}, file size={file_size})",
                 info.name
@@ -363,7 +368,9 @@ fn place_tensors(
         }
         expected = align_up(info.bytes, alignment)
             .and_then(|padded| expected.checked_add(padded))
-            .ok_or_else(|| invalid(format!("GGUF tensor {:?}: size overflows", info.name)))?;
+            .ok_or_else(|| {
+                Status::invalid_argument(format!("GGUF tensor {:?}: size overflows", info.name))
+            })?;
         entries.push(IndexEntry {
             key: info.name,
             length: info.bytes,

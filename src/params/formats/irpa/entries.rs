@@ -2,11 +2,11 @@
 //! and splat entries into index entries.
 
 use crate::error::{Status, StatusCode};
+use crate::params::formats::align_up;
 use crate::params::formats::irpa::{
     DATA_ENTRY_BYTES, ENTRY_ALIGNMENT, ENTRY_HEADER_BYTES, MAX_SPLAT_BYTES, Range,
     SPLAT_ENTRY_BYTES,
 };
-use crate::params::formats::{align_up, invalid, out_of_range, unimplemented};
 use crate::params::{EntryStorage, IndexEntry, StatusResult};
 
 const TYPE_SKIP: u32 = 0;
@@ -34,7 +34,7 @@ impl Archive<'_> {
         let mut remaining = self.table.len() as u64;
         for _ in 0..count {
             if remaining < ENTRY_HEADER_BYTES {
-                return Err(out_of_range(
+                return Err(Status::out_of_range(
                     "IRPA entry table truncated; insufficient bytes for base entry header",
                 ));
             }
@@ -42,7 +42,7 @@ impl Archive<'_> {
             let entry = self.table.get(at as usize..).unwrap_or_default();
             let entry_size = le_u64(entry, 0, "IRPA entry size")?;
             if entry_size < ENTRY_HEADER_BYTES || remaining < entry_size {
-                return Err(out_of_range(
+                return Err(Status::out_of_range(
                     "IRPA entry table truncated; insufficient bytes for sized header",
                 ));
             }
@@ -65,19 +65,20 @@ impl Archive<'_> {
         let kind = le_u32(entry, 8, "IRPA entry type")?;
         let name = self.metadata_ref(Range::at(entry, 20, "IRPA entry name")?, "entry name")?;
         let blob = self.metadata_ref(Range::at(entry, 36, "IRPA entry metadata")?, "metadata")?;
-        let key = String::from_utf8(name.to_vec())
-            .map_err(|error| invalid(format!("IRPA entry name is not UTF-8: {error}")))?;
+        let key = String::from_utf8(name.to_vec()).map_err(|error| {
+            Status::invalid_argument(format!("IRPA entry name is not UTF-8: {error}"))
+        })?;
         let (length, storage) = match kind {
             TYPE_SKIP => return Ok(()),
             TYPE_SPLAT => splat(&key, entry)?,
             TYPE_DATA => self.data(&key, entry)?,
             TYPE_EXTERNAL => {
-                return Err(unimplemented(format!(
+                return Err(Status::unimplemented(format!(
                     "IRPA entry {key:?} references an external file, which is not supported"
                 )));
             }
             other => {
-                return Err(unimplemented(format!(
+                return Err(Status::unimplemented(format!(
                     "IRPA parser does not support entry type {other} (entry {key:?})"
                 )));
             }
@@ -104,12 +105,12 @@ impl Archive<'_> {
         )?;
         self.names
             .get(range.offset as usize..end as usize)
-            .ok_or_else(|| out_of_range(format!("IRPA {what} reference is out of range")))
+            .ok_or_else(|| Status::out_of_range(format!("IRPA {what} reference is out of range")))
     }
 
     fn data(&self, key: &str, entry: &[u8]) -> StatusResult<(u64, EntryStorage)> {
         if (entry.len() as u64) < DATA_ENTRY_BYTES {
-            return Err(out_of_range(format!(
+            return Err(Status::out_of_range(format!(
                 "IRPA data entry {key:?} length underflow"
             )));
         }
@@ -129,7 +130,7 @@ impl Archive<'_> {
 
 fn splat(key: &str, entry: &[u8]) -> StatusResult<(u64, EntryStorage)> {
     if (entry.len() as u64) < SPLAT_ENTRY_BYTES {
-        return Err(out_of_range(format!(
+        return Err(Status::out_of_range(format!(
             "IRPA splat entry {key:?} length underflow"
         )));
     }
@@ -145,20 +146,20 @@ fn splat(key: &str, entry: &[u8]) -> StatusResult<(u64, EntryStorage)> {
     }
     let pattern_length = entry.get(84).copied().unwrap_or_default();
     if !matches!(pattern_length, 1 | 2 | 4 | 8 | 16) {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "IRPA splat entry {key:?} has pattern length {pattern_length}; it must be 1, 2, 4, 8 \
              or 16"
         )));
     }
     if length % u64::from(pattern_length) != 0 {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "IRPA splat entry {key:?}: pattern of {pattern_length} bytes does not divide its \
              length {length}"
         )));
     }
     let pattern = entry
         .get(68..68 + usize::from(pattern_length))
-        .ok_or_else(|| out_of_range("IRPA splat pattern out of range"))?
+        .ok_or_else(|| Status::out_of_range("IRPA splat pattern out of range"))?
         .to_vec();
     Ok((length, EntryStorage::Splat { pattern }))
 }
@@ -167,7 +168,7 @@ fn field<const N: usize>(bytes: &[u8], at: usize, what: &str) -> StatusResult<[u
     bytes
         .get(at..at + N)
         .and_then(|slice| slice.try_into().ok())
-        .ok_or_else(|| -> Status { out_of_range(format!("{what}: field out of range")) })
+        .ok_or_else(|| -> Status { Status::out_of_range(format!("{what}: field out of range")) })
 }
 
 pub(crate) fn le_u16(bytes: &[u8], at: usize, what: &str) -> StatusResult<u16> {

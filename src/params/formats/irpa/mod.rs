@@ -26,9 +26,9 @@
 
 mod entries;
 
+use crate::error::Status;
 use crate::params::formats::{
-    Format, INITIAL_READ_BYTES, MAX_HEADER_BYTES, PrefixCachedReader, invalid, known_size,
-    out_of_range, read_exact, unimplemented,
+    Format, INITIAL_READ_BYTES, MAX_HEADER_BYTES, PrefixCachedReader, known_size, read_exact,
 };
 use crate::params::{IndexEntry, ParameterIndex, RangeRead, StatusResult};
 use entries::{Archive, le_u16, le_u32, le_u64};
@@ -75,7 +75,7 @@ impl IrpaIndex {
     pub async fn parse<R: RangeRead + ?Sized>(reader: &R) -> StatusResult<Self> {
         let size = known_size(reader, Format::Irpa)?;
         if size < PREFIX_BYTES {
-            return Err(invalid(
+            return Err(Status::invalid_argument(
                 "not enough bytes for a valid IRPA header; file may be empty or truncated",
             ));
         }
@@ -90,7 +90,7 @@ impl IrpaIndex {
         loop {
             parsed.archives += 1;
             if parsed.archives > MAX_ARCHIVES {
-                return Err(invalid(format!(
+                return Err(Status::invalid_argument(format!(
                     "IRPA file chains more than {MAX_ARCHIVES} archives"
                 )));
             }
@@ -146,7 +146,7 @@ impl Range {
     pub(crate) fn end_within(self, limit: u64, what: &str) -> StatusResult<u64> {
         match self.offset.checked_add(self.length) {
             Some(end) if end <= limit => Ok(end),
-            _ => Err(out_of_range(format!(
+            _ => Err(Status::out_of_range(format!(
                 "{what} [{}, +{}) is out of range of {limit} bytes",
                 self.offset, self.length
             ))),
@@ -163,14 +163,14 @@ async fn parse_archive<R: RangeRead + ?Sized>(
     parsed: &mut IrpaIndex,
 ) -> StatusResult<u64> {
     if base.checked_add(PREFIX_BYTES).is_none_or(|end| end > size) {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "not enough bytes for a valid IRPA header at offset {base}; file may be truncated"
         )));
     }
     let prefix = read_exact(reader, base, PREFIX_BYTES).await?;
     let magic = le_u32(&prefix, 0, "IRPA magic")?;
     if magic != MAGIC {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "IRPA file magic missing or invalid {magic:08X}; expected {MAGIC:08X}"
         )));
     }
@@ -179,7 +179,7 @@ async fn parse_archive<R: RangeRead + ?Sized>(
     let header_size = le_u64(&prefix, 8, "IRPA header size")?;
     let next_header = le_u64(&prefix, 16, "IRPA next header offset")?;
     if base.checked_add(header_size).is_none_or(|end| end > size) {
-        return Err(out_of_range(format!(
+        return Err(Status::out_of_range(format!(
             "IRPA header at {base} of reported size {header_size} runs past the {size}-byte file"
         )));
     }
@@ -187,17 +187,17 @@ async fn parse_archive<R: RangeRead + ?Sized>(
         .checked_add(next_header)
         .and_then(|next| next.checked_add(PREFIX_BYTES));
     if next_header != 0 && next_end.is_none_or(|end| end > size) {
-        return Err(out_of_range(format!(
+        return Err(Status::out_of_range(format!(
             "IRPA linked header at {base} + {next_header} runs past the {size}-byte file"
         )));
     }
     if major != 0 || minor > 0 {
-        return Err(unimplemented(format!(
+        return Err(Status::unimplemented(format!(
             "IRPA version {major}.{minor} not supported; this reader supports 0.0"
         )));
     }
     if header_size != HEADER_V0_BYTES {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "IRPA v0 header expected to be exactly {HEADER_V0_BYTES} bytes but was reported as \
              {header_size}"
         )));
@@ -222,7 +222,7 @@ async fn parse_archive<R: RangeRead + ?Sized>(
         (metadata_segment, "IRPA metadata segment"),
     ] {
         if segment.length > MAX_HEADER_BYTES {
-            return Err(invalid(format!(
+            return Err(Status::invalid_argument(format!(
                 "{what} of {} bytes exceeds the limit of {MAX_HEADER_BYTES} bytes",
                 segment.length
             )));
@@ -271,7 +271,7 @@ async fn read_segments<R: RangeRead + ?Sized>(
         bytes
             .get(from..from + range.length as usize)
             .map(<[u8]>::to_vec)
-            .ok_or_else(|| out_of_range("IRPA segment read came back short"))
+            .ok_or_else(|| Status::out_of_range("IRPA segment read came back short"))
     };
     Ok((slice(table)?, slice(names)?))
 }

@@ -4,19 +4,26 @@
 //! requests and captures its version (ETag / Last-Modified / size); every later data request
 //! carries `If-Range` with that version, so a file replaced mid-load fails the load (`ABORTED`,
 //! "file changed mid-load") instead of mixing bytes of two versions. Scopes are read-only.
+//!
+//! The top layer of the HTTP provider: the provider itself, a remote file as a
+//! [`crate::params::RangeRead`] for the index parsers ([`file`]), and reading a scope's index
+//! through it ([`index_source`]).
+
+pub(crate) mod file;
+mod index_source;
 
 use crate::error::{Status, StatusCode};
 use crate::lifecycle::Released;
-use crate::params::http::control::{AbortHandle, SuspendGate};
-use crate::params::http::destination::Destination;
-use crate::params::http::file::HttpFile;
-use crate::params::http::load::{Engine, RemoteScope, transfer};
-use crate::params::http::options::{HttpProviderOptions, ScopeOptions};
-use crate::params::http::progress::{LoadObserver, LoadRecord, LoadStats};
-use crate::params::http::response::Validators;
-use crate::params::http::sink::LoadTargets;
-use crate::params::http::staging::StagingPool;
+use crate::params::http::loading::control::{AbortHandle, SuspendGate};
+use crate::params::http::loading::destination::Destination;
+use crate::params::http::loading::load::{Engine, RemoteScope, transfer};
+use crate::params::http::loading::progress::{LoadObserver, LoadRecord, LoadStats};
+use crate::params::http::loading::sink::LoadTargets;
+use crate::params::http::planning::options::{HttpProviderOptions, ScopeOptions};
+use crate::params::http::provider::file::HttpFile;
 use crate::params::http::transport::Transport;
+use crate::params::http::transport::response::Validators;
+use crate::params::http::transport::staging::StagingPool;
 use crate::params::{
     BufferAllocator, LoadedSpan, ParameterBuffer, ParameterIndex, ParameterInfo, ParameterProvider,
     Signal, SpanRequest, StatusResult,
@@ -162,8 +169,7 @@ impl HttpProvider {
         options: ScopeOptions,
     ) -> StatusResult<()> {
         let file = self.open(url).await?;
-        let (format, index) =
-            super::index_source::read_index(&file, options.format.as_deref()).await?;
+        let (format, index) = index_source::read_index(&file, options.format.as_deref()).await?;
         let options = ScopeOptions {
             format: Some(format.to_string()),
             ..options

@@ -5,7 +5,7 @@
 //! request that opened the file.
 
 use crate::params::formats::{Format, detect, parse_index};
-use crate::params::http::file::HttpFile;
+use crate::params::http::provider::file::HttpFile;
 use crate::params::{ParameterIndex, StatusResult};
 
 /// The format and index of `file`, in `format` (`"safetensors"`, `"gguf"`, `"irpa"`, any case)

@@ -14,8 +14,8 @@
 //! stream read before it stopped. (When even the new stream has passed a superseded stream's
 //! sinks, that stream finishes its own sinks and stops at their end.)
 
-use crate::params::http::planner::PlannedRequest;
-use crate::params::http::sink::RequestSink;
+use crate::params::http::loading::sink::RequestSink;
+use crate::params::http::planning::planner::PlannedRequest;
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -9,11 +9,11 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
-use crate::params::http::destination::Destination;
-use crate::params::http::edges::EdgeStore;
-use crate::params::http::planner::{Piece, PlannedRequest};
-use crate::params::http::staging::StagingPool;
+use crate::params::http::loading::destination::Destination;
+use crate::params::http::loading::edges::EdgeStore;
+use crate::params::http::planning::planner::{Piece, PlannedRequest};
 use crate::params::http::transport::BodyChunk;
+use crate::params::http::transport::staging::StagingPool;
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 
@@ -217,7 +217,6 @@ fn for_host_bytes(
 ) {
     match chunk {
         BodyChunk::Host(bytes) => f(bytes.get(offset..offset + length).unwrap_or(&[])),
-        #[cfg(web)]
         BodyChunk::Js(_) => {
             let mut staging = pool.take();
             let mut done = 0;
@@ -231,7 +230,6 @@ fn for_host_bytes(
             }
         }
     }
-    let _ = pool;
 }
 
 /// Feeds the file bytes `[lo, hi)` (at `at` in `chunk`) into one piece.

@@ -4,14 +4,14 @@
 //! supersede rules.
 
 use super::support::{AlignedBuffer, Rng, random_bytes};
-use crate::params::http::destination::Destination;
-use crate::params::http::edges::EdgeStore;
-use crate::params::http::group::SinkGroup;
-use crate::params::http::planner::{PlannerConfig, Wanted, plan};
-use crate::params::http::queue::LoadQueue;
-use crate::params::http::sink::{LoadTargets, RequestSink};
-use crate::params::http::staging::{StagingBuffer, StagingPool};
+use crate::params::http::loading::destination::Destination;
+use crate::params::http::loading::edges::EdgeStore;
+use crate::params::http::loading::group::SinkGroup;
+use crate::params::http::loading::queue::LoadQueue;
+use crate::params::http::loading::sink::{LoadTargets, RequestSink};
+use crate::params::http::planning::planner::{PlannerConfig, Wanted, plan};
 use crate::params::http::transport::BodyChunk;
+use crate::params::http::transport::staging::{StagingBuffer, StagingPool};
 use std::cell::RefCell;
 use std::sync::atomic::{AtomicBool, Ordering};
 

@@ -9,7 +9,7 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
-use crate::params::http::staging::{StagingBuffer, StagingPool};
+use crate::params::http::transport::staging::{StagingBuffer, StagingPool};
 use crate::params::http::transport::{
     BodyChunk, HttpRequest, ResponseBody, ResponseHead, Transport,
 };

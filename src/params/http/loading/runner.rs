@@ -5,43 +5,22 @@
 //! after the resume it continues the same way, from the first byte not consumed. Attempts are
 //! bounded: a failure counts against the retry budget unless the attempt had made real progress
 //! first. A whole-file answer (200) to a data request takes over the load's requests not started
-//! yet, or hands this one to the load's open whole-file stream ([`crate::params::http::queue`]).
+//! yet, or hands this one to the load's open whole-file stream ([`crate::params::http::loading::queue`]).
 
+use crate::browser::timer::sleep;
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
-use crate::params::http::control::SuspendGate;
-use crate::params::http::group::SinkGroup;
-use crate::params::http::progress::LoadTracker;
-use crate::params::http::queue::{LoadQueue, OpenStream};
-use crate::params::http::response::{BodyLayout, Validators, check_data_response, is_retryable};
-use crate::params::http::sink::{LoadTargets, RequestSink};
-use crate::params::http::timer::sleep;
+use crate::params::http::loading::control::SuspendGate;
+use crate::params::http::loading::group::SinkGroup;
+use crate::params::http::loading::progress::LoadTracker;
+use crate::params::http::loading::queue::{LoadQueue, OpenStream};
+use crate::params::http::loading::sink::{LoadTargets, RequestSink};
+use crate::params::http::planning::options::RetryPolicy;
+use crate::params::http::transport::response::{
+    BodyLayout, Validators, check_data_response, is_retryable,
+};
 use crate::params::http::transport::{HttpRequest, ResponseBody, Transport};
 use futures_util::future::{Either, select};
-use std::time::Duration;
-
-/// How failed attempts are retried.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct RetryPolicy {
-    /// Failed attempts in a row (without progress) before the request fails.
-    pub retries: u32,
-    /// Wait before the first retry; doubled for each further one.
-    pub backoff_base: Duration,
-    /// Longest wait between attempts.
-    pub backoff_max: Duration,
-}
-
-impl RetryPolicy {
-    /// The wait before retry number `failures` (1-based).
-    pub fn backoff(&self, failures: u32) -> Duration {
-        let factor = 1u32
-            .checked_shl(failures.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        self.backoff_base
-            .saturating_mul(factor)
-            .min(self.backoff_max)
-    }
-}
 
 /// An attempt that received at least this many new bytes resets the failure count.
 const PROGRESS_RESETS_FAILURES: u64 = 64 << 10;
@@ -73,7 +52,7 @@ enum Attempt {
 
 /// Runs the request `sink` was made for until every byte of it is consumed — and, when its
 /// answer turns out to be the whole file, every request of the load that had not started yet
-/// (see [`crate::params::http::queue`]).
+/// (see [`crate::params::http::loading::queue`]).
 ///
 /// # Errors
 /// The first non-retryable error; the last retryable one once the retries are spent (its

@@ -1,6 +1,11 @@
-//! The transport seam: one ranged HTTP GET, its status and headers, and its body as a stream of
-//! chunks. The browser implements it with `fetch` ([`super::fetch`]), native builds with a
-//! blocking HTTP/1.1 client on worker threads ([`super::native`]); everything above it (planning,
+//! Transport, the bottom layer of the HTTP provider: one ranged HTTP GET, its status and
+//! headers, and its body as a stream of chunks; what a response means ([`response`]); and the
+//! host buffers bodies are read into ([`staging`]).
+//!
+//! The browser implements the seam with `fetch` (`fetch`: [`crate::browser::fetch`] and, when
+//! enabled, the persistent cache over [`crate::browser::cache`]), native builds with a blocking
+//! HTTP/1.1 client on worker threads (`native`, ureq). Which one exists is decided by the two
+//! module declarations below and nowhere else; everything above this layer (planning,
 //! validation, retry, resume, streaming into buffers) is shared.
 //!
 //! Contract: `get` resolves once the status line and headers are in; a body yields chunks in
@@ -8,8 +13,18 @@
 //! request. Failures are statuses: `UNAVAILABLE` for network errors, `DEADLINE_EXCEEDED` when
 //! nothing arrived for the idle timeout (both retryable), `CANCELLED` after an abort.
 
+#[cfg(web)]
+pub(crate) mod fetch;
+#[cfg(native)]
+pub(crate) mod native;
+pub(crate) mod response;
+pub(crate) mod staging;
+#[cfg(test)]
+mod tests;
+
+use crate::browser::chunk::JsChunk;
 use crate::params::StatusResult;
-use crate::params::http::staging::StagingPool;
+use crate::params::http::transport::staging::{StagingBuffer, StagingPool};
 use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 
 /// One GET.
@@ -54,11 +69,11 @@ impl ResponseHead {
 /// A piece of a response body, where the platform keeps it.
 pub enum BodyChunk {
     /// Bytes in host (wasm or native) memory; `len` of them are valid.
-    Host(super::staging::StagingBuffer),
+    Host(StagingBuffer),
     /// A JavaScript `Uint8Array` from a `ReadableStream`: never copied into wasm memory unless
-    /// something must read the bytes (a hash, a destination that is not a GPU buffer).
-    #[cfg(web)]
-    Js(js_sys::Uint8Array),
+    /// something must read the bytes (a hash, a destination that is not a GPU buffer). Natively
+    /// [`JsChunk`] has no values, so this variant never occurs there.
+    Js(JsChunk),
 }
 
 impl BodyChunk {
@@ -66,8 +81,7 @@ impl BodyChunk {
     pub fn len(&self) -> usize {
         match self {
             Self::Host(bytes) => bytes.len(),
-            #[cfg(web)]
-            Self::Js(array) => array.length() as usize,
+            Self::Js(chunk) => chunk.len(),
         }
     }
 
@@ -85,11 +99,7 @@ impl BodyChunk {
                     target.copy_from_slice(source);
                 }
             }
-            #[cfg(web)]
-            Self::Js(array) => {
-                let end = offset.saturating_add(target.len());
-                array.subarray(offset as u32, end as u32).copy_to(target);
-            }
+            Self::Js(chunk) => chunk.copy_to(offset, target),
         }
     }
 }

@@ -2,7 +2,7 @@
 //! validators and If-Range, the status table, and the data-response check.
 
 use crate::error::StatusCode;
-use crate::params::http::response::{
+use crate::params::http::transport::response::{
     BodyLayout, ContentRange, Validators, check_data_response, is_retryable, parse_content_range,
     status_error,
 };

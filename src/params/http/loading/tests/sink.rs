@@ -4,12 +4,12 @@
 
 use super::support::{AlignedBuffer, Rng, random_bytes};
 use crate::error::StatusCode;
-use crate::params::http::destination::Destination;
-use crate::params::http::edges::EdgeStore;
-use crate::params::http::planner::{PlannerConfig, Wanted, plan};
-use crate::params::http::sink::{ExpectedDigest, LoadTargets, RequestSink};
-use crate::params::http::staging::{StagingBuffer, StagingPool};
+use crate::params::http::loading::destination::Destination;
+use crate::params::http::loading::edges::EdgeStore;
+use crate::params::http::loading::sink::{ExpectedDigest, LoadTargets, RequestSink};
+use crate::params::http::planning::planner::{PlannerConfig, Wanted, plan};
 use crate::params::http::transport::BodyChunk;
+use crate::params::http::transport::staging::{StagingBuffer, StagingPool};
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::sync::Arc;

@@ -1,28 +1,20 @@
-//! The optional persistent cache (browser Cache API): data responses are kept per URL, file
-//! version (the `If-Range` validator: strong ETag or Last-Modified) and byte range, so the next
-//! page load that plans the same requests gets them without touching the network. Only the
-//! small index read still goes out, which is what learns the file's current version: a changed
-//! file has a new validator, so stale entries are never used. Without revalidation
-//! (`FetchTransport::without_revalidation`, JS `persistentCacheRevalidate: false`) the index read
-//! is kept too, so a second page load sends nothing at all; a file changed on the server is then
-//! not seen until the cache is cleared, and what is served stays one version (the cached index's
-//! validator keys every cached range).
-//!
-//! An entry is closed as soon as its range's bytes have been read (an index read stops reading
-//! there), and dropped if the body brings more than its range.
+//! The Cache API as the persistent cache of ranged responses needs it: a named cache opened on
+//! first use, entries looked up by key (their kept headers and body), entries written while a
+//! response streams, and the whole cache deleted. Browser only. Which responses are kept, and
+//! under which keys, is the caller's policy (the HTTP provider's fetch transport).
 //!
 //! A response is stored while it streams: each chunk the load reads is also pushed into a
-//! [`CacheWriter`], whose stream `cache.put` consumes. The writer queues at most
-//! [`CACHE_WRITER_QUEUE_BYTES`]; past that the load waits for the Cache API to catch up (for at
-//! most its idle timeout, after which the entry is dropped and the load goes on), so the page
-//! holds at most that much per response in flight (plus the chunk being read) on top of what a
-//! load without the cache holds. (`ReadableStream.tee()`, used before, let the slower branch
-//! queue up to a whole response, up to `maxRequestSize` per request in flight.) A body that fails
-//! or is aborted fails its writer and so its `put`: partial bodies are never stored. The Cache
-//! API refuses 206 responses, so entries are stored as 200s with the original range and
-//! validators in `x-webdelegate-*` headers.
+//! [`CacheWriter`] (cache_writer.js), whose stream `cache.put` consumes. The writer queues at
+//! most [`CACHE_WRITER_QUEUE_BYTES`]; past that [`CacheWriter::push`] hands back a wait, so the
+//! page holds at most that much per response in flight (plus the chunk being read).
+//! (`ReadableStream.tee()`, used before, let the slower branch queue up to a whole response.) A
+//! writer that fails ([`CacheWriter::fail`]) fails its `put`: partial bodies are never stored.
+//! The Cache API refuses 206 responses, so entries are stored as 200s with the kept headers
+//! under `x-webdelegate-*` names.
 
-use crate::params::http::transport::ResponseHead;
+use crate::browser::chunk::JsChunk;
+use crate::browser::fetch::BodyReader;
+use crate::send_sync::LocalBoxFuture;
 use js_sys::Reflect;
 use std::cell::RefCell;
 use wasm_bindgen::JsCast;
@@ -33,29 +25,32 @@ use web_sys::{Cache, CacheStorage, Headers, ReadableStream, Response, ResponseIn
 /// Most bytes a cache entry's writer queues before the load waits for the Cache API.
 pub const CACHE_WRITER_QUEUE_BYTES: f64 = 4.0 * 1024.0 * 1024.0;
 
-#[wasm_bindgen(module = "/src/params/http/cache_writer.js")]
+#[wasm_bindgen(module = "/src/browser/cache_writer.js")]
 extern "C" {
     /// The body of one cache entry, filled chunk by chunk with backpressure (cache_writer.js).
-    pub type CacheWriter;
+    type JsCacheWriter;
 
     #[wasm_bindgen(js_name = makeCacheWriter)]
-    fn make_cache_writer(high_water_mark: f64) -> CacheWriter;
+    fn make_cache_writer(high_water_mark: f64) -> JsCacheWriter;
 
     #[wasm_bindgen(method, getter)]
-    fn stream(this: &CacheWriter) -> ReadableStream;
+    fn stream(this: &JsCacheWriter) -> ReadableStream;
 
     /// Queues `chunk`: `undefined`, or a promise to await when the Cache API is behind.
     #[wasm_bindgen(method)]
-    pub fn push(this: &CacheWriter, chunk: &js_sys::Uint8Array) -> JsValue;
+    fn push(this: &JsCacheWriter, chunk: &js_sys::Uint8Array) -> JsValue;
 
     /// Ends the entry: the response was read to its end.
     #[wasm_bindgen(method)]
-    pub fn close(this: &CacheWriter);
+    fn close(this: &JsCacheWriter);
 
     /// Fails the entry (it is not stored).
     #[wasm_bindgen(method)]
-    pub fn fail(this: &CacheWriter, reason: &str);
+    fn fail(this: &JsCacheWriter, reason: &str);
 }
+
+/// The writer of one cache entry: the chunks pushed into it are the entry's body.
+pub struct CacheWriter(JsCacheWriter);
 
 impl std::fmt::Debug for CacheWriter {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -63,8 +58,31 @@ impl std::fmt::Debug for CacheWriter {
     }
 }
 
-/// Headers kept with a stored range (and given back as the cached response's head).
-const KEPT: [&str; 3] = ["content-range", "etag", "last-modified"];
+impl CacheWriter {
+    /// Queues `chunk` (shared with the caller, not copied). `None` when the writer has room;
+    /// otherwise a future that resolves once the Cache API has caught up.
+    pub fn push(&self, chunk: &JsChunk) -> Option<LocalBoxFuture<'static, ()>> {
+        let pending = self.0.push(chunk.array());
+        let promise = pending.dyn_into::<js_sys::Promise>().ok()?;
+        let caught_up = JsFuture::from(promise);
+        Some(Box::pin(async move {
+            let _ = caught_up.await;
+        }))
+    }
+
+    /// Ends the entry: its body is complete.
+    pub fn close(&self) {
+        self.0.close();
+    }
+
+    /// Fails the entry (it is not stored), saying why.
+    pub fn fail(&self, reason: &str) {
+        self.0.fail(reason);
+    }
+}
+
+/// Headers kept with a stored entry (and given back by [`PersistentCache::lookup`]).
+pub const KEPT_HEADERS: [&str; 3] = ["content-range", "etag", "last-modified"];
 const PREFIX: &str = "x-webdelegate-";
 
 /// A named Cache API cache, opened on first use.
@@ -89,7 +107,7 @@ fn storage() -> Option<CacheStorage> {
 
 /// The cache key of `[start, end)` of version `validator` of `url` (a URL of its own, so it
 /// never collides with a real request).
-pub fn data_key(url: &str, validator: &str, start: u64, end: u64) -> String {
+pub fn range_key(url: &str, validator: &str, start: u64, end: u64) -> String {
     let encode = |text: &str| String::from(js_sys::encode_uri_component(text));
     format!(
         "https://webdelegate.invalid/range/v1?url={}&version={}&bytes={start}-{end}",
@@ -117,46 +135,45 @@ impl PersistentCache {
         Some(cache)
     }
 
-    /// The stored response for `key`: its head (as the original 206) and body, or `None`.
-    pub async fn lookup(&self, key: &str) -> Option<(ResponseHead, ReadableStream)> {
+    /// The stored entry for `key`: its kept headers ([`KEPT_HEADERS`]) and its body, or `None`.
+    pub async fn lookup(&self, key: &str) -> Option<(Vec<(String, String)>, BodyReader)> {
         let cache = self.open().await?;
         let found = JsFuture::from(cache.match_with_str(key)).await.ok()?;
         let response = found.dyn_into::<Response>().ok()?;
         let stored = response.headers();
         let mut headers = Vec::new();
-        for name in KEPT {
+        for name in KEPT_HEADERS {
             if let Ok(Some(value)) = stored.get(&format!("{PREFIX}{name}")) {
                 headers.push((name.to_owned(), value));
             }
         }
         let body = response.body()?;
-        Some((
-            ResponseHead {
-                status: 206,
-                headers,
-            },
-            body,
-        ))
+        Some((headers, BodyReader::of(&body)))
     }
 
-    /// Starts the entry `key` for a response with `head`'s range and validators: its bytes are
-    /// the chunks pushed into the returned writer. `None` when the entry cannot be made. Fire and
-    /// forget: failures (quota, a writer that fails) just leave no entry.
-    pub fn start_entry(&self, key: String, head: &ResponseHead) -> Option<CacheWriter> {
+    /// Starts the entry `key`, keeping those of `headers` named in [`KEPT_HEADERS`]: its bytes
+    /// are the chunks pushed into the returned writer. `None` when the entry cannot be made. Fire
+    /// and forget: failures (quota, a writer that fails) just leave no entry.
+    pub fn start_entry(&self, key: String, headers: &[(String, String)]) -> Option<CacheWriter> {
         let writer = make_cache_writer(CACHE_WRITER_QUEUE_BYTES);
-        self.store(key, head, &writer).then_some(writer)
+        self.store(key, headers, &writer)
+            .then_some(CacheWriter(writer))
     }
 
-    /// Stores `writer`'s stream under `key` with `head`'s range and validators; whether the
-    /// store started.
-    fn store(&self, key: String, head: &ResponseHead, writer: &CacheWriter) -> bool {
+    /// Stores `writer`'s stream under `key` with the kept `headers`; whether the store started.
+    fn store(&self, key: String, headers: &[(String, String)], writer: &JsCacheWriter) -> bool {
+        let kept = headers;
         let body = writer.stream();
         let headers = match Headers::new() {
             Ok(headers) => headers,
             Err(_) => return false,
         };
-        for name in KEPT {
-            if let Some(value) = head.header(name) {
+        for name in KEPT_HEADERS {
+            let value = kept
+                .iter()
+                .find(|(key, _)| key.eq_ignore_ascii_case(name))
+                .map(|(_, value)| value);
+            if let Some(value) = value {
                 let _ = headers.set(&format!("{PREFIX}{name}"), value);
             }
         }
@@ -172,7 +189,7 @@ impl PersistentCache {
         let Some(storage) = storage() else {
             return false;
         };
-        let writer: CacheWriter = AsRef::<JsValue>::as_ref(writer).clone().unchecked_into();
+        let writer: JsCacheWriter = AsRef::<JsValue>::as_ref(writer).clone().unchecked_into();
         wasm_bindgen_futures::spawn_local(async move {
             let cache = match cached {
                 Some(cache) => cache,

@@ -1,17 +1,17 @@
-//! A destination buffer as the streaming code sees it: a [`ParameterBuffer`] plus, in the
-//! browser, the raw `GPUQueue` / `GPUBuffer` behind it, so a JavaScript chunk goes to
-//! `queue.writeBuffer` without ever being copied into wasm memory.
+//! A destination buffer as the streaming code sees it: a [`ParameterBuffer`] plus its
+//! [`DirectWrite`] path when it has one (in the browser, a WebGPU buffer's `GPUQueue`), so a
+//! JavaScript chunk goes to `queue.writeBuffer` without ever being copied into wasm memory.
 //!
 //! Every write that reaches a destination is 4-byte aligned in offset and size (WebGPU's
-//! `writeBuffer` rule); [`super::sink`] makes it so.
+//! `writeBuffer` rule); [`crate::params::http::loading::sink`] makes it so.
 //!
 //! A destination counts the bytes it wrote each way ([`WriteCounts`]): straight from a
 //! JavaScript chunk to the GPU queue, or from host (wasm) memory. Loads report the sums in their
-//! [`super::LoadStats`], so tests and benchmarks can see that the zero-copy path was taken.
+//! [`crate::params::http::LoadStats`], so tests and benchmarks can see that the zero-copy path was taken.
 
-use crate::params::http::staging::StagingPool;
 use crate::params::http::transport::BodyChunk;
-use crate::params::{ParameterBuffer, SharedBuffer, StatusResult};
+use crate::params::http::transport::staging::StagingPool;
+use crate::params::{DirectWrite, ParameterBuffer, SharedBuffer, StatusResult};
 use std::cell::Cell;
 
 /// Bytes a destination wrote, by path.
@@ -32,8 +32,7 @@ pub struct Destination<'a> {
     /// they may be overwritten with zeros to round a write up to 4 bytes.
     owned_from: Option<u64>,
     counts: Cell<WriteCounts>,
-    #[cfg(web)]
-    raw: Option<super::gpu_direct::RawGpuTarget>,
+    direct: Option<Box<dyn DirectWrite>>,
 }
 
 /// The buffer a destination writes: allocated by the load, or the caller's (`gather`).
@@ -45,22 +44,18 @@ enum DestinationBuffer<'a> {
 impl<'a> Destination<'a> {
     /// A destination writing `buffer`, owning its bytes from `owned_from` on.
     pub fn shared(buffer: SharedBuffer, owned_from: Option<u64>) -> Self {
-        #[cfg(web)]
-        let raw = super::gpu_direct::raw_gpu_target(&*buffer);
         Self {
+            direct: buffer.direct_write(),
             buffer: DestinationBuffer::Shared(buffer),
             owned_from,
             counts: Cell::default(),
-            #[cfg(web)]
-            raw,
         }
     }
 
     /// A destination writing the caller's `buffer`.
     pub fn borrowed(buffer: &'a dyn ParameterBuffer) -> Self {
         Self {
-            #[cfg(web)]
-            raw: super::gpu_direct::raw_gpu_target(buffer),
+            direct: buffer.direct_write(),
             buffer: DestinationBuffer::Borrowed(buffer),
             owned_from: None,
             counts: Cell::default(),
@@ -90,14 +85,7 @@ impl<'a> Destination<'a> {
 
     /// Whether chunks from JavaScript go straight to the GPU queue.
     pub fn is_direct(&self) -> bool {
-        #[cfg(web)]
-        {
-            self.raw.is_some()
-        }
-        #[cfg(native)]
-        {
-            false
-        }
+        self.direct.is_some()
     }
 
     /// Bytes written so far, by path.
@@ -136,16 +124,14 @@ impl<'a> Destination<'a> {
         length: usize,
         pool: &StagingPool,
     ) -> StatusResult<()> {
-        let _ = pool;
         match chunk {
             BodyChunk::Host(bytes) => {
                 let end = chunk_offset.saturating_add(length);
                 self.write_host(offset, bytes.get(chunk_offset..end).unwrap_or(&[]))
             }
-            #[cfg(web)]
-            BodyChunk::Js(array) => {
-                if let Some(raw) = &self.raw {
-                    raw.write(offset, array, chunk_offset, length)?;
+            BodyChunk::Js(js_chunk) => {
+                if let Some(direct) = &self.direct {
+                    direct.write_js_chunk(offset, js_chunk, chunk_offset, length)?;
                     self.count(|c| c.direct = c.direct.saturating_add(length as u64));
                     return Ok(());
                 }

@@ -114,23 +114,19 @@ impl Plan {
     }
 }
 
-fn out_of_range(message: String) -> Status {
-    Status::new(StatusCode::OutOfRange, message)
-}
-
 /// Checks every wanted range against the file and returns `(start, end, atomic)` per range.
 fn checked_ranges(wanted: &[Wanted], file_size: Option<u64>) -> StatusResult<Vec<(u64, u64)>> {
     wanted
         .iter()
         .map(|w| {
             let end = w.file_offset.checked_add(w.length).ok_or_else(|| {
-                out_of_range(format!(
+                Status::out_of_range(format!(
                     "range of {} bytes at file offset {} overflows",
                     w.length, w.file_offset
                 ))
             })?;
             w.target_offset.checked_add(w.length).ok_or_else(|| {
-                out_of_range(format!(
+                Status::out_of_range(format!(
                     "destination range of {} bytes at offset {} overflows",
                     w.length, w.target_offset
                 ))
@@ -138,7 +134,7 @@ fn checked_ranges(wanted: &[Wanted], file_size: Option<u64>) -> StatusResult<Vec
             if let Some(size) = file_size
                 && end > size
             {
-                return Err(out_of_range(format!(
+                return Err(Status::out_of_range(format!(
                     "file range [{}, {end}) runs past the end of the {size}-byte file",
                     w.file_offset
                 )));

@@ -1,7 +1,6 @@
 //! Abort handles, the suspend gate and the retry backoff.
 
-use crate::params::http::control::{AbortHandle, SuspendGate};
-use crate::params::http::runner::RetryPolicy;
+use crate::params::http::loading::control::{AbortHandle, SuspendGate};
 use std::time::Duration;
 
 #[test]
@@ -34,18 +33,6 @@ fn the_gate_holds_waiters_while_suspended() {
     pollster::block_on(gate.opened());
     assert!(!gate.is_suspended());
     thread.join().unwrap();
-}
-
-#[test]
-fn backoff_doubles_up_to_its_cap_without_overflow() {
-    let policy = RetryPolicy {
-        retries: 5,
-        backoff_base: Duration::from_millis(100),
-        backoff_max: Duration::from_secs(2),
-    };
-    let waits: Vec<_> = (1..=7).map(|n| policy.backoff(n).as_millis()).collect();
-    assert_eq!(waits, vec![100, 200, 400, 800, 1600, 2000, 2000]);
-    assert_eq!(policy.backoff(u32::MAX), Duration::from_secs(2));
 }
 
 #[test]

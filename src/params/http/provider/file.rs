@@ -4,16 +4,19 @@
 //! server honours Range; later reads outside the prefix go through the same checked, retried
 //! path as parameter data, with `If-Range`, so an index is never read across two versions.
 
+use crate::browser::timer::sleep;
 use crate::error::{Status, StatusCode};
-use crate::params::http::control::SuspendGate;
-use crate::params::http::destination::Destination;
-use crate::params::http::planner::{PlannerConfig, Wanted, plan};
-use crate::params::http::progress::{LoadStats, LoadTracker};
-use crate::params::http::response::{Validators, parse_content_range, status_error};
-use crate::params::http::runner::{RequestEnv, RetryPolicy, run_request};
-use crate::params::http::sink::{LoadTargets, RequestSink};
-use crate::params::http::staging::StagingPool;
-use crate::params::http::timer::sleep;
+use crate::params::http::loading::control::SuspendGate;
+use crate::params::http::loading::destination::Destination;
+use crate::params::http::loading::progress::{LoadStats, LoadTracker};
+use crate::params::http::loading::runner::{RequestEnv, run_request};
+use crate::params::http::loading::sink::{LoadTargets, RequestSink};
+use crate::params::http::planning::options::RetryPolicy;
+use crate::params::http::planning::planner::{PlannerConfig, Wanted, plan};
+use crate::params::http::transport::response::{
+    Validators, is_retryable, parse_content_range, status_error,
+};
+use crate::params::http::transport::staging::StagingPool;
 use crate::params::http::transport::{HttpRequest, Transport};
 use crate::params::{HostBuffer, ParameterBuffer, RangeRead, StatusResult, check_span};
 use crate::send_sync::LocalBoxFuture;
@@ -58,7 +61,7 @@ impl<'t> HttpFile<'t> {
         let mut failures = 0;
         loop {
             match Self::try_open(transport, url, prefix.max(1), retry, pool.clone()).await {
-                Err(error) if super::response::is_retryable(&error) && failures < retry.retries => {
+                Err(error) if is_retryable(&error) && failures < retry.retries => {
                     failures += 1;
                     sleep(retry.backoff(failures)).await;
                 }
@@ -89,13 +92,13 @@ impl<'t> HttpFile<'t> {
                     .and_then(parse_content_range)
                     .filter(|r| r.start == 0 && r.end <= prefix)
                     .ok_or_else(|| {
-                        Status::new(
-                            StatusCode::DataLoss,
-                            format!(
-                                "{url} answered the first {prefix} bytes with Content-Range {:?}",
-                                head.header("content-range")
-                            ),
-                        )
+                        let answered = match head.header("content-range") {
+                            Some(value) => format!("with Content-Range \"{value}\""),
+                            None => "without a Content-Range".to_owned(),
+                        };
+                        Status::data_loss(format!(
+                            "{url} answered a request for the first {prefix} bytes {answered}"
+                        ))
                     })?;
                 (true, range.end)
             }

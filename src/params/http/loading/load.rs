@@ -5,14 +5,16 @@
 //! which aborts it; nothing is reported loaded unless every byte arrived.
 
 use crate::error::{Status, StatusCode};
-use crate::params::http::control::{AbortHandle, SuspendGate};
-use crate::params::http::options::{HttpProviderOptions, ScopeOptions};
-use crate::params::http::planner::{Piece, PlannedRequest, Wanted, plan, plan_whole_file};
-use crate::params::http::progress::{LoadObserver, LoadStats, LoadTracker};
-use crate::params::http::queue::LoadQueue;
-use crate::params::http::response::Validators;
-use crate::params::http::runner::{RequestEnv, run_request};
-use crate::params::http::sink::{ExpectedDigest, LoadTargets, RequestSink};
+use crate::params::http::loading::control::{AbortHandle, SuspendGate};
+use crate::params::http::loading::progress::{LoadObserver, LoadStats, LoadTracker};
+use crate::params::http::loading::queue::LoadQueue;
+use crate::params::http::loading::runner::{RequestEnv, run_request};
+use crate::params::http::loading::sink::{ExpectedDigest, LoadTargets, RequestSink};
+use crate::params::http::planning::options::{HttpProviderOptions, ScopeOptions};
+use crate::params::http::planning::planner::{
+    Piece, PlannedRequest, Wanted, plan, plan_whole_file,
+};
+use crate::params::http::transport::response::Validators;
 use crate::params::http::transport::{BodyChunk, Transport};
 use crate::params::{EntryStorage, ParameterIndex, SpanRequest, StatusResult, check_span};
 use futures_util::StreamExt;

@@ -1,8 +1,31 @@
-//! Tuning of an [`super::HttpProvider`] and of each scope it serves.
+//! Tuning of an [`crate::params::http::HttpProvider`] and of each scope it serves: request
+//! sizes and gaps (the planner's), concurrency, staging, and how failed attempts are retried.
 
-use crate::params::http::planner::PlannerConfig;
-use crate::params::http::runner::RetryPolicy;
+use crate::params::http::planning::planner::PlannerConfig;
 use std::time::Duration;
+
+/// How failed attempts are retried.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RetryPolicy {
+    /// Failed attempts in a row (without progress) before the request fails.
+    pub retries: u32,
+    /// Wait before the first retry; doubled for each further one.
+    pub backoff_base: Duration,
+    /// Longest wait between attempts.
+    pub backoff_max: Duration,
+}
+
+impl RetryPolicy {
+    /// The wait before retry number `failures` (1-based).
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let factor = 1u32
+            .checked_shl(failures.saturating_sub(1))
+            .unwrap_or(u32::MAX);
+        self.backoff_base
+            .saturating_mul(factor)
+            .min(self.backoff_max)
+    }
+}
 
 /// Fewest and most requests in flight (upstream clamps its concurrency to [1, 8] too).
 pub const CONCURRENCY_RANGE: (usize, usize) = (1, 8);

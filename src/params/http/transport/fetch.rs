@@ -1,64 +1,62 @@
-//! The browser transport: `fetch` with an `AbortController` per request, the body read with a
-//! `ReadableStream` reader. Chunks stay JavaScript `Uint8Array`s ([`BodyChunk::Js`]); nothing is
-//! copied into wasm memory here. Works in windows and workers (the global `fetch`).
+//! The browser transport: [`crate::browser::fetch`] with an abort handle per request, the body
+//! read chunk by chunk as JavaScript chunks ([`BodyChunk::Js`]); nothing is copied into wasm
+//! memory here. Works in windows and workers.
 //!
 //! Idle timeout: an attempt fails with `DEADLINE_EXCEEDED` (and is aborted) when neither the
 //! head nor a body chunk arrived for `idle_timeout`. One timer serves many chunks: it is re-armed
 //! only when it fires, for the time left since the last chunk.
+//!
+//! Failures: an abort is `CANCELLED`, a network failure `UNAVAILABLE` (retried), and a response
+//! the browser refuses to expose — CORS: the server, or one it redirected to, does not allow
+//! this page's origin — `PERMISSION_DENIED` at once, with a message that says so (retrying
+//! cannot help; see [`crate::browser::fetch`] for how the two are told apart).
+//!
+//! The optional persistent cache (browser Cache API, [`crate::browser::cache`]): data responses
+//! are kept per URL, file version (the `If-Range` validator: strong ETag or Last-Modified) and
+//! byte range, so the next page load that plans the same requests gets them without touching
+//! the network. Only the small index read still goes out, which is what learns the file's
+//! current version: a changed file has a new validator, so stale entries are never used.
+//! Without revalidation ([`FetchTransport::without_revalidation`], JS
+//! `persistentCacheRevalidate: false`) the index read is kept too, so a second page load sends
+//! nothing at all; a file changed on the server is then not seen until the cache is cleared,
+//! and what is served stays one version (the cached index's validator keys every cached range).
+//! Only an exact 206 of the range asked for is kept. An entry is closed as soon as its range's
+//! bytes have been read (an index read stops reading there), and dropped if the body brings
+//! more than its range, fails, or is aborted; when the Cache API falls behind, the load waits
+//! for it at most its idle timeout, after which the entry is dropped and the load goes on.
 
-use crate::error::{Status, StatusCode};
+use crate::browser::cache::{CacheWriter, PersistentCache, range_key};
+use crate::browser::chunk::JsChunk;
+use crate::browser::fetch::{
+    BodyReader, CacheMode, FetchAbort, FetchError, FetchFailure, FetchRequest, fetch,
+};
+use crate::browser::timer::{now_ms, sleep};
+use crate::error::Status;
 use crate::params::StatusResult;
-use crate::params::http::cache::{CacheWriter, PersistentCache, data_key};
-use crate::params::http::response::parse_content_range;
-use crate::params::http::staging::StagingPool;
-use crate::params::http::timer::{now_ms, sleep};
+use crate::params::http::transport::response::parse_content_range;
+use crate::params::http::transport::staging::StagingPool;
 use crate::params::http::transport::{
     BodyChunk, HttpRequest, ResponseBody, ResponseHead, Transport,
 };
 use crate::send_sync::LocalBoxFuture;
 use futures_util::future::{Either, select};
-use js_sys::Uint8Array;
 use std::rc::Rc;
 use std::time::Duration;
-use wasm_bindgen::JsCast;
-use wasm_bindgen::prelude::*;
-use wasm_bindgen_futures::JsFuture;
-use web_sys::{
-    AbortController, Headers, ReadableStream, ReadableStreamDefaultReader, Request, RequestInit,
-    Response,
-};
-
-#[wasm_bindgen]
-extern "C" {
-    /// The global `fetch` (window and worker scopes alike).
-    #[wasm_bindgen(js_name = fetch)]
-    fn global_fetch(request: &Request) -> js_sys::Promise;
-
-    /// What `ReadableStreamDefaultReader.read()` resolves to: `{done, value}`. Read through
-    /// getters (no per-chunk property-name strings crossing into JS).
-    type ReadResult;
-
-    #[wasm_bindgen(method, getter)]
-    fn done(this: &ReadResult) -> Option<bool>;
-
-    #[wasm_bindgen(method, getter)]
-    fn value(this: &ReadResult) -> JsValue;
-}
 
 /// Settings of the browser transport.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FetchOptions {
     /// Longest wait for the response head or the next body chunk.
     pub idle_timeout: Duration,
-    /// The request's cache mode (`RequestCache::NoStore` bypasses the HTTP cache).
-    pub cache: web_sys::RequestCache,
+    /// The request's cache mode ([`CacheMode::NoStore`] bypasses the HTTP cache).
+    pub cache: CacheMode,
 }
 
 impl Default for FetchOptions {
     fn default() -> Self {
         Self {
             idle_timeout: Duration::from_secs(30),
-            cache: web_sys::RequestCache::Default,
+            cache: CacheMode::Default,
         }
     }
 }
@@ -99,7 +97,7 @@ impl FetchTransport {
     }
 
     /// The persistent cache, when enabled.
-    pub fn persistent_cache(&self) -> Option<&Rc<PersistentCache>> {
+    pub(crate) fn persistent_cache(&self) -> Option<&Rc<PersistentCache>> {
         self.persistent.as_ref()
     }
 }
@@ -118,12 +116,6 @@ fn cacheable(head: &ResponseHead, validator: Option<&str>, start: u64, end: u64)
 /// The version part of a cached index read's key: no validator is known before it.
 const INDEX_VERSION: &str = "index-read";
 
-fn reader_of(stream: &ReadableStream) -> ReadableStreamDefaultReader {
-    stream
-        .get_reader()
-        .unchecked_into::<ReadableStreamDefaultReader>()
-}
-
 /// Headers a response is read for (fetch exposes only these cross-origin if the server lists
 /// them in Access-Control-Expose-Headers).
 const HEADERS: [&str; 6] = [
@@ -135,39 +127,29 @@ const HEADERS: [&str; 6] = [
     "content-encoding",
 ];
 
-fn js_message(value: &JsValue) -> String {
-    value
-        .dyn_ref::<js_sys::Error>()
-        .map(|e| format!("{}: {}", e.name(), e.message()))
-        .or_else(|| value.as_string())
-        .unwrap_or_else(|| format!("{value:?}"))
-}
-
-/// Maps a rejection: an abort is `CANCELLED`, anything else (a network failure) `UNAVAILABLE`.
-fn rejection(value: &JsValue, what: &str) -> Status {
-    let message = js_message(value);
-    let code = if message.starts_with("AbortError") {
-        StatusCode::Cancelled
-    } else {
-        StatusCode::Unavailable
-    };
-    Status::new(code, format!("{what}: {message}"))
-}
-
-fn setup_error(value: JsValue, what: &str) -> Status {
-    Status::new(
-        StatusCode::InvalidArgument,
-        format!("{what}: {}", js_message(&value)),
-    )
+/// The status of a failed browser call about `what`.
+fn status_of(error: FetchError, what: &str) -> Status {
+    let FetchError { failure, message } = error;
+    match failure {
+        FetchFailure::Aborted => Status::cancelled(format!("{what}: {message}")),
+        FetchFailure::Network => Status::unavailable(format!("{what}: {message}")),
+        FetchFailure::Blocked => Status::permission_denied(format!(
+            "{what}: the browser blocked the response (CORS): the server, or a server it \
+             redirected to, does not allow this page's origin (no matching \
+             Access-Control-Allow-Origin); retrying cannot help ({message})"
+        )),
+        FetchFailure::Setup => Status::invalid_argument(format!("{what}: {message}")),
+        FetchFailure::Unexpected => Status::internal(format!("{what}: {message}")),
+    }
 }
 
 /// Aborts the request when dropped (unless disarmed).
-struct AbortOnDrop(Option<AbortController>);
+struct AbortOnDrop(Option<FetchAbort>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {
-        if let Some(controller) = self.0.take() {
-            controller.abort();
+        if let Some(abort) = self.0.take() {
+            abort.abort();
         }
     }
 }
@@ -182,87 +164,71 @@ impl Transport for FetchTransport {
             let url = request.url.clone();
             let cache_key = match (&self.persistent, request.range, &request.if_range) {
                 (Some(_), Some((start, end)), Some(validator)) if end > start => Some((
-                    data_key(&url, validator, start, end),
+                    range_key(&url, validator, start, end),
                     Some(validator.clone()),
                     start,
                     end,
                 )),
                 (Some(_), Some((start, end)), None) if end > start && self.cached_index => {
-                    Some((data_key(&url, INDEX_VERSION, start, end), None, start, end))
+                    Some((range_key(&url, INDEX_VERSION, start, end), None, start, end))
                 }
                 _ => None,
             };
             if let (Some(cache), Some((key, ..))) = (&self.persistent, &cache_key)
-                && let Some((head, stream)) = cache.lookup(key).await
+                && let Some((headers, reader)) = cache.lookup(key).await
             {
+                let head = ResponseHead {
+                    status: 206,
+                    headers,
+                };
                 let body: Box<dyn ResponseBody> =
-                    Box::new(self.body(head, Some(reader_of(&stream)), None, url));
+                    Box::new(self.body(head, Some(reader), None, url));
                 return Ok(body);
             }
-            let controller =
-                AbortController::new().map_err(|e| setup_error(e, "AbortController"))?;
-            let init = RequestInit::new();
-            init.set_method("GET");
-            init.set_signal(Some(&controller.signal()));
-            init.set_cache(self.options.cache);
-            let headers = Headers::new().map_err(|e| setup_error(e, "Headers"))?;
-            if let Some(range) = request.range_header() {
-                headers
-                    .set("Range", &range)
-                    .map_err(|e| setup_error(e, "Range header"))?;
+            let range = request.range_header();
+            let mut headers = Vec::new();
+            if let Some(range) = &range {
+                headers.push(("Range", range.as_str()));
                 if let Some(validator) = &request.if_range {
-                    headers
-                        .set("If-Range", validator)
-                        .map_err(|e| setup_error(e, "If-Range header"))?;
+                    headers.push(("If-Range", validator.as_str()));
                 }
             }
-            init.set_headers(&headers);
-            let js_request = Request::new_with_str_and_init(&url, &init)
-                .map_err(|e| setup_error(e, &format!("request for {url}")))?;
-            let mut guard = AbortOnDrop(Some(controller.clone()));
-            let response = JsFuture::from(global_fetch(&js_request));
+            let pending = fetch(&FetchRequest {
+                url: &url,
+                headers: &headers,
+                cache: self.options.cache,
+                read_headers: &HEADERS,
+            })
+            .map_err(|error| status_of(error, &format!("GET {url}")))?;
+            let mut guard = AbortOnDrop(Some(pending.abort.clone()));
             let timeout = sleep(self.options.idle_timeout);
-            let response = match select(response, timeout).await {
-                Either::Left((Ok(value), _)) => value,
+            let response = match select(pending.response, timeout).await {
+                Either::Left((Ok(response), _)) => response,
                 Either::Left((Err(error), _)) => {
-                    return Err(rejection(&error, &format!("GET {url}")));
+                    return Err(status_of(error, &format!("GET {url}")));
                 }
                 Either::Right(((), _)) => {
-                    return Err(Status::new(
-                        StatusCode::DeadlineExceeded,
-                        format!(
-                            "GET {url}: no response within {:?}",
-                            self.options.idle_timeout
-                        ),
-                    ));
+                    return Err(Status::deadline_exceeded(format!(
+                        "GET {url}: no response within {:?}",
+                        self.options.idle_timeout
+                    )));
                 }
             };
-            let response: Response = response
-                .dyn_into()
-                .map_err(|v| Status::new(StatusCode::Internal, format!("fetch gave {v:?}")))?;
-            let js_headers = response.headers();
             let head = ResponseHead {
-                status: response.status(),
-                headers: HEADERS
-                    .iter()
-                    .filter_map(|name| {
-                        let value = js_headers.get(name).ok().flatten()?;
-                        Some(((*name).to_owned(), value))
-                    })
-                    .collect(),
+                status: response.status,
+                headers: response.headers,
             };
-            let stream = response.body();
             let mut writer = None;
             let mut entry_length = 0;
             if let (Some(cache), Some((key, validator, start, end)), Some(_)) =
-                (&self.persistent, cache_key, &stream)
+                (&self.persistent, cache_key, &response.body)
                 && cacheable(&head, validator.as_deref(), start, end)
             {
-                writer = cache.start_entry(key, &head);
+                writer = cache.start_entry(key, &head.headers);
                 entry_length = end - start;
             }
             guard.0 = None;
-            let mut body = self.body(head, stream.as_ref().map(reader_of), Some(controller), url);
+            let mut body = self.body(head, response.body, Some(pending.abort), url);
             body.cache_missing = writer.as_ref().map_or(0, |_| entry_length);
             body.cache_writer = writer;
             let body: Box<dyn ResponseBody> = Box::new(body);
@@ -275,14 +241,14 @@ impl FetchTransport {
     fn body(
         &self,
         head: ResponseHead,
-        reader: Option<ReadableStreamDefaultReader>,
-        controller: Option<AbortController>,
+        reader: Option<BodyReader>,
+        abort: Option<FetchAbort>,
         url: String,
     ) -> FetchBody {
         FetchBody {
             head,
             reader,
-            controller,
+            abort,
             cache_writer: None,
             cache_missing: 0,
             aborted: false,
@@ -296,8 +262,8 @@ impl FetchTransport {
 
 struct FetchBody {
     head: ResponseHead,
-    reader: Option<ReadableStreamDefaultReader>,
-    controller: Option<AbortController>,
+    reader: Option<BodyReader>,
+    abort: Option<FetchAbort>,
     /// The persistent-cache entry this body fills as it is read, if any.
     cache_writer: Option<CacheWriter>,
     /// Bytes the cache entry still needs: it is complete (and closed) once they have been read,
@@ -313,13 +279,12 @@ struct FetchBody {
 impl FetchBody {
     async fn read(&mut self) -> StatusResult<Option<BodyChunk>> {
         if self.aborted {
-            return Err(Status::new(StatusCode::Cancelled, "request was aborted"));
+            return Err(Status::cancelled("request was aborted"));
         }
         let Some(reader) = &self.reader else {
             return Ok(None);
         };
-        let read = JsFuture::from(reader.read());
-        futures_util::pin_mut!(read);
+        let mut read = reader.read();
         let idle_ms = self.idle.as_secs_f64() * 1000.0;
         let result = loop {
             let timer = self.timer.get_or_insert_with(|| sleep(self.idle));
@@ -329,10 +294,10 @@ impl FetchBody {
                     let quiet = now_ms() - self.last_progress;
                     if quiet >= idle_ms {
                         self.abort();
-                        return Err(Status::new(
-                            StatusCode::DeadlineExceeded,
-                            format!("body of {}: nothing received for {:?}", self.url, self.idle),
-                        ));
+                        return Err(Status::deadline_exceeded(format!(
+                            "body of {}: nothing received for {:?}",
+                            self.url, self.idle
+                        )));
                     }
                     let left = Duration::from_secs_f64((idle_ms - quiet).max(1.0) / 1000.0);
                     self.timer = Some(sleep(left));
@@ -340,56 +305,52 @@ impl FetchBody {
             }
         };
         self.last_progress = now_ms();
-        let result = match result {
-            Ok(result) => result.unchecked_into::<ReadResult>(),
+        let chunk = match result {
+            Ok(Some(chunk)) => chunk,
+            Ok(None) => {
+                if let Some(writer) = self.cache_writer.take() {
+                    writer.close();
+                }
+                return Ok(None);
+            }
+            Err(error) if error.failure == FetchFailure::Unexpected => {
+                self.fail_cache_entry("a body chunk was not bytes");
+                return Err(Status::data_loss(format!(
+                    "body of {}: {}",
+                    self.url, error.message
+                )));
+            }
             Err(error) => {
                 self.fail_cache_entry("the response failed");
-                return Err(rejection(&error, &format!("body of {}", self.url)));
+                return Err(status_of(error, &format!("body of {}", self.url)));
             }
         };
-        if result.done().unwrap_or(true) {
-            if let Some(writer) = self.cache_writer.take() {
-                writer.close();
-            }
-            return Ok(None);
-        }
-        let value = result.value();
-        let array = match value.dyn_into::<Uint8Array>() {
-            Ok(array) => array,
-            Err(v) => {
-                self.fail_cache_entry("a body chunk was not bytes");
-                return Err(Status::new(
-                    StatusCode::DataLoss,
-                    format!("body chunk of {} is not bytes: {v:?}", self.url),
-                ));
-            }
-        };
-        self.feed_cache_entry(&array).await;
-        Ok(Some(BodyChunk::Js(array)))
+        self.feed_cache_entry(&chunk).await;
+        Ok(Some(BodyChunk::Js(chunk)))
     }
 
     /// Pushes `chunk` into the cache entry; when the Cache API is behind, waits until it
     /// catches up, or drops the entry after the idle timeout (the load goes on without it).
-    async fn feed_cache_entry(&mut self, chunk: &Uint8Array) {
+    async fn feed_cache_entry(&mut self, chunk: &JsChunk) {
         let Some(writer) = &self.cache_writer else {
             return;
         };
-        if u64::from(chunk.length()) > self.cache_missing {
+        let length = chunk.len() as u64;
+        if length > self.cache_missing {
             // More bytes than the range: never store what the load itself will refuse.
             self.fail_cache_entry("the body is longer than its range");
             return;
         }
         let pending = writer.push(chunk);
-        self.cache_missing = self.cache_missing.saturating_sub(u64::from(chunk.length()));
+        self.cache_missing = self.cache_missing.saturating_sub(length);
         if self.cache_missing == 0
             && let Some(writer) = self.cache_writer.take()
         {
             writer.close();
         }
-        let Ok(promise) = pending.dyn_into::<js_sys::Promise>() else {
+        let Some(caught_up) = pending else {
             return;
         };
-        let caught_up = JsFuture::from(promise);
         match select(caught_up, sleep(self.idle)).await {
             Either::Left(_) => self.last_progress = now_ms(),
             Either::Right(((), _)) => self.fail_cache_entry("the Cache API fell behind"),
@@ -416,16 +377,11 @@ impl ResponseBody for FetchBody {
     fn abort(&mut self) {
         self.aborted = true;
         self.fail_cache_entry("the response was not read to its end");
-        match (self.controller.take(), self.reader.take()) {
-            // Aborting the request errors its stream (and every tee branch).
-            (Some(controller), _) => controller.abort(),
-            // A cached body has no request: cancel its stream, ignoring how that settles.
-            (None, Some(reader)) => {
-                let cancelled = JsFuture::from(reader.cancel());
-                wasm_bindgen_futures::spawn_local(async move {
-                    let _ = cancelled.await;
-                });
-            }
+        match (self.abort.take(), self.reader.take()) {
+            // Aborting the request errors its stream.
+            (Some(abort), _) => abort.abort(),
+            // A cached body has no request: cancel its stream.
+            (None, Some(reader)) => reader.cancel(),
             (None, None) => {}
         }
         self.timer = None;

@@ -1,8 +1,11 @@
-//! Planner properties: coverage, coalescing, request caps, atomic ranges, over-fetch accounting
-//! and overflow-safe bounds, on hand-made cases and on seeded random plans.
+//! Unit tests of planning: the planner's properties (coverage, coalescing, request caps, atomic
+//! ranges, over-fetch accounting and overflow-safe bounds, on hand-made cases and on seeded
+//! random plans) and the retry policy's backoff.
 
 use crate::error::StatusCode;
-use crate::params::http::planner::{Plan, PlannerConfig, Wanted, plan, plan_whole_file};
+use crate::params::http::planning::options::RetryPolicy;
+use crate::params::http::planning::planner::{Plan, PlannerConfig, Wanted, plan, plan_whole_file};
+use std::time::Duration;
 
 fn wanted(file_offset: u64, length: u64, target: usize) -> Wanted {
     Wanted {
@@ -222,7 +225,7 @@ fn check_plan(p: &Plan, w: &[Wanted], cfg: PlannerConfig, round: usize) {
     for pair in p.requests.windows(2) {
         assert!(pair[0].end <= pair[1].start, "round {round}: overlap");
     }
-    let atomic_len = |r: &crate::params::http::planner::PlannedRequest| {
+    let atomic_len = |r: &crate::params::http::planning::planner::PlannedRequest| {
         r.pieces
             .iter()
             .filter(|x| w[x.wanted].atomic)
@@ -287,4 +290,16 @@ fn check_plan(p: &Plan, w: &[Wanted], cfg: PlannerConfig, round: usize) {
         p.requests.iter().map(|r| r.len()).sum::<u64>()
     );
     assert!(p.bytes_fetched >= p.bytes_needed);
+}
+
+#[test]
+fn backoff_doubles_up_to_its_cap_without_overflow() {
+    let policy = RetryPolicy {
+        retries: 5,
+        backoff_base: Duration::from_millis(100),
+        backoff_max: Duration::from_secs(2),
+    };
+    let waits: Vec<_> = (1..=7).map(|n| policy.backoff(n).as_millis()).collect();
+    assert_eq!(waits, vec![100, 200, 400, 800, 1600, 2000, 2000]);
+    assert_eq!(policy.backoff(u32::MAX), Duration::from_secs(2));
 }

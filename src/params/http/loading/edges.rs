@@ -6,7 +6,7 @@
 //! reading the word back first. Doing it last means no concurrent request can race on a word.
 
 use crate::params::StatusResult;
-use crate::params::http::destination::Destination;
+use crate::params::http::loading::destination::Destination;
 use std::collections::BTreeMap;
 
 #[derive(Clone, Copy, Debug, Default)]

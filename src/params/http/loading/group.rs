@@ -1,7 +1,7 @@
 //! The sinks one response body feeds. Normally that is the sink of one planned request; after a
 //! server answered a Range request with the whole file (HTTP 200), it is also the sinks of every
 //! request the load had not started yet and of requests handed over to that stream (see
-//! [`crate::params::http::queue`]), so the rest of the file is read once, in one pass.
+//! [`crate::params::http::loading::queue`]), so the rest of the file is read once, in one pass.
 //!
 //! What it promises: every sink is fed its bytes in file order, each byte once, starting at its
 //! own [`RequestSink::position`]; a sink is finished (its digests checked) as soon as its last
@@ -11,7 +11,7 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
-use crate::params::http::sink::{LoadTargets, RequestSink};
+use crate::params::http::loading::sink::{LoadTargets, RequestSink};
 use crate::params::http::transport::BodyChunk;
 
 /// What feeding one chunk did.
@@ -55,16 +55,6 @@ impl SinkGroup {
     /// Bytes consumed by the group's sinks so far (its progress, for the retry budget).
     pub fn consumed(&self) -> u64 {
         self.consumed
-    }
-
-    /// How many unfinished sinks the group holds.
-    pub fn len(&self) -> usize {
-        self.sinks.len()
-    }
-
-    /// Whether the group holds no unfinished sink.
-    pub fn is_empty(&self) -> bool {
-        self.sinks.is_empty()
     }
 
     /// Adds `sinks` to the group.

@@ -1,0 +1,294 @@
+//! The browser's `fetch`: one GET with an `AbortController`, its status and chosen headers, and
+//! its body read chunk by chunk from a `ReadableStream` as [`JsChunk`]s (never copied into wasm
+//! memory here). Works in windows and workers (the global `fetch`). Browser only.
+//!
+//! Failures are [`FetchError`]s whose [`FetchFailure`] says what kind they are. A `fetch`
+//! rejection is a `TypeError` both for a network failure and for a response the browser refuses
+//! to expose (CORS: the server, or one it redirected to, does not allow this page's origin); the
+//! browser does not say which. To tell them apart, a rejected request is probed once with a
+//! `no-cors` `HEAD` of the same URL: if that one gets an (opaque) answer, the server is
+//! reachable and the first failure was CORS ([`FetchFailure::Blocked`], permanent); if it fails
+//! too, the network is at fault ([`FetchFailure::Network`], worth a retry).
+
+use crate::browser::chunk::JsChunk;
+use crate::send_sync::LocalBoxFuture;
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+use web_sys::{
+    AbortController, Headers, ReadableStream, ReadableStreamDefaultReader, Request, RequestInit,
+    RequestMode, Response,
+};
+
+#[wasm_bindgen]
+extern "C" {
+    /// The global `fetch` (window and worker scopes alike).
+    #[wasm_bindgen(js_name = fetch)]
+    fn global_fetch(request: &Request) -> js_sys::Promise;
+
+    /// What `ReadableStreamDefaultReader.read()` resolves to: `{done, value}`. Read through
+    /// getters (no per-chunk property-name strings crossing into JS).
+    type ReadResult;
+
+    #[wasm_bindgen(method, getter)]
+    fn done(this: &ReadResult) -> Option<bool>;
+
+    #[wasm_bindgen(method, getter)]
+    fn value(this: &ReadResult) -> JsValue;
+}
+
+/// A request's cache mode (`RequestInit.cache`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum CacheMode {
+    /// The browser's HTTP cache as usual.
+    #[default]
+    Default,
+    /// Bypass the HTTP cache entirely.
+    NoStore,
+    /// Always go to the network, then update the cache.
+    Reload,
+    /// Revalidate a cached response before using it.
+    NoCache,
+    /// Use any cached response, stale or not.
+    ForceCache,
+}
+
+impl CacheMode {
+    fn to_web(self) -> web_sys::RequestCache {
+        match self {
+            Self::Default => web_sys::RequestCache::Default,
+            Self::NoStore => web_sys::RequestCache::NoStore,
+            Self::Reload => web_sys::RequestCache::Reload,
+            Self::NoCache => web_sys::RequestCache::NoCache,
+            Self::ForceCache => web_sys::RequestCache::ForceCache,
+        }
+    }
+}
+
+/// What kind of failure a [`FetchError`] is.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FetchFailure {
+    /// The request was aborted ([`FetchAbort::abort`]).
+    Aborted,
+    /// The network failed (the server could not be reached, the connection broke).
+    Network,
+    /// The server answered but the browser refused to expose the answer: CORS.
+    Blocked,
+    /// The request could not be made (a URL or header the browser refuses).
+    Setup,
+    /// The browser gave something that is not what the API promises.
+    Unexpected,
+}
+
+/// A failed browser call: its kind and the browser's own words.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchError {
+    /// What kind of failure.
+    pub failure: FetchFailure,
+    /// The browser's message (`TypeError: Failed to fetch`, ...).
+    pub message: String,
+}
+
+impl FetchError {
+    fn new(failure: FetchFailure, message: impl Into<String>) -> Self {
+        Self {
+            failure,
+            message: message.into(),
+        }
+    }
+
+    /// A rejection: an `AbortError` is [`FetchFailure::Aborted`], anything else `failure`.
+    fn rejected(value: &JsValue, failure: FetchFailure) -> Self {
+        let message = js_message(value);
+        let failure = if message.starts_with("AbortError") {
+            FetchFailure::Aborted
+        } else {
+            failure
+        };
+        Self::new(failure, message)
+    }
+}
+
+/// `name: message` of a JS error, or the value as text.
+pub(crate) fn js_message(value: &JsValue) -> String {
+    value
+        .dyn_ref::<js_sys::Error>()
+        .map(|e| format!("{}: {}", e.name(), e.message()))
+        .or_else(|| value.as_string())
+        .unwrap_or_else(|| format!("{value:?}"))
+}
+
+fn setup_error(value: &JsValue, what: &str) -> FetchError {
+    FetchError::new(
+        FetchFailure::Setup,
+        format!("{what}: {}", js_message(value)),
+    )
+}
+
+/// One GET to send.
+#[derive(Clone, Debug)]
+pub struct FetchRequest<'a> {
+    /// Absolute URL (or one relative to the page).
+    pub url: &'a str,
+    /// Request headers (`Range`, `If-Range`, ...).
+    pub headers: &'a [(&'a str, &'a str)],
+    /// The cache mode.
+    pub cache: CacheMode,
+    /// Response headers to read (fetch exposes cross-origin only those the server lists in
+    /// `Access-Control-Expose-Headers`); lower-case.
+    pub read_headers: &'a [&'a str],
+}
+
+/// Aborts the request it belongs to (and errors its body stream). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct FetchAbort(AbortController);
+
+impl FetchAbort {
+    /// Aborts the request.
+    pub fn abort(&self) {
+        self.0.abort();
+    }
+}
+
+/// A request on its way: the handle that aborts it and its response head, once in.
+pub struct PendingFetch {
+    /// Aborts the request.
+    pub abort: FetchAbort,
+    /// Resolves with the response once its head is in.
+    pub response: LocalBoxFuture<'static, Result<FetchResponse, FetchError>>,
+}
+
+/// A response whose head is in.
+#[derive(Debug)]
+pub struct FetchResponse {
+    /// HTTP status code.
+    pub status: u16,
+    /// The [`FetchRequest::read_headers`] the response has, as `(name, value)`.
+    pub headers: Vec<(String, String)>,
+    /// The body, when there is one.
+    pub body: Option<BodyReader>,
+}
+
+/// Sends `request`.
+///
+/// # Errors
+/// [`FetchFailure::Setup`] when the browser refuses to build the request.
+pub fn fetch(request: &FetchRequest<'_>) -> Result<PendingFetch, FetchError> {
+    let controller = AbortController::new().map_err(|e| setup_error(&e, "AbortController"))?;
+    let init = RequestInit::new();
+    init.set_method("GET");
+    init.set_signal(Some(&controller.signal()));
+    init.set_cache(request.cache.to_web());
+    let headers = Headers::new().map_err(|e| setup_error(&e, "Headers"))?;
+    for (name, value) in request.headers {
+        headers
+            .set(name, value)
+            .map_err(|e| setup_error(&e, &format!("{name} header")))?;
+    }
+    init.set_headers(&headers);
+    let url = request.url.to_owned();
+    let js_request = Request::new_with_str_and_init(&url, &init)
+        .map_err(|e| setup_error(&e, &format!("request for {url}")))?;
+    let read_headers: Vec<String> = request
+        .read_headers
+        .iter()
+        .map(|name| (*name).to_owned())
+        .collect();
+    let sent = JsFuture::from(global_fetch(&js_request));
+    let response = Box::pin(async move {
+        let value = match sent.await {
+            Ok(value) => value,
+            Err(error) => {
+                let failure = FetchError::rejected(&error, FetchFailure::Network);
+                if failure.failure == FetchFailure::Network && reachable_without_cors(&url).await {
+                    return Err(FetchError::new(FetchFailure::Blocked, failure.message));
+                }
+                return Err(failure);
+            }
+        };
+        let response: Response = value
+            .dyn_into()
+            .map_err(|v| FetchError::new(FetchFailure::Unexpected, format!("fetch gave {v:?}")))?;
+        Ok(response_of(&response, &read_headers))
+    });
+    Ok(PendingFetch {
+        abort: FetchAbort(controller),
+        response,
+    })
+}
+
+/// Whether a `no-cors` `HEAD` of `url` gets an answer (an opaque one: nothing of it is read).
+async fn reachable_without_cors(url: &str) -> bool {
+    let init = RequestInit::new();
+    init.set_method("HEAD");
+    init.set_mode(RequestMode::NoCors);
+    init.set_cache(web_sys::RequestCache::NoStore);
+    let Ok(probe) = Request::new_with_str_and_init(url, &init) else {
+        return false;
+    };
+    JsFuture::from(global_fetch(&probe)).await.is_ok()
+}
+
+/// The head and body of `response`, reading the headers named in `read_headers`.
+pub(crate) fn response_of(response: &Response, read_headers: &[String]) -> FetchResponse {
+    let js_headers = response.headers();
+    FetchResponse {
+        status: response.status(),
+        headers: read_headers
+            .iter()
+            .filter_map(|name| {
+                let value = js_headers.get(name).ok().flatten()?;
+                Some((name.clone(), value))
+            })
+            .collect(),
+        body: response.body().as_ref().map(BodyReader::of),
+    }
+}
+
+/// A response body being read, chunk by chunk.
+#[derive(Debug)]
+pub struct BodyReader(ReadableStreamDefaultReader);
+
+impl BodyReader {
+    pub(crate) fn of(stream: &ReadableStream) -> Self {
+        Self(
+            stream
+                .get_reader()
+                .unchecked_into::<ReadableStreamDefaultReader>(),
+        )
+    }
+
+    /// The next chunk, or `None` at the end of the body (the returned future holds no borrow).
+    ///
+    /// # Errors
+    /// [`FetchFailure::Aborted`] after an abort, [`FetchFailure::Network`] when the connection
+    /// failed, [`FetchFailure::Unexpected`] for a chunk that is not bytes.
+    pub fn read(&self) -> LocalBoxFuture<'static, Result<Option<JsChunk>, FetchError>> {
+        let read = JsFuture::from(self.0.read());
+        Box::pin(async move {
+            let result = read
+                .await
+                .map_err(|error| FetchError::rejected(&error, FetchFailure::Network))?
+                .unchecked_into::<ReadResult>();
+            if result.done().unwrap_or(true) {
+                return Ok(None);
+            }
+            match result.value().dyn_into::<js_sys::Uint8Array>() {
+                Ok(array) => Ok(Some(JsChunk::from(array))),
+                Err(v) => Err(FetchError::new(
+                    FetchFailure::Unexpected,
+                    format!("a body chunk is not bytes: {v:?}"),
+                )),
+            }
+        })
+    }
+
+    /// Cancels the stream (for a body without a request to abort: a cached one), ignoring how
+    /// that settles.
+    pub fn cancel(&self) {
+        let cancelled = JsFuture::from(self.0.cancel());
+        wasm_bindgen_futures::spawn_local(async move {
+            let _ = cancelled.await;
+        });
+    }
+}
