@@ -7,3 +7,10 @@
 //! behind plain Rust types; callers above never see `js_sys` / `web_sys` / `wasm_bindgen`.
 //! Where native builds need the same names, a submodule has a native stub with the same API,
 //! so `cfg` is decided here and not inside callers' functions.
+
+#[cfg(web)]
+pub(crate) mod gpu;
+#[cfg(native)]
+pub(crate) mod gpu_stub;
+#[cfg(native)]
+pub(crate) use gpu_stub as gpu;
