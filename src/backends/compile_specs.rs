@@ -121,13 +121,10 @@ fn check_keys(backend: &str, what: &str, keys: &[&str], known: &[&str]) -> Resul
 
 /// `NotSupported` for a precision a backend cannot honour.
 pub fn unsupported_precision(backend: &str, precision: Precision) -> Error {
-    Error::new(
-        ErrorCode::NotSupported,
-        format!(
-            "backend {backend:?} computes in f32 only; compile spec {PRECISION:?} is {:?}",
-            precision.name()
-        ),
-    )
+    Error::not_supported(format!(
+        "backend {backend:?} computes in f32 only; compile spec {PRECISION:?} is {:?}",
+        precision.name()
+    ))
 }
 
 #[cfg(test)]

@@ -4,7 +4,8 @@
 //!
 //! Natively the identity comes from wgpu's `AdapterInfo` (PCI vendor ids named where known). In
 //! the browser wgpu leaves vendor and architecture empty, so they are read from the page's
-//! `GPUDevice.adapterInfo` (vendor, architecture, device, description, isFallbackAdapter).
+//! `GPUDevice.adapterInfo` (vendor, architecture, device, description, isFallbackAdapter)
+//! through `browser::gpu::adapter_facts` (natively its stub has none).
 
 use crate::browser::gpu::{self, AdapterFacts};
 use crate::registry::OptionValue;

@@ -124,8 +124,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
     );
     let workgroup_size = specs.workgroup_size.unwrap_or(256).min(device_max);
     if specs.f16 && !ctx.features.contains(wgpu::Features::SHADER_F16) {
-        return Err(Error::new(
-            ErrorCode::NotSupported,
+        return Err(Error::not_supported(
             "precision=f16 needs the shader-f16 feature, which this device lacks",
         ));
     }
@@ -149,8 +148,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
             fits(ctx, &key, wgx, wgy)
         })
         .ok_or_else(|| {
-            Error::new(
-                ErrorCode::NotSupported,
+            Error::not_supported(
                 "this device's workgroup limits are below the smallest matmul kernel (8 x 8)",
             )
         })?;
