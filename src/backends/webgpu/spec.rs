@@ -16,7 +16,7 @@ use crate::backends::compile_specs::{CompileSpecs, PRECISION, Precision, check_r
 use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::kernels::source::{matmul_geometry, workgroup_storage_bytes};
 use crate::backends::webgpu::kernels::{KernelConfig, KernelKey, MatMulKernel};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::registry::{BackendOption, CompileSpec, OptionValue};
 
 /// The backend's name in spec error messages.
@@ -162,6 +162,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     #[test]
     fn unknown_keys_are_all_named() {
