@@ -6,7 +6,7 @@
 //! - `precision`: the float precision kernels compute in. `"f32"` is the only value every backend
 //!   supports; a backend that cannot honour another value refuses it with `NotSupported`.
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::registry::{BackendOption, CompileSpec};
 
 /// The `precision` compile spec key.
@@ -121,18 +121,16 @@ fn check_keys(backend: &str, what: &str, keys: &[&str], known: &[&str]) -> Resul
 
 /// `NotSupported` for a precision a backend cannot honour.
 pub fn unsupported_precision(backend: &str, precision: Precision) -> Error {
-    Error::new(
-        ErrorCode::NotSupported,
-        format!(
-            "backend {backend:?} computes in f32 only; compile spec {PRECISION:?} is {:?}",
-            precision.name()
-        ),
-    )
+    Error::not_supported(format!(
+        "backend {backend:?} computes in f32 only; compile spec {PRECISION:?} is {:?}",
+        precision.name()
+    ))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     #[test]
     fn unknown_and_repeated_keys_are_reported_by_name() {

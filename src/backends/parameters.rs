@@ -90,17 +90,14 @@ pub fn expected_length(program: &Program, param: &ParamRef) -> Result<u64> {
     let decl = program
         .tensors
         .get(param.tensor as usize)
-        .ok_or_else(|| Error::new(ErrorCode::InvalidProgram, "param names a missing tensor"))?;
+        .ok_or_else(|| Error::invalid_program("param names a missing tensor"))?;
     decl.shape
         .iter()
         .try_fold(decl.dtype.size() as u64, |bytes, dim| match *dim {
             Dim::Fixed(extent) => bytes
                 .checked_mul(extent)
-                .ok_or_else(|| Error::new(ErrorCode::InvalidProgram, "param byte size overflows")),
-            Dim::Symbol(_) => Err(Error::new(
-                ErrorCode::InvalidProgram,
-                "param has a symbolic shape",
-            )),
+                .ok_or_else(|| Error::invalid_program("param byte size overflows")),
+            Dim::Symbol(_) => Err(Error::invalid_program("param has a symbolic shape")),
         })
 }
 
@@ -125,12 +122,7 @@ pub fn check_param(
     let info = provider
         .describe(&param.scope, &param.key)
         .ok_or_else(|| Error::not_found(format!("{}: the provider has no such key", what())))?;
-    let external = |message: String| {
-        Error::new(
-            ErrorCode::InvalidExternalData,
-            format!("{}: {message}", what()),
-        )
-    };
+    let external = |message: String| Error::invalid_external_data(format!("{}: {message}", what()));
     if info.length != length {
         return Err(external(format!(
             "the provider holds {} bytes, the program expects {length}",

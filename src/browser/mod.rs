@@ -14,3 +14,10 @@ pub mod chunk;
 #[cfg(web)]
 pub mod fetch;
 pub mod timer;
+
+#[cfg(web)]
+pub(crate) mod gpu;
+#[cfg(native)]
+pub(crate) mod gpu_stub;
+#[cfg(native)]
+pub(crate) use gpu_stub as gpu;

@@ -4,8 +4,10 @@
 //!
 //! Natively the identity comes from wgpu's `AdapterInfo` (PCI vendor ids named where known). In
 //! the browser wgpu leaves vendor and architecture empty, so they are read from the page's
-//! `GPUDevice.adapterInfo` (vendor, architecture, device, description, isFallbackAdapter).
+//! `GPUDevice.adapterInfo` (vendor, architecture, device, description, isFallbackAdapter)
+//! through `browser::gpu::adapter_facts` (natively its stub has none).
 
+use crate::browser::gpu::{self, AdapterFacts};
 use crate::registry::OptionValue;
 
 /// Identity of the adapter a device came from.
@@ -40,9 +42,17 @@ fn vendor_name(id: u32) -> Option<&'static str> {
 }
 
 impl AdapterReport {
+    /// The report for the adapter behind `device`: the browser's facts where it has them
+    /// (`browser::gpu`), wgpu's `AdapterInfo` otherwise.
+    pub(crate) fn of(info: &wgpu::AdapterInfo, device: &wgpu::Device) -> Self {
+        match gpu::adapter_facts(device) {
+            Some(facts) => Self::from_browser(info, facts),
+            None => Self::from_info(info),
+        }
+    }
+
     /// The report for a native adapter.
-    #[cfg(native)]
-    pub(crate) fn from_info(info: &wgpu::AdapterInfo) -> Self {
+    fn from_info(info: &wgpu::AdapterInfo) -> Self {
         Self {
             vendor: vendor_name(info.vendor)
                 .map(str::to_owned)
@@ -59,38 +69,20 @@ impl AdapterReport {
         }
     }
 
-    /// The report for a browser device, from `GPUDevice.adapterInfo` where the browser has it.
-    #[cfg(web)]
-    pub(crate) fn from_device(info: &wgpu::AdapterInfo, device: &wgpu::Device) -> Self {
-        use wasm_bindgen::JsValue;
-        let adapter_info = device
-            .as_webgpu()
-            .and_then(|d| js_sys::Reflect::get(d.as_ref(), &JsValue::from_str("adapterInfo")).ok())
-            .filter(|v| v.is_object());
-        let text = |key: &str| {
-            adapter_info
-                .as_ref()
-                .and_then(|o| js_sys::Reflect::get(o, &JsValue::from_str(key)).ok())
-                .and_then(|v| v.as_string())
-                .unwrap_or_default()
-        };
-        let fallback = adapter_info
-            .as_ref()
-            .and_then(|o| js_sys::Reflect::get(o, &JsValue::from_str("isFallbackAdapter")).ok())
-            .and_then(|v| v.as_bool())
-            .unwrap_or(info.device_type == wgpu::DeviceType::Cpu);
-        let _ = vendor_name;
-        let description = text("description");
+    /// The report for a browser device, from what the browser tells (`GPUDevice.adapterInfo`).
+    fn from_browser(info: &wgpu::AdapterInfo, facts: AdapterFacts) -> Self {
         Self {
-            vendor: text("vendor"),
-            architecture: text("architecture"),
-            device: text("device"),
-            description: if description.is_empty() {
+            vendor: facts.vendor,
+            architecture: facts.architecture,
+            device: facts.device,
+            description: if facts.description.is_empty() {
                 info.name.clone()
             } else {
-                description
+                facts.description
             },
-            fallback,
+            fallback: facts
+                .fallback
+                .unwrap_or(info.device_type == wgpu::DeviceType::Cpu),
             backend: "webgpu".to_owned(),
         }
     }

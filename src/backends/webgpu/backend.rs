@@ -20,16 +20,18 @@
 //! Lifecycle (`notify`): `Suspend` releases every program's activation arena and bound plans
 //! and keeps them released while suspended; `Resume` lets executions keep them again (rebuilt
 //! lazily); `LowMemory` also releases parameters, fetched again by the next execution. A lost
-//! device is replaced by the next `init` or `execute` that needs one.
+//! device is replaced by the next `init` or `execute` that needs one; programs that recover at
+//! the same moment share one new device. The backend, not a device, owns the registry of its
+//! programs' GPU state (`program::residency::Residents`) that these signals reach.
 
 use crate::backends::webgpu::adapter::{ADAPTER_KEYS, AdapterReport, adapter_option, clip};
 use crate::backends::webgpu::buffers::GpuAllocator;
 use crate::backends::webgpu::device::{GpuContext, share, unavailable};
-use crate::backends::webgpu::profiling::Profile;
+use crate::backends::webgpu::program::profiling::Profile;
+use crate::backends::webgpu::program::residency::{Release, Residents};
 use crate::backends::webgpu::program::{LoadedProgram, ProgramStats};
-use crate::backends::webgpu::residency::Release;
 use crate::backends::webgpu::spec::{kernel_config, parse_specs};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::evalue::EValue;
 use crate::lifecycle::{Released, Signal};
 use crate::program;
@@ -71,7 +73,9 @@ struct State {
 pub struct WebGpuBackend {
     state: Mutex<State>,
     profiling: AtomicBool,
-    suspended: AtomicBool,
+    /// The GPU state of every live program (on whatever device), which lifecycle signals
+    /// release, and whether the host is suspended.
+    residents: Residents,
     /// Held while a device is being acquired, so that programs recovering at the same moment
     /// share one new device instead of each acquiring their own.
     acquiring: futures_util::lock::Mutex<()>,
@@ -103,13 +107,13 @@ fn power_from(name: &str) -> Option<wgpu::PowerPreference> {
     })
 }
 
+/// The message for a handle another backend made.
+const NOT_OURS: &str = "the handle was not made by the webgpu backend";
+
 fn program_of(handle: &DelegateHandle) -> Result<&LoadedProgram> {
-    handle.downcast_ref::<LoadedProgram>().ok_or_else(|| {
-        Error::new(
-            ErrorCode::DelegateInvalidHandle,
-            "the handle was not made by the webgpu backend",
-        )
-    })
+    handle
+        .downcast_ref::<LoadedProgram>()
+        .ok_or_else(|| Error::delegate_invalid_handle(NOT_OURS))
 }
 
 impl WebGpuBackend {
@@ -138,7 +142,7 @@ impl WebGpuBackend {
                 device_power: power,
             }),
             profiling: AtomicBool::new(false),
-            suspended: AtomicBool::new(false),
+            residents: Residents::default(),
             acquiring: futures_util::lock::Mutex::new(()),
         }
     }
@@ -156,7 +160,7 @@ impl WebGpuBackend {
                 generation: 0,
             }),
             profiling: AtomicBool::new(false),
-            suspended: AtomicBool::new(false),
+            residents: Residents::default(),
             acquiring: futures_util::lock::Mutex::new(()),
         }
     }
@@ -198,8 +202,6 @@ impl WebGpuBackend {
         let mut state = self.state();
         match acquired {
             Ok(ctx) => {
-                ctx.residents
-                    .set_suspended(self.suspended.load(Ordering::Relaxed));
                 state.ctx = Some(share(ctx));
                 state.failure = None;
                 state.device_power = power;
@@ -328,6 +330,34 @@ impl WebGpuBackend {
         }
     }
 
+    /// Runs `program` on `args`; a device lost before or during the run moves the program to
+    /// a new device (the one every program recovering at that moment shares:
+    /// [`current_device`](Self::current_device)) and runs it once more, with the same results.
+    ///
+    /// # Errors
+    /// As `LoadedProgram::execute`; `InvalidState` when the device was lost and the program
+    /// could not move to a new one, or was lost again right after.
+    async fn run(&self, program: &mut LoadedProgram, args: &mut [EValue]) -> Result<()> {
+        let profiling = self.profiling.load(Ordering::Relaxed);
+        let mut recovered = false;
+        loop {
+            if let Some(reason) = program.device_lost() {
+                if recovered {
+                    return Err(Error::invalid_state(format!(
+                        "the WebGPU device was lost again right after recovery ({reason})"
+                    )));
+                }
+                let device = self.current_device().await;
+                program.recover(device).await?;
+                recovered = true;
+            }
+            match program.execute(args, profiling).await {
+                Err(_) if !recovered && program.device_lost().is_some() => continue,
+                other => return other,
+            }
+        }
+    }
+
     fn option_value(&self, key: &str) -> Result<OptionValue> {
         let int = |v: u64| OptionValue::Int(i64::try_from(v).unwrap_or(i64::MAX));
         let ctx = self.context();
@@ -353,7 +383,7 @@ impl WebGpuBackend {
             "arena_bytes" => with_ctx(&|c| int(c.arena_bytes.load(Ordering::Relaxed))),
             "programs" => with_ctx(&|c| int(c.programs.load(Ordering::Relaxed) as u64)),
             "pipelines" => with_ctx(&|c| int(c.pipelines.len() as u64)),
-            "suspended" => Ok(OptionValue::Bool(self.suspended.load(Ordering::Relaxed))),
+            "suspended" => Ok(OptionValue::Bool(self.residents.is_suspended())),
             "device_generation" => Ok(int(self.state().generation)),
             _ if ADAPTER_KEYS.contains(&key) => {
                 let ctx = ctx.ok_or_else(|| unavailable(&format!("cannot report {key}")))?;
@@ -384,7 +414,7 @@ impl BackendInterface for WebGpuBackend {
                 if self.is_available() {
                     e
                 } else {
-                    Error::new(ErrorCode::NotFound, e.message().to_owned())
+                    Error::not_found(e.message().to_owned())
                 }
             })?;
             // Specs before the blob, as the CPU backend does: one mistake, one code everywhere.
@@ -393,7 +423,8 @@ impl BackendInterface for WebGpuBackend {
             let mut processed = processed;
             let program = program::load(processed.data())?;
             processed.free();
-            let loaded = LoadedProgram::load(ctx, program, config, context).await?;
+            let loaded =
+                LoadedProgram::load(ctx, program, config, context, &self.residents).await?;
             Ok(DelegateHandle::new(loaded))
         })
     }
@@ -405,15 +436,10 @@ impl BackendInterface for WebGpuBackend {
         args: &'a mut [EValue],
     ) -> LocalBoxFuture<'a, Result<()>> {
         Box::pin(async move {
-            let program = handle.downcast_mut::<LoadedProgram>().ok_or_else(|| {
-                Error::new(
-                    ErrorCode::DelegateInvalidHandle,
-                    "the handle was not made by the webgpu backend",
-                )
-            })?;
-            program
-                .execute(self, args, self.profiling.load(Ordering::Relaxed))
-                .await
+            let program = handle
+                .downcast_mut::<LoadedProgram>()
+                .ok_or_else(|| Error::delegate_invalid_handle(NOT_OURS))?;
+            self.run(program, args).await
         })
     }
 
@@ -473,25 +499,18 @@ impl BackendInterface for WebGpuBackend {
     }
 
     fn notify(&self, signal: Signal) -> Released {
-        match signal {
-            Signal::Suspend => self.suspended.store(true, Ordering::Relaxed),
-            Signal::Resume => self.suspended.store(false, Ordering::Relaxed),
-            Signal::LowMemory => {}
-        }
-        let Some(ctx) = self.context() else {
-            return Released::default();
-        };
-        let before = ctx.live.bytes();
+        let ctx = self.context();
+        let before = ctx.as_ref().map_or(0, |c| c.live.bytes());
         match signal {
             Signal::Suspend => {
-                ctx.residents.set_suspended(true);
-                ctx.residents.release_all(Release::Transients, &ctx);
+                self.residents.set_suspended(true);
+                self.residents.release_all(Release::Transients);
             }
-            Signal::Resume => ctx.residents.set_suspended(false),
-            Signal::LowMemory => ctx.residents.release_all(Release::Everything, &ctx),
+            Signal::Resume => self.residents.set_suspended(false),
+            Signal::LowMemory => self.residents.release_all(Release::Everything),
         }
         Released {
-            gpu_bytes: before.saturating_sub(ctx.live.bytes()),
+            gpu_bytes: ctx.map_or(0, |c| before.saturating_sub(c.live.bytes())),
             ..Released::default()
         }
     }

@@ -14,34 +14,14 @@
 
 use crate::backends::webgpu::device::{GpuContext, share};
 use crate::backends::webgpu::kernels::{KernelKey, Uniforms};
-use crate::backends::webgpu::readback::read_mapped;
-use crate::error::{Status, StatusCode};
+use crate::backends::webgpu::readback::{read_mapped, submitted_work_done};
+use crate::error::Status;
 use crate::params::{
     BufferAllocator, DirectWrite, ParameterBuffer, SharedBuffer, StatusResult, check_span,
 };
 use crate::send_sync::LocalBoxFuture;
 use std::any::Any;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-
-/// Live buffer count and bytes of one device.
-#[derive(Clone, Debug, Default)]
-pub(crate) struct LiveBuffers {
-    count: Arc<AtomicUsize>,
-    bytes: Arc<AtomicU64>,
-}
-
-impl LiveBuffers {
-    /// Buffers alive now.
-    pub(crate) fn count(&self) -> usize {
-        self.count.load(Ordering::Relaxed)
-    }
-
-    /// Bytes in live buffers.
-    pub(crate) fn bytes(&self) -> u64 {
-        self.bytes.load(Ordering::Relaxed)
-    }
-}
 
 /// A GPU buffer of the WebGPU backend: counted while alive, destroyed when dropped.
 pub struct GpuBuffer {
@@ -71,23 +51,19 @@ impl GpuBuffer {
         label: &str,
     ) -> StatusResult<Self> {
         if let Some(reason) = ctx.lost() {
-            return Err(Status::new(
-                StatusCode::Unavailable,
-                format!("cannot allocate {label}: the WebGPU device was lost ({reason})"),
-            ));
+            return Err(Status::unavailable(format!(
+                "cannot allocate {label}: the WebGPU device was lost ({reason})"
+            )));
         }
         let allocated = size
             .max(4)
             .checked_next_multiple_of(4)
             .filter(|&s| s <= ctx.limits.max_buffer_size)
             .ok_or_else(|| {
-                Status::new(
-                    StatusCode::InvalidArgument,
-                    format!(
-                        "{label}: {size} bytes exceed this device's largest buffer ({} bytes)",
-                        ctx.limits.max_buffer_size
-                    ),
-                )
+                Status::invalid_argument(format!(
+                    "{label}: {size} bytes exceed this device's largest buffer ({} bytes)",
+                    ctx.limits.max_buffer_size
+                ))
             })?;
         let buffer = ctx.device.create_buffer(&wgpu::BufferDescriptor {
             label: Some(label),
@@ -95,8 +71,7 @@ impl GpuBuffer {
             usage,
             mapped_at_creation: false,
         });
-        ctx.live.count.fetch_add(1, Ordering::Relaxed);
-        ctx.live.bytes.fetch_add(allocated, Ordering::Relaxed);
+        ctx.live.created(allocated);
         Ok(Self {
             ctx: ctx.clone(),
             buffer,
@@ -198,11 +173,7 @@ impl GpuBuffer {
 impl Drop for GpuBuffer {
     fn drop(&mut self) {
         self.buffer.destroy();
-        self.ctx.live.count.fetch_sub(1, Ordering::Relaxed);
-        self.ctx
-            .live
-            .bytes
-            .fetch_sub(self.buffer.size(), Ordering::Relaxed);
+        self.ctx.live.destroyed(self.buffer.size());
     }
 }
 
@@ -263,12 +234,12 @@ impl ParameterBuffer for GpuBuffer {
             self.ctx.queue.submit([encoder.finish()]);
             let words = read_mapped(&self.ctx, staging.raw(), end - start)
                 .await
-                .map_err(|e| Status::new(StatusCode::Unavailable, e.to_string()))?;
+                .map_err(|e| Status::unavailable(e.to_string()))?;
             let from = (offset - start) as usize;
             words
                 .get(from..from + length as usize)
                 .map(<[u8]>::to_vec)
-                .ok_or_else(|| Status::new(StatusCode::Internal, "read-back came back short"))
+                .ok_or_else(|| Status::internal("read-back came back short"))
         })
     }
 
@@ -299,10 +270,9 @@ impl GpuAllocator {
     /// # Errors
     /// `UNAVAILABLE` when the device was lost or cannot be polled.
     pub async fn submitted_work_done(&self) -> StatusResult<()> {
-        self.ctx
-            .submitted_work_done()
+        submitted_work_done(&self.ctx)
             .await
-            .map_err(|e| Status::new(StatusCode::Unavailable, e.to_string()))
+            .map_err(|e| Status::unavailable(e.to_string()))
     }
 }
 

@@ -1,6 +1,11 @@
 //! Acquiring an adapter and a device, and the per-device state every other part shares
-//! ([`GpuContext`]): queue, limits, features, live-buffer count, pipeline cache, and the errors
-//! and device loss wgpu reports asynchronously.
+//! ([`GpuContext`]): queue, limits, features, live-buffer count ([`LiveBuffers`]), pipeline
+//! cache, activation-arena bytes and live-program count, and the errors and device loss wgpu
+//! reports asynchronously. What programs keep on the device (residency) is not here: the
+//! backend owns that registry (`program::residency`).
+//!
+//! In the browser `navigator.gpu` is checked first and the adapter's identity is read from the
+//! page (`browser::gpu`; natively its stub).
 //!
 //! The device is asked for the adapter's own limits (a device gets the WebGPU defaults
 //! otherwise, e.g. a 256 MiB maxBufferSize in Chromium where the adapter allows 1 GiB) and for
@@ -10,16 +15,46 @@
 //! into `Internal`.
 
 use crate::backends::webgpu::adapter::AdapterReport;
-use crate::backends::webgpu::buffers::LiveBuffers;
 use crate::backends::webgpu::pipelines::PipelineCache;
-use crate::backends::webgpu::readback::{oneshot, wait_idle};
-use crate::backends::webgpu::residency::Residents;
-use crate::error::{Error, ErrorCode, Result};
+use crate::browser::gpu;
+use crate::error::{Error, Result};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Most device errors kept for the next check.
 const MAX_RECORDED_ERRORS: usize = 8;
+
+/// Live buffer count and bytes of one device (every [`GpuBuffer`](super::GpuBuffer) counts
+/// itself here while alive).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct LiveBuffers {
+    count: Arc<AtomicUsize>,
+    bytes: Arc<AtomicU64>,
+}
+
+impl LiveBuffers {
+    /// Buffers alive now.
+    pub(crate) fn count(&self) -> usize {
+        self.count.load(Ordering::Relaxed)
+    }
+
+    /// Bytes in live buffers.
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes.load(Ordering::Relaxed)
+    }
+
+    /// Counts a new buffer of `bytes`.
+    pub(crate) fn created(&self, bytes: u64) {
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.bytes.fetch_add(bytes, Ordering::Relaxed);
+    }
+
+    /// Uncounts a destroyed buffer of `bytes`.
+    pub(crate) fn destroyed(&self, bytes: u64) {
+        self.count.fetch_sub(1, Ordering::Relaxed);
+        self.bytes.fetch_sub(bytes, Ordering::Relaxed);
+    }
+}
 
 /// Errors wgpu reported outside an error scope, and device loss.
 #[derive(Clone, Default)]
@@ -69,8 +104,6 @@ pub(crate) struct GpuContext {
     pub arena_bytes: AtomicU64,
     /// Live programs (successful `init`s not yet destroyed).
     pub programs: AtomicUsize,
-    /// The GPU state of every live program, for lifecycle signals.
-    pub(crate) residents: Residents,
     events: DeviceEvents,
 }
 
@@ -89,8 +122,7 @@ impl GpuContext {
     /// A message saying why no device could be had (no WebGPU in this browser, no adapter, the
     /// device request refused).
     pub(crate) async fn acquire(power: wgpu::PowerPreference) -> std::result::Result<Self, String> {
-        #[cfg(web)]
-        check_browser_gpu()?;
+        gpu::check_gpu_reachable()?;
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = instance
             .request_adapter(&wgpu::RequestAdapterOptions {
@@ -114,10 +146,7 @@ impl GpuContext {
             .await
             .map_err(|e| format!("the adapter refused a device: {e}"))?;
         let info = adapter.get_info();
-        #[cfg(native)]
-        let report = AdapterReport::from_info(&info);
-        #[cfg(web)]
-        let report = AdapterReport::from_device(&info, &device);
+        let report = AdapterReport::of(&info, &device);
         let events = DeviceEvents::default();
         let sink = events.clone();
         device.on_uncaptured_error(Arc::new(move |error: wgpu::Error| {
@@ -137,7 +166,6 @@ impl GpuContext {
             pipelines: PipelineCache::default(),
             arena_bytes: AtomicU64::new(0),
             programs: AtomicUsize::new(0),
-            residents: Residents::default(),
             events,
         })
     }
@@ -168,25 +196,6 @@ impl GpuContext {
                 errors.len(),
                 errors.join("; ")
             )))
-        }
-    }
-
-    /// Resolves once the GPU has finished the work submitted so far (`writeBuffer` calls
-    /// included: an empty submit flushes them natively).
-    ///
-    /// # Errors
-    /// `InvalidState` when the device was lost meanwhile; `Internal` when it cannot be polled.
-    pub(crate) async fn submitted_work_done(&self) -> Result<()> {
-        let (sender, receiver) = oneshot();
-        self.queue.on_submitted_work_done(move || sender.send(()));
-        self.queue.submit(std::iter::empty());
-        wait_idle(self)?;
-        match receiver.await {
-            Some(()) => Ok(()),
-            None => Err(Error::invalid_state(format!(
-                "the WebGPU device dropped its work-done callback ({})",
-                self.lost().unwrap_or_else(|| "device lost?".to_owned())
-            ))),
         }
     }
 
@@ -224,35 +233,13 @@ impl GpuContext {
 
 /// `Arc::new`, for the backend's GPU objects. The registry and parameter interfaces share
 /// values through `Arc` on every platform; in the browser wgpu's objects are not `Send`, and
-/// need not be: wasm32 without threads has one thread (see `registry::MaybeSendSync`).
-#[cfg_attr(web, allow(clippy::arc_with_non_send_sync))]
+/// need not be: wasm32 without threads has one thread (see `send_sync::MaybeSendSync`; the
+/// crate allows `clippy::arc_with_non_send_sync` on the web once, in `lib.rs`).
 pub(crate) fn share<T>(value: T) -> Arc<T> {
     Arc::new(value)
 }
 
 /// A device error code for a failed request of the device named in `message`.
 pub(crate) fn unavailable(message: &str) -> Error {
-    Error::new(
-        ErrorCode::InvalidState,
-        format!("the WebGPU backend has no device: {message}"),
-    )
-}
-
-/// `navigator.gpu` must exist in a window or dedicated worker before wgpu touches it (wgpu
-/// panics elsewhere, e.g. in a service worker or Node).
-#[cfg(web)]
-fn check_browser_gpu() -> std::result::Result<(), String> {
-    use wasm_bindgen::JsValue;
-    let global = js_sys::global();
-    let has = |object: &JsValue, key: &str| {
-        js_sys::Reflect::get(object, &JsValue::from_str(key))
-            .ok()
-            .filter(|v| !v.is_undefined() && !v.is_null())
-    };
-    if has(&global, "Window").is_none() && has(&global, "WorkerGlobalScope").is_none() {
-        return Err("WebGPU is reachable only from a window or a dedicated worker".to_owned());
-    }
-    let navigator = has(&global, "navigator").ok_or("this global has no navigator")?;
-    has(&navigator, "gpu").ok_or("navigator.gpu is missing: this browser has no WebGPU")?;
-    Ok(())
+    Error::invalid_state(format!("the WebGPU backend has no device: {message}"))
 }

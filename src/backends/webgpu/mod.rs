@@ -20,35 +20,27 @@
 //!   (fetched again by the next execution); a lost device is replaced and its programs moved
 //!   to the new one on their next execution, with the same results (`residency`).
 //!
-//! Layout: `device` and `adapter` (acquisition, identity, limits), `buffers` (counted GPU
-//! buffers, the parameter allocator), `readback`, `pipelines`, `kernels` (WGSL and per-family
-//! dispatch planning), `arena`, `plan` and `dispatch` (memory and dispatch planning, GPU-free), `bound` (a plan's
-//! GPU resources), `params`
-//! (parameter resolution), `residency` (what signals release), `program` (the handle's
-//! state), `execute`, `io`, `profiling`,
-//! `spec`, `backend`.
+//! Layout, bottom up: `adapter` and `device` (acquisition, identity, limits, the per-device
+//! counters), `readback` (mapping, waiting for the queue), `buffers` (counted GPU buffers, the
+//! parameter allocator); `kernels`, `pipelines`, `arena`, `alias`, `plan` and `dispatch`
+//! (WGSL, compiled pipelines, memory and dispatch planning, GPU-free); `spec` (compile specs);
+//! `program/` (one initialised program: load, parameters, bound plans, residency, execution,
+//! profiling); `backend` on top. What speaks to the browser's WebGPU directly is
+//! `browser::gpu`, not here.
 
 mod adapter;
 mod alias;
 mod arena;
 mod backend;
-mod bound;
 mod buffers;
 mod device;
 mod direct_write;
 mod dispatch;
-mod execute;
-mod io;
 pub(crate) mod kernels;
-mod params;
 mod pipelines;
 mod plan;
-#[cfg(web)]
-mod precompile;
-mod profiling;
 mod program;
 mod readback;
-mod residency;
 pub mod spec;
 #[cfg(all(test, native))]
 mod tests;
@@ -56,6 +48,7 @@ mod tests;
 pub use adapter::{ADAPTER_KEYS, AdapterReport};
 pub use backend::{BACKEND_KEYS, WebGpuBackend};
 pub use buffers::{GpuAllocator, GpuBuffer};
-pub use profiling::{MAX_TIMED_OPS, OpTiming, Profile};
-pub use program::{LoadedProgram, MAX_CACHED_PLANS, ProgramStats};
+pub use program::profiling::{MAX_TIMED_OPS, OpTiming, Profile};
+pub use program::residency::MAX_CACHED_PLANS;
+pub use program::{LoadedProgram, ProgramStats};
 pub use wgpu::PowerPreference;

@@ -1,12 +1,15 @@
-//! Reading GPU buffers back: `map_async`, then wait for its callback.
+//! Reading GPU buffers back (`map_async`, then wait for its callback) and waiting for the
+//! queue (`onSubmittedWorkDone`).
 //!
 //! Natively the callback fires inside `Device::poll`, so the read blocks in `poll(Wait)`. In the
 //! browser the callback fires from the promise of `GPUBuffer.mapAsync`, so the read awaits a
 //! future that the callback completes and yields to the event loop meanwhile (polling in a loop
-//! would never let that promise resolve).
+//! would never let that promise resolve); the mapped bytes are copied out of the browser's
+//! view through `browser::gpu`.
 
 use crate::backends::webgpu::device::GpuContext;
-use crate::error::{Error, ErrorCode, Result};
+use crate::browser::gpu;
+use crate::error::{Error, Result};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -82,23 +85,44 @@ impl<T> Future for Receiver<T> {
     }
 }
 
-/// Waits until the GPU has finished the work submitted so far (natively; in the browser the
-/// queue is driven by the event loop and reads wait on their own promises).
+/// Waits until the GPU has finished the work submitted so far.
 ///
 /// # Errors
 /// `Internal` when the device cannot be polled (e.g. it was lost).
+#[cfg(native)]
 pub(crate) fn wait_idle(ctx: &GpuContext) -> Result<()> {
-    #[cfg(native)]
-    {
-        ctx.device
-            .poll(wgpu::PollType::wait_indefinitely())
-            .map(|_| ())
-            .map_err(|e| Error::internal(format!("waiting for the GPU failed: {e}")))
-    }
-    #[cfg(web)]
-    {
-        let _ = ctx;
-        Ok(())
+    ctx.device
+        .poll(wgpu::PollType::wait_indefinitely())
+        .map(|_| ())
+        .map_err(|e| Error::internal(format!("waiting for the GPU failed: {e}")))
+}
+
+/// In the browser the queue is driven by the event loop and reads wait on their own promises:
+/// nothing to wait for here.
+///
+/// # Errors
+/// Never.
+#[cfg(web)]
+pub(crate) fn wait_idle(_ctx: &GpuContext) -> Result<()> {
+    Ok(())
+}
+
+/// Resolves once the GPU has finished the work submitted so far (`writeBuffer` calls
+/// included: an empty submit flushes them natively).
+///
+/// # Errors
+/// `InvalidState` when the device was lost meanwhile; `Internal` when it cannot be polled.
+pub(crate) async fn submitted_work_done(ctx: &GpuContext) -> Result<()> {
+    let (sender, receiver) = oneshot();
+    ctx.queue.on_submitted_work_done(move || sender.send(()));
+    ctx.queue.submit(std::iter::empty());
+    wait_idle(ctx)?;
+    match receiver.await {
+        Some(()) => Ok(()),
+        None => Err(Error::invalid_state(format!(
+            "the WebGPU device dropped its work-done callback ({})",
+            ctx.lost().unwrap_or_else(|| "device lost?".to_owned())
+        ))),
     }
 }
 
@@ -123,14 +147,12 @@ pub(crate) async fn read_mapped(
     match receiver.await {
         Some(Ok(())) => {}
         Some(Err(e)) => {
-            return Err(Error::new(
-                ErrorCode::AccessFailed,
-                format!("mapping a GPU buffer for reading failed: {e}"),
-            ));
+            return Err(Error::access_failed(format!(
+                "mapping a GPU buffer for reading failed: {e}"
+            )));
         }
         None => {
-            return Err(Error::new(
-                ErrorCode::AccessFailed,
+            return Err(Error::access_failed(
                 "mapping a GPU buffer for reading was abandoned (device lost?)",
             ));
         }
@@ -139,11 +161,7 @@ pub(crate) async fn read_mapped(
         let view = slice
             .get_mapped_range()
             .map_err(|e| Error::internal(format!("cannot view a mapped GPU buffer: {e}")))?;
-        #[cfg(web)]
-        let bytes = view.as_uint8array().to_vec();
-        #[cfg(native)]
-        let bytes = view.to_vec();
-        bytes
+        gpu::mapped_bytes(&view)
     };
     buffer.unmap();
     Ok(bytes)

@@ -16,7 +16,7 @@ use crate::backends::compile_specs::{CompileSpecs, PRECISION, Precision, check_r
 use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::kernels::source::{matmul_geometry, workgroup_storage_bytes};
 use crate::backends::webgpu::kernels::{KernelConfig, KernelKey, MatMulKernel};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::registry::{BackendOption, CompileSpec, OptionValue};
 
 /// The backend's name in spec error messages.
@@ -124,8 +124,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
     );
     let workgroup_size = specs.workgroup_size.unwrap_or(256).min(device_max);
     if specs.f16 && !ctx.features.contains(wgpu::Features::SHADER_F16) {
-        return Err(Error::new(
-            ErrorCode::NotSupported,
+        return Err(Error::not_supported(
             "precision=f16 needs the shader-f16 feature, which this device lacks",
         ));
     }
@@ -149,8 +148,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
             fits(ctx, &key, wgx, wgy)
         })
         .ok_or_else(|| {
-            Error::new(
-                ErrorCode::NotSupported,
+            Error::not_supported(
                 "this device's workgroup limits are below the smallest matmul kernel (8 x 8)",
             )
         })?;
@@ -164,6 +162,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
 
     #[test]
     fn unknown_keys_are_all_named() {

@@ -217,7 +217,7 @@ fn a_signal_during_execute_is_applied_when_the_execution_ends() {
         "nothing is pulled from under a running execution"
     );
     assert_eq!(backend.live_buffer_bytes(), live);
-    program.slot.checkin(resident, &program.ctx);
+    program.slot.checkin(resident);
     let after = stats(&backend, &handle);
     assert!(!after.params_resident, "the release applied at check-in");
     assert_eq!(after.arena_bytes, 0);

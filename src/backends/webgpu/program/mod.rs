@@ -7,35 +7,46 @@
 //! dispatch, and loading parameters. A program without symbols is also planned and bound at
 //! init, so its arena size is known (and reported) before the first execution.
 //!
-//! In the browser the kernels compile in the GPU process's background (`precompile`) while the
-//! parameters download; a program with symbols returns from `init` once its parameters are in,
-//! and its first execution waits for the compiles to finish (a failure is reported there, as
-//! `NotSupported`). Natively, and for programs without symbols, `init` waits for them.
+//! In the browser the kernels compile in the GPU process's background
+//! (`browser::gpu::compile_in_background`) while the parameters download; a program with
+//! symbols returns from `init` once its parameters are in, and its first execution waits for
+//! the compiles to finish (a failure is reported there, as `NotSupported`). Natively (where
+//! nothing compiles in the background), and for programs without symbols, `init` waits for them.
 //!
 //! What depends on the GPU (parameters, arena, bound plans) lives in a
-//! [`ResidencySlot`](crate::backends::webgpu::residency::ResidencySlot), which lifecycle signals
-//! can release; execution re-creates what is missing. When the device is lost, the program moves
-//! to a new one ([`LoadedProgram::recover`]): kernels compiled again, parameters fetched again.
+//! [`ResidencySlot`](residency::ResidencySlot) registered with the backend's
+//! [`Residents`](residency::Residents), which lifecycle signals release; an execution
+//! ([`LoadedProgram::execute`], one run: `execute`) re-creates what is missing. When the device is
+//! lost, the backend moves the program to a new one ([`LoadedProgram::recover`]): kernels
+//! compiled again, parameters fetched again.
+//!
+//! Layout: `params` (parameter resolution), `bound` (a plan's GPU resources), `residency`
+//! (what stays on the GPU, the plan cache, what signals release), `execute` (one run), `io`
+//! (tensors in and out of the GPU layout), `profiling` (per-op timestamps).
+
+pub(crate) mod bound;
+mod execute;
+mod io;
+pub(crate) mod params;
+pub(crate) mod profiling;
+pub(crate) mod residency;
 
 use crate::backends::parameters;
-use crate::backends::webgpu::buffers::GpuBuffer;
 use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::dispatch;
-use crate::backends::webgpu::kernels::KernelConfig;
-use crate::backends::webgpu::kernels::source::{invocations, workgroup_storage_bytes};
-use crate::backends::webgpu::params::resolve_params;
+use crate::backends::webgpu::kernels::source::{invocations, source, workgroup_storage_bytes};
+use crate::backends::webgpu::kernels::{KernelConfig, KernelKey};
 use crate::backends::webgpu::plan::{self, gpu_bytes};
-use crate::backends::webgpu::profiling::Profile;
-use crate::backends::webgpu::residency::{Release, ResidencySlot, Resident};
-use crate::error::{Error, ErrorCode, Result};
+use crate::backends::webgpu::program::params::resolve_params;
+use crate::backends::webgpu::program::profiling::Profile;
+use crate::backends::webgpu::program::residency::{Release, ResidencySlot, Resident, Residents};
+use crate::browser::gpu::{self, BackgroundCompile};
+use crate::error::{Error, Result};
+use crate::evalue::EValue;
 use crate::params::SharedProvider;
 use crate::program::{Dim, Program, bind_shapes};
 use crate::registry::BackendInitContext;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
-
-/// Most plans (distinct symbol tuples) kept per program; the least recently used is dropped.
-pub const MAX_CACHED_PLANS: usize = 8;
 
 /// Sizes and counts of one initialised program.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -80,9 +91,8 @@ pub struct LoadedProgram {
     pub(crate) device_recoveries: u64,
     /// Whether every kernel is compiled and checked on the current device.
     pub(crate) compiled: bool,
-    /// Background compiles still running (browser only).
-    #[cfg(web)]
-    pub(crate) compiling: Option<Vec<js_sys::Promise>>,
+    /// Background compiles still running (only ever in the browser).
+    pub(crate) compiling: Option<BackgroundCompile>,
     kernels: usize,
 }
 
@@ -101,13 +111,10 @@ fn check_structure(program: &Program) -> Result<()> {
             if let Dim::Symbol(symbol) = dim
                 && *symbol as usize >= program.symbols.len()
             {
-                return Err(Error::new(
-                    ErrorCode::InvalidProgram,
-                    format!(
-                        "tensor {id} ({}) uses undeclared symbol {symbol}",
-                        decl.name
-                    ),
-                ));
+                return Err(Error::invalid_program(format!(
+                    "tensor {id} ({}) uses undeclared symbol {symbol}",
+                    decl.name
+                )));
             }
         }
     }
@@ -132,13 +139,10 @@ fn check_limits(ctx: &GpuContext, program: &Program, config: KernelConfig) -> Re
             .max_storage_buffer_binding_size
             .min(limits.max_buffer_size);
         if bytes > cap {
-            return Err(Error::new(
-                ErrorCode::OutOfResources,
-                format!(
-                    "tensor {id} ({}) needs {bytes} bytes on the GPU; this device binds at most {cap}",
-                    decl.name
-                ),
-            ));
+            return Err(Error::out_of_resources(format!(
+                "tensor {id} ({}) needs {bytes} bytes on the GPU; this device binds at most {cap}",
+                decl.name
+            )));
         }
     }
     for key in dispatch::kernel_keys(program, config) {
@@ -147,17 +151,29 @@ fn check_limits(ctx: &GpuContext, program: &Program, config: KernelConfig) -> Re
             && invocations(&key) <= limits.max_compute_invocations_per_workgroup
             && workgroup_storage_bytes(&key) <= limits.max_compute_workgroup_storage_size;
         if !fits {
-            return Err(Error::new(
-                ErrorCode::NotSupported,
-                format!("kernel {} exceeds this device's limits", key.label()),
-            ));
+            return Err(Error::not_supported(format!(
+                "kernel {} exceeds this device's limits",
+                key.label()
+            )));
         }
     }
     Ok(())
 }
 
+/// Starts compiling in the background the kernels of `keys` not compiled on `ctx` yet
+/// (`None` where nothing compiles in the background: natively).
+fn compile_in_background(ctx: &GpuContext, keys: &[KernelKey]) -> Option<BackgroundCompile> {
+    gpu::compile_in_background(
+        &ctx.device,
+        keys.iter()
+            .filter(|key| ctx.pipelines.get(key).is_none())
+            .map(|key| (source(key), key.storage_bindings())),
+    )
+}
+
 impl LoadedProgram {
-    /// Checks, compiles and loads `program` on the device of `ctx`.
+    /// Checks, compiles and loads `program` on the device of `ctx`, its GPU state registered
+    /// with `residents`.
     ///
     /// # Errors
     /// `InvalidProgram` for structural faults; `OutOfResources` / `NotSupported` when the
@@ -168,55 +184,53 @@ impl LoadedProgram {
         program: Program,
         config: KernelConfig,
         context: &BackendInitContext,
+        residents: &Residents,
     ) -> Result<Self> {
         check_structure(&program)?;
         check_limits(&ctx, &program, config)?;
         let keys = dispatch::kernel_keys(&program, config);
-        #[cfg(native)]
-        ctx.pipelines.compile(&ctx.device, &keys).await?;
-        #[cfg(web)]
-        let compiling = crate::backends::webgpu::precompile::start(&ctx, &keys);
+        let background = compile_in_background(&ctx, &keys);
+        if background.is_none() {
+            ctx.pipelines.compile(&ctx.device, &keys).await?;
+        }
         let provider = parameters::provider(context, &program)?.cloned();
         let params = resolve_params(&ctx, &program, provider.as_ref()).await?;
-        #[cfg(web)]
-        let compiling = if program.symbols.is_empty() {
-            crate::backends::webgpu::precompile::finish(compiling).await;
-            ctx.pipelines.compile(&ctx.device, &keys).await?;
-            None
-        } else {
-            Some(compiling)
+        let compiling = match background {
+            Some(background) if program.symbols.is_empty() => {
+                background.finish().await;
+                ctx.pipelines.compile(&ctx.device, &keys).await?;
+                None
+            }
+            other => other,
         };
         ctx.program_started();
         let mut resident = Resident {
             params: Some(params),
             ..Resident::default()
         };
+        if program.symbols.is_empty() {
+            let shapes = declared_input_shapes(&program);
+            let views: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
+            let bound = bind_shapes(&program, &views)
+                .map_err(|e| Error::invalid_program(e.message().to_owned()))?;
+            if let Err(error) = resident.plan_for(&ctx, &program, config, bound) {
+                ctx.program_ended();
+                return Err(error);
+            }
+        }
         let loaded = Self {
             ctx: ctx.clone(),
             program,
             config,
             provider,
-            slot: ResidencySlot::new(Resident::default()),
+            slot: residents.admit(resident),
             last_profile: None,
             param_loads: 1,
             device_recoveries: 0,
-            #[cfg(native)]
-            compiled: true,
-            #[cfg(web)]
             compiled: compiling.is_none(),
-            #[cfg(web)]
             compiling,
             kernels: keys.len(),
         };
-        if loaded.program.symbols.is_empty() {
-            let shapes = loaded.declared_input_shapes();
-            let views: Vec<&[usize]> = shapes.iter().map(Vec::as_slice).collect();
-            let bound = bind_shapes(&loaded.program, &views)
-                .map_err(|e| Error::new(ErrorCode::InvalidProgram, e.message().to_owned()))?;
-            loaded.plan_for(&mut resident, bound)?;
-        }
-        loaded.slot.checkin(resident, &ctx);
-        ctx.residents.register(&loaded.slot, &ctx);
         ctx.check_events("while initialising the program")?;
         Ok(loaded)
     }
@@ -243,10 +257,9 @@ impl LoadedProgram {
         check_limits(&ctx, &self.program, self.config)?;
         let keys = dispatch::kernel_keys(&self.program, self.config);
         ctx.pipelines.compile(&ctx.device, &keys).await?;
-        self.slot.release(Release::Everything, &self.ctx);
+        self.slot.release(Release::Everything);
         self.ctx.program_ended();
         ctx.program_started();
-        ctx.residents.register(&self.slot, &ctx);
         self.ctx = ctx;
         self.device_recoveries += 1;
         self.compiled = true;
@@ -262,9 +275,8 @@ impl LoadedProgram {
         if self.compiled {
             return Ok(());
         }
-        #[cfg(web)]
         if let Some(pending) = self.compiling.take() {
-            crate::backends::webgpu::precompile::finish(pending).await;
+            pending.finish().await;
         }
         let keys = dispatch::kernel_keys(&self.program, self.config);
         self.ctx.pipelines.compile(&self.ctx.device, &keys).await?;
@@ -285,51 +297,43 @@ impl LoadedProgram {
         Ok(())
     }
 
-    /// Declared input shapes of a program without symbols.
-    fn declared_input_shapes(&self) -> Vec<Vec<usize>> {
-        self.program
-            .inputs
-            .iter()
-            .map(|&id| {
-                self.program
-                    .tensors
-                    .get(id as usize)
-                    .map(|t| {
-                        t.shape
-                            .iter()
-                            .map(|d| match d {
-                                Dim::Fixed(n) => usize::try_from(*n).unwrap_or(usize::MAX),
-                                Dim::Symbol(_) => 0,
-                            })
-                            .collect()
-                    })
-                    .unwrap_or_default()
-            })
-            .collect()
+    /// Why the current device was lost, if it was.
+    pub(crate) fn device_lost(&self) -> Option<String> {
+        self.ctx.lost()
     }
 
-    /// Grows the arena to at least `bytes`; bound plans of an older arena are rebound on use.
-    pub(crate) fn ensure_arena(&self, resident: &mut Resident, bytes: u64) -> Result<()> {
-        let current = resident.arena.as_ref().map_or(0, GpuBuffer::allocated);
-        if bytes == 0 || bytes <= current {
-            return Ok(());
+    /// Runs the program once on its current device, writing its outputs after its inputs:
+    /// the GPU state is checked out of the residency slot for the run (kernels compiled and
+    /// parameters fetched again first where needed) and checked back in after, applying any
+    /// release that arrived meanwhile. The backend moves the program to a new device when this
+    /// fails on a lost one (see [`recover`](Self::recover)).
+    ///
+    /// # Errors
+    /// As `execute::run`; `InvalidState` when the device was lost; compile and parameter errors
+    /// as [`ensure_compiled`](Self::ensure_compiled) and [`ensure_params`](Self::ensure_params).
+    pub(crate) async fn execute(&mut self, args: &mut [EValue], profiling: bool) -> Result<()> {
+        let mut resident = self.slot.checkout();
+        let result = self.run(&mut resident, args, profiling).await;
+        self.slot.checkin(resident);
+        let profile = result?;
+        if profile.is_some() {
+            self.last_profile = profile;
         }
-        let arena = GpuBuffer::new(
-            &self.ctx,
-            bytes,
-            wgpu::BufferUsages::STORAGE
-                | wgpu::BufferUsages::COPY_DST
-                | wgpu::BufferUsages::COPY_SRC,
-            "activation arena",
-        )
-        .map_err(|s| Error::new(ErrorCode::MemoryAllocationFailed, s.to_string()))?;
-        self.ctx
-            .arena_bytes
-            .fetch_add(arena.allocated(), Ordering::Relaxed);
-        self.ctx.arena_bytes.fetch_sub(current, Ordering::Relaxed);
-        resident.arena = Some(arena);
-        resident.arena_generation += 1;
         Ok(())
+    }
+
+    /// One run on checked-out state.
+    async fn run(
+        &mut self,
+        resident: &mut Resident,
+        args: &mut [EValue],
+        profiling: bool,
+    ) -> Result<Option<Profile>> {
+        let ctx = self.ctx.clone();
+        ctx.check_events("before executing")?;
+        self.ensure_compiled().await?;
+        self.ensure_params(resident).await?;
+        execute::run(&ctx, &self.program, self.config, resident, args, profiling).await
     }
 
     /// Sizes and counts of this program.
@@ -345,7 +349,7 @@ impl LoadedProgram {
                 let recent = resident.plans.last().map(|(_, p)| &p.plan);
                 let params = resident.params.as_deref().unwrap_or_default();
                 ProgramStats {
-                    arena_bytes: resident.arena.as_ref().map_or(0, GpuBuffer::allocated),
+                    arena_bytes: resident.arena_bytes(),
                     arena_bytes_without_reuse: recent.map_or(0, |p| p.activation_bytes),
                     params: params.len(),
                     param_bytes: params.iter().map(|p| p.bytes).sum(),
@@ -368,7 +372,30 @@ impl LoadedProgram {
 
 impl Drop for LoadedProgram {
     fn drop(&mut self) {
-        self.slot.release(Release::Everything, &self.ctx);
+        self.slot.release(Release::Everything);
         self.ctx.program_ended();
     }
+}
+
+/// Declared input shapes of a program without symbols.
+fn declared_input_shapes(program: &Program) -> Vec<Vec<usize>> {
+    program
+        .inputs
+        .iter()
+        .map(|&id| {
+            program
+                .tensors
+                .get(id as usize)
+                .map(|t| {
+                    t.shape
+                        .iter()
+                        .map(|d| match d {
+                            Dim::Fixed(n) => usize::try_from(*n).unwrap_or(usize::MAX),
+                            Dim::Symbol(_) => 0,
+                        })
+                        .collect()
+                })
+                .unwrap_or_default()
+        })
+        .collect()
 }

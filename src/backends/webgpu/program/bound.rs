@@ -1,18 +1,18 @@
 //! The GPU side of a plan ([`BoundPlan`]): one uniform buffer holding every dispatch's
 //! parameters (written once), a bind group per dispatch, the status word and the read-back
-//! buffer. A bound plan stays valid while the arena it was bound to does; when a larger plan
-//! grows the arena, older plans are rebound on their next use. Plans are cached per tuple of
-//! bound symbol values, least recently used dropped first.
+//! buffer. A bound plan stays valid while the arena it was bound to does (its `generation`);
+//! when a larger plan grows the arena, older plans are rebound on their next use (the cache of
+//! bound plans is the program's resident state: `residency`).
 
 use crate::backends::webgpu::buffers::GpuBuffer;
+use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::kernels::Binding;
 use crate::backends::webgpu::pipelines::Pipeline;
-use crate::backends::webgpu::plan::{self, PlanLimits, ShapePlan, Storage};
-use crate::backends::webgpu::profiling::Timer;
-use crate::backends::webgpu::program::{LoadedProgram, MAX_CACHED_PLANS};
-use crate::backends::webgpu::residency::Resident;
-use crate::error::{Error, ErrorCode, Result};
-use crate::program::BoundShapes;
+use crate::backends::webgpu::plan::{ShapePlan, Storage};
+use crate::backends::webgpu::program::params::ParamStorage;
+use crate::backends::webgpu::program::profiling::Timer;
+use crate::error::{Error, Result, Status};
+use crate::program::Program;
 use std::num::NonZeroU64;
 use std::sync::Arc;
 
@@ -38,77 +38,39 @@ pub(crate) struct BoundPlan {
     pub(crate) timer: Option<Timer>,
 }
 
-fn allocation_error(status: &crate::error::Status) -> Error {
-    Error::new(ErrorCode::MemoryAllocationFailed, status.to_string())
+fn allocation_error(status: &Status) -> Error {
+    Error::memory_allocation_failed(status.to_string())
 }
 
-impl LoadedProgram {
-    fn limits(&self) -> PlanLimits {
-        let l = &self.ctx.limits;
-        PlanLimits {
-            storage_alignment: self.ctx.storage_alignment(),
-            max_binding: l.max_storage_buffer_binding_size,
-            max_buffer: l.max_buffer_size,
-            max_workgroups: l.max_compute_workgroups_per_dimension,
-        }
-    }
+/// Where a plan's tensors live: the arena and the parameters it is bound against.
+struct Placements<'a> {
+    arena: Option<&'a GpuBuffer>,
+    params: Option<&'a [ParamStorage]>,
+    status: Option<&'a GpuBuffer>,
+}
 
-    /// The bound plan for `bound`, from the cache or newly planned and bound; moved to the end
-    /// of the cache (most recently used).
-    pub(crate) fn plan_for<'r>(
-        &self,
-        resident: &'r mut Resident,
-        bound: BoundShapes,
-    ) -> Result<&'r mut BoundPlan> {
-        let key = bound.symbols.clone();
-        let cached = resident.plans.iter().position(|(k, _)| *k == key);
-        let shape_plan = match cached {
-            Some(index) => {
-                let (key, entry) = resident.plans.remove(index);
-                if entry.generation == resident.arena_generation {
-                    resident.plans.push((key, entry));
-                    return most_recent(resident);
-                }
-                entry.plan
-            }
-            None => plan::plan(&self.program, bound.shapes, self.config, self.limits())?,
-        };
-        self.ensure_arena(resident, shape_plan.arena_bytes)?;
-        let entry = self.bind(resident, shape_plan)?;
-        if resident.plans.len() >= MAX_CACHED_PLANS {
-            resident.plans.remove(0);
-        }
-        resident.plans.push((key, entry));
-        most_recent(resident)
-    }
-
+impl Placements<'_> {
     /// The buffer, offset and binding size of `binding`.
-    fn resolve<'a>(
-        resident: &'a Resident,
-        plan: &ShapePlan,
-        binding: Binding,
-        status: Option<&'a GpuBuffer>,
-    ) -> Result<(&'a wgpu::Buffer, u64, u64)> {
+    fn resolve(&self, plan: &ShapePlan, binding: Binding) -> Result<(&wgpu::Buffer, u64, u64)> {
         let (buffer, offset, bytes) = match binding {
             Binding::Status => {
-                let status = status.ok_or_else(|| Error::internal("plan has no status word"))?;
+                let status = self
+                    .status
+                    .ok_or_else(|| Error::internal("plan has no status word"))?;
                 (status, 0, 4)
             }
             Binding::Tensor(id) => {
                 let placement = plan.placement(id)?;
                 match placement.storage {
                     Storage::Arena(offset) => (
-                        resident
-                            .arena
-                            .as_ref()
+                        self.arena
                             .ok_or_else(|| Error::internal("plan uses an arena that is missing"))?,
                         offset,
                         placement.bytes,
                     ),
                     Storage::Param(slot) => {
-                        let param = resident
+                        let param = self
                             .params
-                            .as_deref()
                             .and_then(|params| params.get(slot))
                             .ok_or_else(|| Error::internal(format!("no parameter slot {slot}")))?;
                         (param.gpu()?, param.offset, param.bytes)
@@ -125,10 +87,23 @@ impl LoadedProgram {
         }
         Ok((buffer.raw(), offset, size))
     }
+}
 
-    /// Creates the GPU resources of `plan` against the current arena.
-    fn bind(&self, resident: &Resident, plan: ShapePlan) -> Result<BoundPlan> {
-        let ctx = &self.ctx;
+impl BoundPlan {
+    /// Creates the GPU resources of `program`'s `plan` on the device of `ctx`, against `arena`
+    /// (of `generation`) and `params`.
+    ///
+    /// # Errors
+    /// `MemoryAllocationFailed` for buffers the device refuses; `Internal` for a kernel that was
+    /// not compiled or a tensor without storage.
+    pub(crate) fn bind(
+        ctx: &Arc<GpuContext>,
+        program: &Program,
+        plan: ShapePlan,
+        arena: Option<&GpuBuffer>,
+        params: Option<&[ParamStorage]>,
+        generation: u64,
+    ) -> Result<Self> {
         let align = ctx.uniform_alignment();
         let mut uniform_bytes: Vec<u8> = Vec::new();
         let mut uniform_offsets = Vec::new();
@@ -166,6 +141,11 @@ impl LoadedProgram {
         } else {
             None
         };
+        let placements = Placements {
+            arena,
+            params,
+            status: status.as_ref(),
+        };
         let mut ops = Vec::with_capacity(plan.ops.len());
         let mut offsets = uniform_offsets.into_iter();
         for op in &plan.ops {
@@ -190,8 +170,7 @@ impl LoadedProgram {
                     }),
                 }];
                 for (index, &binding) in dispatch.bindings.iter().enumerate() {
-                    let (buffer, offset, size) =
-                        Self::resolve(resident, &plan, binding, status.as_ref())?;
+                    let (buffer, offset, size) = placements.resolve(&plan, binding)?;
                     entries.push(wgpu::BindGroupEntry {
                         binding: index as u32 + 1,
                         resource: wgpu::BindingResource::Buffer(wgpu::BufferBinding {
@@ -214,14 +193,14 @@ impl LoadedProgram {
             }
             ops.push(bound);
         }
-        let mut outputs = Vec::with_capacity(self.program.outputs.len());
+        let mut outputs = Vec::with_capacity(program.outputs.len());
         let mut end = 0u64;
-        for &id in &self.program.outputs {
+        for &id in &program.outputs {
             let bytes = plan.placement(id)?.bytes;
             outputs.push((end, bytes));
             end = end
                 .checked_add(bytes)
-                .ok_or_else(|| Error::new(ErrorCode::OutOfResources, "outputs overflow"))?;
+                .ok_or_else(|| Error::out_of_resources("outputs overflow"))?;
         }
         let status_offset = end;
         let readback_bytes = end + if plan.uses_status { 4 } else { 0 };
@@ -234,7 +213,7 @@ impl LoadedProgram {
         .map_err(|s| allocation_error(&s))?;
         Ok(BoundPlan {
             plan,
-            generation: resident.arena_generation,
+            generation,
             ops,
             _uniforms: uniforms,
             status,
@@ -245,13 +224,4 @@ impl LoadedProgram {
             timer: None,
         })
     }
-}
-
-/// The most recently used plan.
-pub(crate) fn most_recent(resident: &mut Resident) -> Result<&mut BoundPlan> {
-    resident
-        .plans
-        .last_mut()
-        .map(|(_, p)| p)
-        .ok_or_else(|| Error::internal("plan cache is empty"))
 }

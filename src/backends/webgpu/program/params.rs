@@ -13,7 +13,7 @@
 use crate::backends::parameters::{self, status_error};
 use crate::backends::webgpu::buffers::{GpuAllocator, GpuBuffer};
 use crate::backends::webgpu::device::{GpuContext, share};
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::params::{LoadedSpan, SharedBuffer, SharedProvider, SpanRequest};
 use crate::program::{DType, Program};
 use std::sync::Arc;
@@ -109,13 +109,10 @@ pub(crate) async fn resolve_params(
             let param = &program.params[position];
             let label = parameters::describe_param(program, position, param);
             if span.length != lengths[position] {
-                return Err(Error::new(
-                    ErrorCode::InvalidExternalData,
-                    format!(
-                        "{label}: loaded {} bytes, expected {}",
-                        span.length, lengths[position]
-                    ),
-                ));
+                return Err(Error::invalid_external_data(format!(
+                    "{label}: loaded {} bytes, expected {}",
+                    span.length, lengths[position]
+                )));
             }
             let dtype = program
                 .tensors
@@ -155,12 +152,9 @@ async fn place(
         span.length
     };
     if gpu_bytes > max_binding {
-        return Err(Error::new(
-            ErrorCode::OutOfResources,
-            format!(
-                "parameter {key:?} needs {gpu_bytes} bytes; this device binds at most {max_binding}"
-            ),
-        ));
+        return Err(Error::out_of_resources(format!(
+            "parameter {key:?} needs {gpu_bytes} bytes; this device binds at most {max_binding}"
+        )));
     }
     let ours = span
         .buffer

@@ -70,12 +70,8 @@ impl Timer {
             count: timed * 2,
         });
         let allocation = |usage, label: &str| {
-            GpuBuffer::new(ctx, bytes, usage, label).map_err(|s| {
-                Error::new(
-                    crate::error::ErrorCode::MemoryAllocationFailed,
-                    s.to_string(),
-                )
-            })
+            GpuBuffer::new(ctx, bytes, usage, label)
+                .map_err(|s| Error::memory_allocation_failed(s.to_string()))
         };
         Ok(Self {
             queries,
