@@ -2,18 +2,14 @@
 //! checks), the `AbortSignal` bridge, and `wasmMemoryBytes` (for memory checks in tests and
 //! benchmarks).
 
-use crate::error::{Status, StatusCode};
+use crate::error::Status;
 use crate::params::LoadedSpan;
 use crate::params::StatusResult;
 use crate::params::http::AbortHandle;
-use crate::web::errors::status_to_js;
+use crate::web::edge::errors::status_to_js;
 use js_sys::{Promise, Uint8Array};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-
-fn invalid(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::InvalidArgument, message.into())
-}
 
 /// Calls `abort` when a JS `AbortSignal` fires; detaches on drop.
 pub struct AbortListener {
@@ -30,7 +26,7 @@ impl AbortListener {
     pub fn attach(signal: JsValue, abort: &AbortHandle) -> StatusResult<Self> {
         let signal = signal
             .dyn_into::<web_sys::AbortSignal>()
-            .map_err(|_| invalid("options.signal must be an AbortSignal"))?;
+            .map_err(|_| Status::invalid_argument("options.signal must be an AbortSignal"))?;
         if signal.aborted() {
             abort.abort();
         }
@@ -38,7 +34,9 @@ impl AbortListener {
         let callback = Closure::<dyn FnMut()>::new(move || handle.abort());
         signal
             .add_event_listener_with_callback("abort", callback.as_ref().unchecked_ref())
-            .map_err(|e| invalid(format!("cannot listen to the AbortSignal: {e:?}")))?;
+            .map_err(|e| {
+                Status::invalid_argument(format!("cannot listen to the AbortSignal: {e:?}"))
+            })?;
         Ok(Self { signal, callback })
     }
 }
