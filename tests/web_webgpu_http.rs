@@ -23,7 +23,7 @@ use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::params::http::fetch::{FetchOptions, FetchTransport};
 use webdelegate::params::http::{HttpProvider, HttpProviderOptions, ScopeOptions};
 use webdelegate::registry::BackendInterface;
-use webdelegate::web::providers::gpu_parameter::wasm_memory_bytes;
+use webdelegate::web::edge::wasm_memory::wasm_memory_bytes;
 
 wasm_bindgen_test_configure!(run_in_browser);
 

@@ -15,7 +15,8 @@ use crate::params::http::{
 use crate::params::{ParameterProvider, SharedProvider, StatusResult};
 use crate::web::edge::errors::status_to_js;
 use crate::web::edge::fields::{boolean, optional, string};
-use crate::web::providers::gpu_parameter::{AbortListener, GpuParameter};
+use crate::web::providers::abort_listener::AbortListener;
+use crate::web::providers::gpu_parameter::GpuParameter;
 use crate::web::providers::handle::ProviderHandle;
 use crate::web::providers::http_options::{
     index_option, provider_options, scope_options, span_requests,
