@@ -5,7 +5,7 @@
 // what the page shows; typing while the embedder is busy shows no error and only the newest
 // query's results. A missing model must put the page in its error state with a message; a page
 // without WebGPU (navigator.gpu taken away before the demo starts) must run on the CPU with the
-// fallback shown. Saves screenshots to pkg-tests/artifacts/demo.png and demo-no-webgpu.png.
+// fallback shown; its weights line must agree with its load statistics. Saves screenshots to pkg-tests/artifacts/demo.png and demo-no-webgpu.png.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdir } from 'node:fs/promises';
@@ -53,6 +53,25 @@ test('semantic search demo: loads, indexes and ranks on the CPU backend', SLOW, 
   assert.match(state.model, /backend used\s*cpu/);
   assert.match(state.index, /60 sentences/);
   assert.equal(state.lifecycle, 'ready');
+
+  // The weights line counts what the load statistics count: every load of the file (the CPU
+  // backend gathers its parameters in several), not only the last one's progress.
+  const weights = await demo.evaluate(() => ({
+    line: document.querySelector('#model .progress-text').textContent,
+    stats: window.demo.embedder.loadStats(),
+    progress: window.demo.loadProgress,
+  }));
+  t.diagnostic(`weights line: ${weights.line}; stats ${JSON.stringify(weights.stats)}; progress ${JSON.stringify(weights.progress)}`);
+  const mb = (bytes) => `${(bytes / (1024 * 1024)).toFixed(1)} MB`;
+  const requests = weights.stats.requests;
+  assert.ok(weights.stats.bytesReceived >= weights.stats.bytesNeeded && weights.stats.bytesNeeded > 0, JSON.stringify(weights.stats));
+  assert.ok(weights.line.startsWith(`${mb(weights.stats.bytesReceived)} in `), weights.line);
+  assert.ok(weights.line.endsWith(`· ${requests} request${requests === 1 ? '' : 's'}`), weights.line);
+  // The live progress, summed over loads, reached the same totals (no retries against nginx).
+  assert.equal(weights.progress.bytesDone, weights.progress.bytesTotal);
+  assert.equal(weights.progress.requestsDone, weights.progress.requestsTotal);
+  assert.equal(weights.progress.requestsDone, requests);
+  assert.equal(weights.progress.bytesDone, weights.stats.bytesReceived);
 
   const cases = [
     ['How is the weather today?', 'weather', /sunny and warm/],

@@ -125,6 +125,31 @@ test('safetensors, GGUF and IRPA files (peers\' writers) load byte-exact, splats
   }
 });
 
+test('describe gives each format\'s shape in the file\'s own order (GGUF innermost first), as documented', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const files = ['mixed.safetensors', 'mixed_v3.gguf', 'mixed.irpa'];
+  const r = await p.evaluate(async ({ base, files }) => {
+    const provider = new wd.HttpParameterProvider();
+    const list = new wd.ParameterProviderList([provider]);
+    const out = {};
+    for (const name of files) {
+      await provider.addScope(name, `${base}/fixtures/${name}`);
+      out[name] = Object.fromEntries(provider.keys(name).map((key) => [key, [provider.describe(name, key), list.describe(name, key)]]));
+    }
+    return out;
+  }, { base: harness.server.url, files });
+  for (const name of files) {
+    for (const e of manifest.files[name].entries) {
+      const [direct, viaList] = r[name][e.key];
+      assert.deepEqual(direct, { length: e.length, dtype: e.dtype ?? null, shape: e.shape ?? null }, `${name}: ${e.key}`);
+      assert.deepEqual(viaList, direct, `${name}: ${e.key} through a list`);
+    }
+  }
+  // The same [3, 5] matrix: row-major in safetensors, innermost first (reversed) in GGUF.
+  assert.deepEqual(r['mixed.safetensors']['embed.weight'][0].shape, [3, 5]);
+  assert.deepEqual(r['mixed_v3.gguf']['token_embd.weight'][0].shape, [5, 3]);
+});
+
 test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, async (t) => {
   const p = await harness.openHarnessPage(t);
   const url = `${harness.server.url}/weights/model.safetensors`;

@@ -9,8 +9,8 @@
 use std::borrow::Cow;
 use std::fmt;
 
-/// ExecuTorch's `runtime/core/error.h` codes, with their exact numeric values.
-#[cfg_attr(web, wasm_bindgen::prelude::wasm_bindgen)]
+/// ExecuTorch's `runtime/core/error.h` codes, with their exact numeric values (JavaScript sees
+/// them as the exported `ErrorCode` enum, mirrored in `web::edge::error_code`).
 #[repr(u32)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ErrorCode {

@@ -114,7 +114,9 @@ impl<T: 'static> FifoSlot<T> {
         drop(value);
     }
 
-    /// Whether [`close`](Self::close) was called.
+    /// Whether [`close`](Self::close) was called (for tests: callers learn it from
+    /// [`acquire`](Self::acquire)'s [`SlotClosed`]).
+    #[cfg(test)]
     pub fn is_closed(&self) -> bool {
         self.state.borrow().closed
     }

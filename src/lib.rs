@@ -15,14 +15,18 @@
 //! resume and low-memory signals), [`models`] (programs for known checkpoints, e.g. BERT
 //! sentence embeddings) and, with the `text` feature, `text` (tokenisation). [`error`] holds
 //! the one error model (ExecuTorch codes and IREE status codes), [`evalue`] the values that
-//! cross a delegate call. The `web` module (wasm32 only) is the only code that speaks
-//! JavaScript.
+//! cross a delegate call. The `web` module (wasm32 only: the wasm-bindgen API, grouped by
+//! concept) and `browser` (the platform: fetch, Cache API, timers, GPU-direct writes) are the
+//! only code that speaks JavaScript.
 
 pub mod backends;
 pub(crate) mod browser;
 pub mod error;
 pub mod evalue;
-pub mod fifo_slot;
+// In-order turns on one value for the web `Embedder`; platform-independent, so its tests run
+// natively.
+#[cfg(any(all(web, feature = "text"), test))]
+pub(crate) mod fifo_slot;
 pub mod lifecycle;
 pub mod models;
 pub mod params;

@@ -12,7 +12,8 @@ use wasm_bindgen_test::*;
 use webdelegate::registry::{
     self, BackendInitContext, BackendOption, FreeableBuffer, LoadedDelegate, OptionValue,
 };
-use webdelegate::web::{api, convert};
+use webdelegate::web::edge::convert;
+use webdelegate::web::registry::api;
 use webdelegate::{EValue, ErrorCode, ScalarType, Tensor, TensorData};
 
 wasm_bindgen_test_configure!(run_in_browser);

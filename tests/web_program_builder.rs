@@ -11,7 +11,7 @@ use webdelegate::backends::cpu::CpuBackend;
 use webdelegate::params::MemoryProvider;
 use webdelegate::program::{self, DType, Dim};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
-use webdelegate::web::program_builder::JsProgramBuilder;
+use webdelegate::web::programs::program_builder::JsProgramBuilder;
 use webdelegate::{EValue, Tensor};
 
 wasm_bindgen_test_configure!(run_in_browser);

@@ -24,7 +24,7 @@ use webdelegate::params::http::{
     CacheMode, FetchOptions, FetchTransport, HttpProvider, HttpProviderOptions, ScopeOptions,
 };
 use webdelegate::registry::BackendInterface;
-use webdelegate::web::gpu_parameter::wasm_memory_bytes;
+use webdelegate::web::edge::wasm_memory::wasm_memory_bytes;
 
 wasm_bindgen_test_configure!(run_in_browser);
 

@@ -1,7 +1,8 @@
 // The semantic-search demo: load all-MiniLM-L6-v2 (progress, throughput, cancel), embed the
 // built-in corpus in batches (per-batch latency), then search as you type. Reports its stage in
 // document.body.dataset.state (loading | indexing | ready | error) and exposes
-// window.demo.search(query) -> [{text, topic, score}].
+// window.demo.search(query) -> [{text, topic, score}] (and the weights load's summed progress,
+// window.demo.loadProgress).
 import { drawBars } from './chart.js';
 import { corpus } from './corpus.js';
 import { el, fillSection, keyValueTable } from './dom.js';
@@ -11,7 +12,7 @@ import { watchLifecycle } from './lifecycle.js';
 import { metricsChart } from './metrics.js';
 import { describeError, loadModel, statsRows } from './model.js';
 import { readParams } from './params.js';
-import { loadTracker, progressBar } from './progress.js';
+import { loadSummary, loadTracker, progressBar } from './progress.js';
 import { searchPanel } from './search.js';
 
 const BATCH = 16;
@@ -80,15 +81,13 @@ export async function runDemo(wd, wasmMemory) {
     addNote(`Running on the ${embedder.backend} backend instead: ${embedder.fallbackReason}.`);
   }
   const secs = tracker.elapsedSeconds();
-  const last = tracker.latest;
-  loadBar.set(1, last
-    ? `${(last.bytesDone / 1048576).toFixed(1)} MB in ${secs.toFixed(1)} s (${(last.bytesDone / 1048576 / secs).toFixed(1)} MB/s avg) · ${last.requestsDone} request${last.requestsDone === 1 ? "" : "s"}`
-    : `loaded in ${secs.toFixed(1)} s`);
+  const loadStats = embedder.loadStats();
+  loadBar.set(1, loadSummary(loadStats, tracker.latest, secs));
   fillSection(model, 'ready',
     loadBar.node,
     keyValueTable(backendRows(embedder, params.backend, notes)),
     el('h3', {}, 'Load statistics'),
-    keyValueTable(statsRows(embedder.loadStats())),
+    keyValueTable(statsRows(loadStats)),
     ...(notes.length ? [noteList] : []));
 
   // ---- index
@@ -131,7 +130,7 @@ export async function runDemo(wd, wasmMemory) {
 
   // ---- search
   const panel = searchPanel(searchSection, { embedder, index });
-  window.demo = { search: (q) => panel.search(String(q)), embedder };
+  window.demo = { search: (q) => panel.search(String(q)), embedder, loadProgress: tracker.latest };
   searchSection.dataset.state = 'ready';
   setState('ready');
 }

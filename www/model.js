@@ -12,6 +12,7 @@ export async function loadModel(wd, { modelUrl, backend, tracker, signal, onNote
   } catch (e) {
     if (backend === 'cpu' || NO_RETRY.has(e?.code) || signal.aborted) throw e;
     onNote(`The ${backend} backend failed (${describeError(e)}); falling back to the CPU backend.`);
+    tracker.reset(); // a new provider: its load statistics start from zero
     return wd.Embedder.load(modelUrl, options('cpu'));
   }
 }

@@ -1,5 +1,6 @@
 // A labelled progress bar (<progress> plus a text line) and a load-progress tracker that turns
-// the provider's onProgress events into MB done/total, requests and a smoothed MB/s.
+// the provider's onProgress events (every file, every load) into MB done/total, requests and a
+// smoothed MB/s.
 import { el } from './dom.js';
 import { MB, fmtMB, fmtRate } from './format.js';
 
@@ -17,19 +18,45 @@ export function progressBar(label) {
   };
 }
 
-/** Tracks a weights load; `onSample(tSeconds, mbPerSecond)` gets one rate sample per window. */
+const COUNTS = ['bytesDone', 'bytesTotal', 'requestsDone', 'requestsTotal'];
+const sum = (a, b) => Object.fromEntries(COUNTS.map((k) => [k, (Number(a[k]) || 0) + (Number(b[k]) || 0)]));
+const ZERO = Object.fromEntries(COUNTS.map((k) => [k, 0]));
+
+/**
+ * Whether `ev` starts a new load of its scope after `previous`: the provider reports each load
+ * (a backend may fetch a file's parameters in several: the CPU backend gathers them in batches)
+ * on its own, counting from zero, so a counter that goes back, other totals, or any event after
+ * a finished load is the next load.
+ */
+function startsNewLoad(previous, ev) {
+  const finished = previous.bytesDone === previous.bytesTotal && previous.requestsDone === previous.requestsTotal;
+  const same = COUNTS.every((k) => previous[k] === ev[k]);
+  return ev.bytesDone < previous.bytesDone || ev.requestsDone < previous.requestsDone ||
+    ev.bytesTotal !== previous.bytesTotal || ev.requestsTotal !== previous.requestsTotal || (finished && !same);
+}
+
+/**
+ * Tracks a weights load: the provider's onProgress events summed over every file (scope) and
+ * every load of it, so the line counts what the load statistics count. `onSample(tSeconds,
+ * mbPerSecond)` gets one rate sample per window; `reset()` starts over (a retry on another
+ * backend loads with a new provider).
+ */
 export function loadTracker(bar, onSample, windowMs = 250) {
-  const start = performance.now();
+  let start = performance.now();
   let last = { t: start, bytes: 0 };
   let rate = NaN;
-  const scopes = new Map(); // the provider reports each scope (file) on its own
+  // Per scope: the loads that ended (summed) and the current one's latest event.
+  let scopes = new Map();
   let latest = null;
   return {
-    start,
+    get start() { return start; },
     event(ev) {
-      scopes.set(ev.scope, ev);
-      const e = { bytesDone: 0, bytesTotal: 0, requestsDone: 0, requestsTotal: 0 };
-      for (const s of scopes.values()) for (const k in e) e[k] += Number(s[k]) || 0;
+      const scope = scopes.get(ev.scope) ?? { ended: ZERO, current: null };
+      if (scope.current && startsNewLoad(scope.current, ev)) scope.ended = sum(scope.ended, scope.current);
+      scope.current = Object.fromEntries(COUNTS.map((k) => [k, Number(ev[k]) || 0]));
+      scopes.set(ev.scope, scope);
+      let e = ZERO;
+      for (const s of scopes.values()) e = sum(e, sum(s.ended, s.current));
       latest = e;
       const now = performance.now();
       if (now - last.t >= windowMs || e.bytesDone === e.bytesTotal) {
@@ -47,7 +74,27 @@ export function loadTracker(bar, onSample, windowMs = 250) {
           `${fmtRate(rate)} (avg ${fmtRate(avg)})${scopes.size > 1 ? ` · ${scopes.size} files` : ''}`,
       );
     },
+    reset() {
+      start = performance.now();
+      last = { t: start, bytes: 0 };
+      rate = NaN;
+      scopes = new Map();
+      latest = null;
+    },
     get latest() { return latest; },
     elapsedSeconds: () => (performance.now() - start) / 1000,
   };
+}
+
+/**
+ * The weights line once loaded: bytes received and requests sent from the provider's own load
+ * statistics (`embedder.loadStats()`, the numbers the statistics table shows), else from the
+ * tracker's progress.
+ */
+export function loadSummary(stats, progress, secs) {
+  const bytes = stats ? stats.bytesReceived : progress?.bytesDone;
+  const requests = stats ? stats.requests : progress?.requestsDone;
+  if (!Number.isFinite(bytes) || !Number.isFinite(requests)) return `loaded in ${secs.toFixed(1)} s`;
+  return `${fmtMB(bytes)} in ${secs.toFixed(1)} s (${fmtRate(bytes / MB / Math.max(1e-3, secs))} avg) · ` +
+    `${requests} request${requests === 1 ? '' : 's'}`;
 }

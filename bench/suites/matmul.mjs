@@ -3,7 +3,7 @@
 // the CPU backend (wasm, simd128), for 384x384x384, 128x384x1536 and 1536x384x128 (M x K x N).
 //
 // Each execution runs 4 independent matmuls, all outputs (see MatmulBench in
-// src/web/bench.rs); a measurement is 2 warm-up executions, then executions until at least
+// src/web/programs/bench.rs); a measurement is 2 warm-up executions, then executions until at least
 // 3 and 0.7 s, timed with performance.now() around whole executions (submission and read-back
 // included). The backends are measured in alternating rounds and each reports its best round
 // (the machine is shared and noisy). Keys:

@@ -1,30 +1,26 @@
-//! The wasm-bindgen surface: the only module that speaks JavaScript.
+//! The wasm-bindgen surface: with [`crate::browser`], the only code that speaks JavaScript.
 //!
 //! Everything here converts at the edge and delegates to the platform-independent modules; no
 //! runtime logic lives here. Every function that can fail throws a `WebDelegateError` carrying
-//! the ExecuTorch code (see [`errors`]); nothing panics on input from JavaScript.
+//! the ExecuTorch code (see [`edge::errors`]); nothing panics on input from JavaScript.
+//!
+//! One folder per concept, each importing only the ones listed before it:
+//! - [`edge`]: what every part shares — value conversions, option fields, errors both ways, the
+//!   JS `ErrorCode` enum and the shared TypeScript shapes.
+//! - [`lifecycle`]: page and worker events as `notify` on every provider and backend.
+//! - [`providers`]: the parameter provider classes (`HttpParameterProvider`,
+//!   `MemoryParameterProvider`, `ParameterProviderList`) and the hidden handle that brings any
+//!   of them to Rust.
+//! - [`registry`]: the backend registry's API, `Delegate`, JavaScript backends, the default
+//!   backends and what a WebGPU delegate tells about itself.
+//! - [`programs`]: building programs from JavaScript (`ProgramBuilder`, `bertProgram`, the
+//!   matmul bench program).
+//! - [`models`]: high-level model APIs (`Embedder`).
 
-pub mod api;
-pub mod backends;
-pub mod bench;
-pub mod bert_program;
-pub mod convert;
-pub mod defaults;
-#[cfg(feature = "text")]
-pub mod embedder;
-pub mod errors;
-pub mod gpu_parameter;
-pub mod http_options;
-pub mod http_provider;
-mod http_types;
-mod introspect;
-pub mod js_backend;
+pub mod edge;
 pub mod lifecycle;
-mod lifecycle_types;
-pub mod memory_provider;
-pub mod program_builder;
-pub mod provider_handle;
-pub mod provider_list;
-pub mod provider_ops;
-mod provider_types;
-pub mod types;
+#[cfg(feature = "text")]
+pub mod models;
+pub mod programs;
+pub mod providers;
+pub mod registry;

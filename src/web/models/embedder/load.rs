@@ -74,7 +74,7 @@ async fn fetch_bytes(
         if signal.is_some_and(web_sys::AbortSignal::aborted) {
             aborted_error()
         } else {
-            Error::new(ErrorCode::AccessFailed, format!("GET {url}: {e:?}"))
+            Error::access_failed(format!("GET {url}: {e:?}"))
         }
     };
     let init = web_sys::RequestInit::new();
@@ -88,10 +88,10 @@ async fn fetch_bytes(
         return Ok(None);
     }
     if !response.ok() {
-        return Err(Error::new(
-            ErrorCode::AccessFailed,
-            format!("GET {url}: HTTP {}", response.status()),
-        ));
+        return Err(Error::access_failed(format!(
+            "GET {url}: HTTP {}",
+            response.status()
+        )));
     }
     let buffer = JsFuture::from(response.array_buffer().map_err(failed)?)
         .await
@@ -194,7 +194,7 @@ async fn load_model(
     provider: &Arc<HttpProvider>,
 ) -> Result<LoadedModel> {
     let signal = options.signal.as_ref();
-    let _ = JsFuture::from(crate::web::defaults::ready()).await;
+    let _ = JsFuture::from(crate::web::registry::defaults::ready()).await;
     let config_bytes = fetch_bytes(&resolve_url(base_url, "config.json"), false, signal)
         .await?
         .unwrap_or_default();

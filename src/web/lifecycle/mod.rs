@@ -18,12 +18,14 @@
 //!   app event behind it, the reasons now held, and what was released.
 //!
 //! Nothing here holds the state borrowed while it calls out (providers, backends, listeners), so
-//! a listener may call back into the lifecycle.
+//! a listener may call back into the lifecycle. Its TypeScript shapes are in `types`.
+
+mod types;
 
 use crate::lifecycle::{Released, Signal, SuspendReason, SuspendReasons, Transition};
 use crate::params::http::HttpProvider;
 use crate::registry;
-use crate::web::errors::to_js_error;
+use crate::web::edge::errors::to_js_error;
 use js_sys::{Function, Object, Reflect};
 use std::cell::RefCell;
 use std::sync::{Arc, Weak};
@@ -410,8 +412,7 @@ pub fn forward_lifecycle(
     }
     let target = worker.clone();
     let wiring = wire_window(move |event| post(&target, event)).ok_or_else(|| {
-        to_js_error(crate::error::Error::new(
-            crate::error::ErrorCode::NotSupported,
+        to_js_error(crate::error::Error::not_supported(
             "forwardLifecycle runs in a window (it listens to the page's events)",
         ))
     })?;

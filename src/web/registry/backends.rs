@@ -10,7 +10,7 @@
 use crate::backends::cpu::CpuBackend;
 use crate::backends::webgpu::WebGpuBackend;
 use crate::registry::{self, Backend, BackendInterface};
-use crate::web::errors::to_js_error;
+use crate::web::edge::errors::to_js_error;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 

@@ -5,7 +5,7 @@
 //! HTTP provider's keys in the same object are read by `provider_from_options`.
 
 use crate::error::{Error, Result};
-use crate::web::http_options::{integer, optional, string};
+use crate::web::edge::fields::{integer, optional, string};
 use std::ops::RangeInclusive;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
@@ -32,17 +32,15 @@ pub(super) struct LoadOptions {
     pub signal: Option<web_sys::AbortSignal>,
 }
 
-fn invalid(status: crate::error::Status) -> Error {
-    Error::invalid_argument(status.message().to_owned())
-}
-
 /// `options[key]` as a `usize` within `range`.
 ///
 /// # Errors
 /// `InvalidArgument` naming `key` for a value that is not a non-negative integer or lies
 /// outside `range` (including one a `usize` cannot hold).
 fn usize_in(options: &JsValue, key: &str, range: &RangeInclusive<usize>) -> Result<Option<usize>> {
-    let Some(n) = integer(options, key).map_err(invalid)? else {
+    let Some(n) = integer(options, key)
+        .map_err(|status| Error::invalid_argument(status.message().to_owned()))?
+    else {
         return Ok(None);
     };
     match usize::try_from(n) {
@@ -62,13 +60,13 @@ impl LoadOptions {
     /// `InvalidArgument` naming the first bad option.
     pub fn from_js(options: &JsValue) -> Result<Self> {
         let backend = string(options, "backend")
-            .map_err(invalid)?
+            .map_err(|status| Error::invalid_argument(status.message().to_owned()))?
             .unwrap_or_else(|| "auto".into());
         if backend.is_empty() {
             return Err(Error::invalid_argument("backend must not be empty"));
         }
         let weights = string(options, "weights")
-            .map_err(invalid)?
+            .map_err(|status| Error::invalid_argument(status.message().to_owned()))?
             .unwrap_or_else(|| "model.safetensors".into());
         if weights.is_empty() {
             return Err(Error::invalid_argument("weights must not be empty"));

@@ -9,37 +9,15 @@
 //! anything else is `INVALID_ARGUMENT`. Every host buffer is allocated fallibly
 //! (`RESOURCE_EXHAUSTED`). Errors reject with a `StatusError`.
 
-use crate::error::{Status, StatusCode};
+use crate::error::Status;
 use crate::params::{
     HostBuffer, ParameterInfo, ParameterProvider, SharedProvider, Signal, Span, SpanRequest,
     StatusResult, check_span,
 };
-use crate::web::errors::status_to_js;
-use crate::web::http_options::{integer, string};
+use crate::web::edge::errors::status_to_js;
+use crate::web::edge::fields::{count_arg, integer, string};
 use js_sys::{Array, Object, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
-
-/// Largest integer a JS number holds exactly.
-const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
-
-fn invalid(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::InvalidArgument, message.into())
-}
-
-/// A positional number argument (`what` names it) as a `u64`.
-///
-/// # Errors
-/// `INVALID_ARGUMENT` unless a non-negative safe integer.
-pub fn count_arg(value: f64, what: &str) -> StatusResult<u64> {
-    if value.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(&value) {
-        Ok(value as u64)
-    } else {
-        Err(invalid(format!(
-            "{what} must be a non-negative integer no larger than Number.MAX_SAFE_INTEGER, got \
-             {value}"
-        )))
-    }
-}
 
 /// `'resume' | 'suspend' | 'lowMemory'` as a [`Signal`].
 ///
@@ -50,7 +28,7 @@ pub fn parse_signal(signal: &str) -> StatusResult<Signal> {
         "resume" => Ok(Signal::Resume),
         "suspend" => Ok(Signal::Suspend),
         "lowMemory" => Ok(Signal::LowMemory),
-        other => Err(invalid(format!(
+        other => Err(Status::invalid_argument(format!(
             "unknown signal {other:?} (resume | suspend | lowMemory)"
         ))),
     }
@@ -94,7 +72,7 @@ pub fn buffer_spans(
     spans: &JsValue,
 ) -> StatusResult<(Vec<SpanRequest>, u64)> {
     if !Array::is_array(spans) {
-        return Err(invalid(
+        return Err(Status::invalid_argument(
             "spans must be an array of keys or {key, offset?, length?, bufferOffset?}",
         ));
     }
@@ -105,7 +83,8 @@ pub fn buffer_spans(
         let (key, offset, length, buffer_offset) = match item.as_string() {
             Some(key) => (key, None, None, None),
             None => (
-                string(&item, "key")?.ok_or_else(|| invalid("a span needs a key"))?,
+                string(&item, "key")?
+                    .ok_or_else(|| Status::invalid_argument("a span needs a key"))?,
                 integer(&item, "offset")?,
                 integer(&item, "length")?,
                 integer(&item, "bufferOffset")?,
@@ -120,12 +99,9 @@ pub fn buffer_spans(
         };
         let buffer_offset = buffer_offset.unwrap_or(packed_end);
         let end = buffer_offset.checked_add(length).ok_or_else(|| {
-            Status::new(
-                StatusCode::OutOfRange,
-                format!(
-                    "span of {key:?}: {length} bytes at buffer offset {buffer_offset} overflow"
-                ),
-            )
+            Status::out_of_range(format!(
+                "span of {key:?}: {length} bytes at buffer offset {buffer_offset} overflow"
+            ))
         })?;
         packed_end = end;
         extent = extent.max(end);

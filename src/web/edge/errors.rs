@@ -1,16 +1,18 @@
 //! Errors across the JavaScript edge, both ways.
 //!
 //! Rust -> JS: every error becomes a `WebDelegateError` (an `Error` subclass) with `code` (the
-//! ExecuTorch name) and `codeValue` (its number); the parameter providers' IREE statuses become
-//! its subclass `StatusError`, with the IREE name (`"NOT_FOUND"`) and number (5). JS -> Rust: whatever a JavaScript backend throws
+//! ExecuTorch name) and `codeValue` (its number, as in the exported `ErrorCode`); the parameter
+//! providers' IREE statuses become its subclass `StatusError`, with the IREE name
+//! (`"NOT_FOUND"`) and number (5). JS -> Rust: whatever a JavaScript backend throws
 //! becomes an [`Error`]: its `code` (a name or a number) is kept when it is an ExecuTorch code,
 //! anything else is `Internal`, and the message is kept either way.
 
 use crate::error::{Error, ErrorCode, Status};
+use crate::web::edge::error_code::JsErrorCode;
 use js_sys::Reflect;
 use wasm_bindgen::prelude::*;
 
-#[wasm_bindgen(module = "/src/web/errors.js")]
+#[wasm_bindgen(module = "/src/web/edge/errors.js")]
 extern "C" {
     #[wasm_bindgen(js_name = makeWebDelegateError)]
     fn make_web_delegate_error(code: &str, code_value: u32, message: &str) -> JsValue;
@@ -30,7 +32,12 @@ pub fn status_to_js(status: Status) -> JsValue {
 
 /// The `WebDelegateError` for `error`.
 pub fn to_js_error(error: Error) -> JsValue {
-    make_web_delegate_error(error.code().name(), error.code() as u32, &error.to_string())
+    let code = error.code();
+    make_web_delegate_error(
+        code.name(),
+        JsErrorCode::from(code) as u32,
+        &error.to_string(),
+    )
 }
 
 /// The [`Error`] for a value a JavaScript backend threw from `method`.
@@ -62,9 +69,4 @@ fn code_from_number(value: f64) -> Option<ErrorCode> {
         return None;
     }
     ErrorCode::from_u32(value as u32)
-}
-
-/// Shorthand for a JS-facing `InvalidArgument` error.
-pub fn invalid_argument(message: impl Into<String>) -> Error {
-    Error::invalid_argument(message.into())
 }

@@ -4,9 +4,9 @@
 //! Only a genuine handle passes wasm-bindgen's `instanceof` check, so an arbitrary object with a
 //! look-alike method cannot smuggle anything in.
 
-use crate::error::{Status, StatusCode};
+use crate::error::Status;
 use crate::params::{SharedProvider, StatusResult};
-use crate::web::provider_list::GrowingList;
+use crate::web::providers::growing_list::GrowingList;
 use js_sys::{Function, Reflect};
 use std::sync::Arc;
 use wasm_bindgen::JsCast;
@@ -34,7 +34,7 @@ impl ProviderHandle {
     }
 
     /// A handle to a list.
-    pub(crate) fn of_list(list: Arc<GrowingList>) -> Self {
+    pub fn of_list(list: Arc<GrowingList>) -> Self {
         Self {
             provider: list.clone(),
             list: Some(list),
@@ -47,7 +47,7 @@ impl ProviderHandle {
     }
 
     /// The list, when the provider is one.
-    pub(crate) fn list(&self) -> Option<&Arc<GrowingList>> {
+    pub fn list(&self) -> Option<&Arc<GrowingList>> {
         self.list.as_ref()
     }
 }
@@ -67,13 +67,10 @@ pub fn shared_provider_of(value: &JsValue, what: &str) -> StatusResult<SharedPro
 /// As [`shared_provider_of`].
 pub fn handle_of(value: &JsValue, what: &str) -> StatusResult<ProviderHandle> {
     let wrong = || {
-        Status::new(
-            StatusCode::InvalidArgument,
-            format!(
-                "{what} must be an HttpParameterProvider, a MemoryParameterProvider or a \
+        Status::invalid_argument(format!(
+            "{what} must be an HttpParameterProvider, a MemoryParameterProvider or a \
                  ParameterProviderList (not freed)"
-            ),
-        )
+        ))
     };
     if !value.is_object() {
         return Err(wrong());

@@ -10,17 +10,17 @@
 //! array of the same length; either way every value is validated before any reaches the caller,
 //! so a faulty backend cannot leave half-written outputs.
 
-use crate::error::{Error, ErrorCode, Result};
+use crate::error::{Error, Result};
 use crate::evalue::EValue;
 use crate::lifecycle::{Released, Signal};
 use crate::registry::{
     BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
     BackendOptionContext, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture,
 };
-use crate::web::convert::{
+use crate::web::edge::convert::{
     compile_specs_to_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
 };
-use crate::web::errors::from_js_error;
+use crate::web::edge::errors::from_js_error;
 use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -105,12 +105,9 @@ impl JsBackend {
 
     /// Calls `name` and awaits the result if it is a promise.
     async fn call_async(&self, name: &str, args: &[JsValue]) -> Result<JsValue> {
-        let result = self.call(name, args)?.ok_or_else(|| {
-            Error::new(
-                ErrorCode::NotImplemented,
-                format!("backend has no {name}()"),
-            )
-        })?;
+        let result = self
+            .call(name, args)?
+            .ok_or_else(|| Error::not_implemented(format!("backend has no {name}()")))?;
         JsFuture::from(Promise::resolve(&result))
             .await
             .map_err(|thrown| from_js_error(&thrown, name))
@@ -178,12 +175,7 @@ impl BackendInterface for JsBackend {
         Box::pin(async move {
             let handle = handle
                 .downcast_ref::<JsHandle>()
-                .ok_or_else(|| {
-                    Error::new(
-                        ErrorCode::DelegateInvalidHandle,
-                        "not a JavaScript backend handle",
-                    )
-                })?
+                .ok_or_else(|| Error::delegate_invalid_handle("not a JavaScript backend handle"))?
                 .0
                 .clone();
             let js_args = evalues_to_js(args)?;

@@ -1,78 +1,21 @@
-//! Reading the HTTP provider's option objects from JavaScript: every number must be a
-//! non-negative integer within `Number.MAX_SAFE_INTEGER`, every string a string; anything else
-//! is `INVALID_ARGUMENT` naming the option.
+//! Reading the HTTP provider's option objects from JavaScript (the provider's settings,
+//! `addScope`'s options and index, `loadToGpu`'s spans), field by field with the checked readers
+//! of [`crate::web::edge::fields`]: anything malformed is `INVALID_ARGUMENT` naming the option.
 
 use crate::browser::fetch::CacheMode;
 use crate::browser::timer::MAX_TIMEOUT_MS;
-use crate::error::{Status, StatusCode};
+use crate::error::Status;
 use crate::params::http::{
     FetchOptions, HttpProvider, HttpProviderOptions, ScopeOptions, parse_sha256,
 };
 use crate::params::{
     EntryStorage, IndexEntry, ParameterIndex, ParameterProvider, SpanRequest, StatusResult,
 };
-use js_sys::{Array, Object, Reflect};
+use crate::web::edge::fields::{integer, optional, string};
+use js_sys::{Array, Object};
 use std::time::Duration;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-
-/// Largest integer a JS number holds exactly.
-const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
-
-fn invalid(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::InvalidArgument, message.into())
-}
-
-/// `object[key]`, or `None` when absent, `undefined` or `null` (or `object` is not an object).
-pub fn optional(object: &JsValue, key: &str) -> Option<JsValue> {
-    if !object.is_object() {
-        return None;
-    }
-    Reflect::get(object, &JsValue::from_str(key))
-        .ok()
-        .filter(|value| !value.is_undefined() && !value.is_null())
-}
-
-/// `object[key]` as a string.
-///
-/// # Errors
-/// `INVALID_ARGUMENT` when present and not a string.
-pub fn string(object: &JsValue, key: &str) -> StatusResult<Option<String>> {
-    optional(object, key)
-        .map(|v| {
-            v.as_string()
-                .ok_or_else(|| invalid(format!("{key} must be a string")))
-        })
-        .transpose()
-}
-
-/// `object[key]` as a boolean.
-///
-/// # Errors
-/// `INVALID_ARGUMENT` when present and not a boolean.
-pub fn boolean(object: &JsValue, key: &str) -> StatusResult<Option<bool>> {
-    optional(object, key)
-        .map(|v| {
-            v.as_bool()
-                .ok_or_else(|| invalid(format!("{key} must be a boolean")))
-        })
-        .transpose()
-}
-
-/// `object[key]` as a non-negative integer.
-///
-/// # Errors
-/// `INVALID_ARGUMENT` when present and not a non-negative safe integer.
-pub fn integer(object: &JsValue, key: &str) -> StatusResult<Option<u64>> {
-    optional(object, key)
-        .map(|v| {
-            v.as_f64()
-                .filter(|n| n.fract() == 0.0 && (0.0..=MAX_SAFE_INTEGER).contains(n))
-                .map(|n| n as u64)
-                .ok_or_else(|| invalid(format!("{key} must be a non-negative integer, got {v:?}")))
-        })
-        .transpose()
-}
 
 /// Rejects a delay a browser timer cannot hold: `setTimeout` takes a signed 32-bit count of
 /// milliseconds (about 24.8 days), and a longer one fires at once, so an `idleTimeoutMs` past it
@@ -80,7 +23,7 @@ pub fn integer(object: &JsValue, key: &str) -> StatusResult<Option<u64>> {
 /// and a clear error says so.
 fn check_timeout(key: &str, milliseconds: u64) -> StatusResult<()> {
     if milliseconds as f64 > MAX_TIMEOUT_MS {
-        return Err(invalid(format!(
+        return Err(Status::invalid_argument(format!(
             "{key} must be at most {MAX_TIMEOUT_MS} ms (setTimeout's limit, about 24.8 days), \
              got {milliseconds}"
         )));
@@ -96,7 +39,11 @@ fn cache_mode(name: &str) -> StatusResult<CacheMode> {
         "reload" => C::Reload,
         "no-cache" => C::NoCache,
         "force-cache" => C::ForceCache,
-        other => return Err(invalid(format!("unknown cache mode {other:?}"))),
+        other => {
+            return Err(Status::invalid_argument(format!(
+                "unknown cache mode {other:?}"
+            )));
+        }
     })
 }
 
@@ -109,7 +56,9 @@ pub fn provider_options(options: &JsValue) -> StatusResult<(HttpProviderOptions,
     let mut fetch = FetchOptions::default();
     if let Some(n) = integer(options, "concurrency")? {
         if n == 0 || n > 8 {
-            return Err(invalid(format!("concurrency must be 1 to 8, got {n}")));
+            return Err(Status::invalid_argument(format!(
+                "concurrency must be 1 to 8, got {n}"
+            )));
         }
         settings.concurrency = n as usize;
     }
@@ -132,7 +81,7 @@ pub fn provider_options(options: &JsValue) -> StatusResult<(HttpProviderOptions,
     }
     if let Some(n) = integer(options, "idleTimeoutMs")? {
         if n == 0 {
-            return Err(invalid("idleTimeoutMs must be positive".to_owned()));
+            return Err(Status::invalid_argument("idleTimeoutMs must be positive"));
         }
         check_timeout("idleTimeoutMs", n)?;
         fetch.idle_timeout = Duration::from_millis(n);
@@ -152,7 +101,7 @@ pub fn scope_options(options: &JsValue) -> StatusResult<ScopeOptions> {
         value
             .as_string()
             .and_then(|hex| parse_sha256(&hex))
-            .ok_or_else(|| invalid(format!("{what} must be 64 hex digits")))
+            .ok_or_else(|| Status::invalid_argument(format!("{what} must be 64 hex digits")))
     };
     let mut parsed = ScopeOptions {
         format: string(options, "format")?,
@@ -162,15 +111,15 @@ pub fn scope_options(options: &JsValue) -> StatusResult<ScopeOptions> {
         parameter_sha256: Vec::new(),
     };
     if let Some(map) = optional(options, "parameterSha256") {
-        let object = map
-            .dyn_into::<Object>()
-            .map_err(|_| invalid("parameterSha256 must be an object {key: hex}"))?;
+        let object = map.dyn_into::<Object>().map_err(|_| {
+            Status::invalid_argument("parameterSha256 must be an object {key: hex}")
+        })?;
         for pair in Object::entries(&object).iter() {
             let pair = Array::from(&pair);
             let key = pair
                 .get(0)
                 .as_string()
-                .ok_or_else(|| invalid("parameterSha256 keys must be strings"))?;
+                .ok_or_else(|| Status::invalid_argument("parameterSha256 keys must be strings"))?;
             let digest = sha(pair.get(1), &format!("parameterSha256[{key:?}]"))?;
             parsed.parameter_sha256.push((key, digest));
         }
@@ -187,15 +136,18 @@ pub fn index_option(options: &JsValue) -> StatusResult<Option<ParameterIndex>> {
         return Ok(None);
     };
     if !Array::is_array(&entries) {
-        return Err(invalid("index must be an array of {key, offset, length}"));
+        return Err(Status::invalid_argument(
+            "index must be an array of {key, offset, length}",
+        ));
     }
     let mut parsed = Vec::new();
     for entry in Array::from(&entries).iter() {
-        let key = string(&entry, "key")?.ok_or_else(|| invalid("index entries need a key"))?;
-        let offset =
-            integer(&entry, "offset")?.ok_or_else(|| invalid("index entries need an offset"))?;
-        let length =
-            integer(&entry, "length")?.ok_or_else(|| invalid("index entries need a length"))?;
+        let key = string(&entry, "key")?
+            .ok_or_else(|| Status::invalid_argument("index entries need a key"))?;
+        let offset = integer(&entry, "offset")?
+            .ok_or_else(|| Status::invalid_argument("index entries need an offset"))?;
+        let length = integer(&entry, "length")?
+            .ok_or_else(|| Status::invalid_argument("index entries need a length"))?;
         let shape = match optional(&entry, "shape") {
             Some(shape) if Array::is_array(&shape) => Some(
                 Array::from(&shape)
@@ -207,10 +159,16 @@ pub fn index_option(options: &JsValue) -> StatusResult<Option<ParameterIndex>> {
                     })
                     .collect::<Option<Vec<u64>>>()
                     .ok_or_else(|| {
-                        invalid(format!("shape of {key:?} must hold non-negative integers"))
+                        Status::invalid_argument(format!(
+                            "shape of {key:?} must hold non-negative integers"
+                        ))
                     })?,
             ),
-            Some(_) => return Err(invalid(format!("shape of {key:?} must be an array"))),
+            Some(_) => {
+                return Err(Status::invalid_argument(format!(
+                    "shape of {key:?} must be an array"
+                )));
+            }
             None => None,
         };
         parsed.push(IndexEntry {
@@ -234,7 +192,7 @@ pub fn span_requests(
     spans: &JsValue,
 ) -> StatusResult<Vec<SpanRequest>> {
     if !Array::is_array(spans) {
-        return Err(invalid(
+        return Err(Status::invalid_argument(
             "spans must be an array of keys or {key, offset?, length?}",
         ));
     }
@@ -243,7 +201,8 @@ pub fn span_requests(
         let (key, offset, length) = match item.as_string() {
             Some(key) => (key, None, None),
             None => (
-                string(&item, "key")?.ok_or_else(|| invalid("a span needs a key"))?,
+                string(&item, "key")?
+                    .ok_or_else(|| Status::invalid_argument("a span needs a key"))?,
                 integer(&item, "offset")?,
                 integer(&item, "length")?,
             ),

@@ -5,13 +5,13 @@
 //! initialises it on any registered backend, and executes it `iterations` times; the page
 //! measures the wall time around `run` and divides `flopsPerRun * iterations` by it.
 
-use crate::error::{Error, ErrorCode};
+use crate::error::Error;
 use crate::evalue::{EValue, Tensor};
 use crate::params::MemoryProvider;
 use crate::program::{DType, Dim, Op, ProgramBuilder};
 use crate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
-use crate::web::convert::compile_specs_from_js;
-use crate::web::errors::to_js_error;
+use crate::web::edge::convert::compile_specs_from_js;
+use crate::web::edge::errors::to_js_error;
 use js_sys::Promise;
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
@@ -147,8 +147,7 @@ impl MatmulBench {
     /// Rejects with `InvalidState` while another `run` is going or after `destroy`.
     pub fn run(&self, iterations: u32) -> Promise {
         let Some(mut state) = self.state.borrow_mut().take() else {
-            return Promise::reject(&to_js_error(Error::new(
-                ErrorCode::InvalidState,
+            return Promise::reject(&to_js_error(Error::invalid_state(
                 "the bench is running or destroyed",
             )));
         };

@@ -14,14 +14,12 @@
 use crate::error::{Error, Result};
 use crate::evalue::{EValue, ScalarType, Tensor, TensorData, element_count};
 use crate::registry::{BackendOption, CompileSpec, OptionValue};
+use crate::web::edge::fields::MAX_SAFE_INTEGER;
 use js_sys::{
     Array, BigInt64Array, Float32Array, Float64Array, Int32Array, Object, Reflect, Uint8Array,
 };
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
-
-/// Largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
-const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
 fn get(object: &JsValue, key: &str) -> Result<JsValue> {
     if !object.is_object() {

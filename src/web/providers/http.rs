@@ -7,18 +7,20 @@
 
 use crate::backends::webgpu::{GpuAllocator, WebGpuBackend};
 use crate::browser::cache::PersistentCache;
-use crate::error::{Status, StatusCode};
+use crate::error::Status;
 use crate::params::http::{
     AbortHandle, FetchTransport, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
 };
 use crate::params::{ParameterProvider, SharedProvider, StatusResult};
-use crate::web::errors::status_to_js;
-use crate::web::gpu_parameter::{AbortListener, GpuParameter};
-use crate::web::http_options::{
-    boolean, index_option, optional, provider_options, scope_options, span_requests, string,
+use crate::web::edge::errors::status_to_js;
+use crate::web::edge::fields::{boolean, optional, string};
+use crate::web::providers::abort_listener::AbortListener;
+use crate::web::providers::gpu_parameter::GpuParameter;
+use crate::web::providers::handle::ProviderHandle;
+use crate::web::providers::http_options::{
+    index_option, provider_options, scope_options, span_requests,
 };
-use crate::web::provider_handle::ProviderHandle;
-use crate::web::provider_ops;
+use crate::web::providers::ops;
 use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -27,10 +29,6 @@ use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 
 type JsResult<T> = std::result::Result<T, JsValue>;
-
-fn invalid(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::InvalidArgument, message.into())
-}
 
 /// Calls the page's `onProgress` / `onWarning` callbacks (warnings go to `console.warn` when no
 /// callback is given). A callback that throws is ignored: it must not fail a load.
@@ -84,7 +82,7 @@ pub(crate) fn provider_from_options(
         optional(options, key)
             .map(|f| {
                 f.dyn_into::<Function>()
-                    .map_err(|_| invalid(format!("{key} must be a function")))
+                    .map_err(|_| Status::invalid_argument(format!("{key} must be a function")))
             })
             .transpose()
     };
@@ -102,7 +100,7 @@ pub(crate) fn provider_from_options(
             }
         }
         None if !revalidate => {
-            return Err(invalid(
+            return Err(Status::invalid_argument(
                 "persistentCacheRevalidate needs persistentCache (a cache name)",
             ));
         }
@@ -198,10 +196,11 @@ impl HttpParameterProvider {
         self.provider.query_support(scope)
     }
 
-    /// `{length, dtype, shape}` of `key` in `scope`, or `null`.
+    /// `{length, dtype, shape}` of `key` in `scope`, or `null` (`shape` in the file's own order:
+    /// innermost first for GGUF, see `ParameterDescription`).
     #[wasm_bindgen(unchecked_return_type = "ParameterDescription | null")]
     pub fn describe(&self, scope: &str, key: &str) -> JsValue {
-        provider_ops::description_to_js(self.provider.describe(scope, key))
+        ops::description_to_js(self.provider.describe(scope, key))
     }
 
     /// The keys of `scope`, in file order (empty for an unknown scope).
@@ -214,7 +213,7 @@ impl HttpParameterProvider {
     /// Tells the provider about the page's life: `'resume'`, `'suspend'` (stop issuing requests,
     /// release staging memory) or `'lowMemory'`.
     pub fn notify(&self, signal: &str) -> JsResult<()> {
-        let signal = provider_ops::parse_signal(signal).map_err(status_to_js)?;
+        let signal = ops::parse_signal(signal).map_err(status_to_js)?;
         self.provider.notify(signal).map_err(status_to_js)
     }
 
@@ -231,7 +230,7 @@ impl HttpParameterProvider {
         offset: Option<f64>,
         length: Option<f64>,
     ) -> Promise {
-        provider_ops::read(self.shared_provider(), scope, key, offset, length)
+        ops::read(self.shared_provider(), scope, key, offset, length)
     }
 
     /// Copies `spans` of `scope` (keys, or `{key, offset?, length?, bufferOffset?}`; spans
@@ -245,14 +244,14 @@ impl HttpParameterProvider {
         #[wasm_bindgen(unchecked_param_type = "(string | BufferSpanSpec)[]")] spans: JsValue,
         target: Option<Uint8Array>,
     ) -> Promise {
-        provider_ops::gather(self.shared_provider(), scope, spans, target)
+        ops::gather(self.shared_provider(), scope, spans, target)
     }
 
     /// Rejects with `PERMISSION_DENIED` (after `NOT_FOUND` for an unknown scope or key):
     /// files served over HTTP are read-only.
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn write(&self, scope: String, key: String, offset: f64, bytes: Uint8Array) -> Promise {
-        provider_ops::write(self.shared_provider(), scope, key, offset, bytes)
+        ops::write(self.shared_provider(), scope, key, offset, bytes)
     }
 
     /// Rejects as `write` does (no span: resolves at once).
@@ -263,7 +262,7 @@ impl HttpParameterProvider {
         source: Uint8Array,
         #[wasm_bindgen(unchecked_param_type = "(string | BufferSpanSpec)[]")] spans: JsValue,
     ) -> Promise {
-        provider_ops::scatter(self.shared_provider(), scope, source, spans)
+        ops::scatter(self.shared_provider(), scope, source, spans)
     }
 
     /// The provider for `Delegate.initWithParameters` and `ParameterProviderList` (internal).
@@ -404,14 +403,11 @@ async fn gpu_allocator(slot: &RefCell<Option<Rc<WebGpuBackend>>>) -> StatusResul
         }
     };
     backend.allocator().ok_or_else(|| {
-        Status::new(
-            StatusCode::Unavailable,
-            format!(
-                "no WebGPU device for loadToGpu: {}",
-                backend
-                    .unavailable_reason()
-                    .unwrap_or_else(|| "none was acquired".to_owned())
-            ),
-        )
+        Status::unavailable(format!(
+            "no WebGPU device for loadToGpu: {}",
+            backend
+                .unavailable_reason()
+                .unwrap_or_else(|| "none was acquired".to_owned())
+        ))
     })
 }

@@ -19,8 +19,8 @@ use crate::error::Error;
 use crate::models::bert::{BertConfig, sentence_embedding_program};
 use crate::models::catalog::ProviderCatalog;
 use crate::program;
-use crate::web::errors::to_js_error;
-use crate::web::provider_handle::shared_provider_of;
+use crate::web::edge::errors::to_js_error;
+use crate::web::providers::handle::shared_provider_of;
 use js_sys::Uint8Array;
 use wasm_bindgen::prelude::*;
 

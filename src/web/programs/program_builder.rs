@@ -15,7 +15,7 @@
 
 use crate::error::{Error, Result};
 use crate::program::{self, DType, Dim, ProgramBuilder as RustBuilder, TensorId};
-use crate::web::errors::to_js_error;
+use crate::web::edge::errors::to_js_error;
 use js_sys::{Array, Uint8Array};
 use wasm_bindgen::prelude::*;
 

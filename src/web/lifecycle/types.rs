@@ -1,5 +1,4 @@
-//! TypeScript declarations for the shapes the lifecycle's JavaScript API returns
-//! (`web::lifecycle`).
+//! TypeScript declarations for the shapes the lifecycle's JavaScript API returns.
 
 use wasm_bindgen::prelude::*;
 

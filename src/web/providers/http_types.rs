@@ -107,8 +107,17 @@ export interface LoadOptions {
 
 /** What `describe` returns. */
 export interface ParameterDescription {
+  /** Length in bytes. */
   length: number;
+  /** Element type as the file names it (`'F32'`, `'BF16'`, `'Q8_0'`, ...), or null. */
   dtype: string | null;
+  /**
+   * The shape in the order the weights file records it, or null when it records none:
+   * row-major (outermost dimension first, as numpy and PyTorch) for safetensors, but
+   * innermost first for GGUF (ggml's `ne` order: a `[rows, cols]` matrix is `[cols, rows]`;
+   * reverse it for row-major); null for IRPA. A `MemoryParameterProvider` returns the shape
+   * it was given at `insert`.
+   */
   shape: number[] | null;
 }
 

@@ -3,21 +3,17 @@
 //! read, gathered, written and scattered with IREE's semantics. A program initialised with it
 //! (`Delegate.initWithParameters`) takes its parameters from here, on any backend.
 
-use crate::error::{Status, StatusCode};
+use crate::error::Status;
 use crate::params::{MemoryProvider, ParameterProvider, SharedProvider, StatusResult};
-use crate::web::errors::status_to_js;
-use crate::web::http_options::{optional, string};
-use crate::web::provider_handle::ProviderHandle;
-use crate::web::provider_ops;
+use crate::web::edge::errors::status_to_js;
+use crate::web::edge::fields::{count_arg, optional, string};
+use crate::web::providers::handle::ProviderHandle;
+use crate::web::providers::ops;
 use js_sys::{Array, Promise, Uint8Array};
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
 type JsResult<T> = std::result::Result<T, JsValue>;
-
-fn invalid(message: impl Into<String>) -> Status {
-    Status::new(StatusCode::InvalidArgument, message.into())
-}
 
 /// `insert`'s options: `dtype` (a string) and `shape` (non-negative integers).
 fn described(options: &JsValue) -> StatusResult<(Option<String>, Option<Vec<u64>>)> {
@@ -29,12 +25,12 @@ fn described(options: &JsValue) -> StatusResult<(Option<String>, Option<Vec<u64>
                 .iter()
                 .map(|d| {
                     d.as_f64()
-                        .ok_or_else(|| invalid("shape must hold numbers"))
-                        .and_then(|d| provider_ops::count_arg(d, "a shape dimension"))
+                        .ok_or_else(|| Status::invalid_argument("shape must hold numbers"))
+                        .and_then(|d| count_arg(d, "a shape dimension"))
                 })
                 .collect::<StatusResult<Vec<u64>>>()?,
         ),
-        Some(_) => return Err(invalid("shape must be an array")),
+        Some(_) => return Err(Status::invalid_argument("shape must be an array")),
     };
     Ok((dtype, shape))
 }
@@ -79,9 +75,9 @@ impl MemoryParameterProvider {
         let options = options.unwrap_or(JsValue::UNDEFINED);
         let writable = match optional(&options, "writable") {
             None => false,
-            Some(value) => value
-                .as_bool()
-                .ok_or_else(|| status_to_js(invalid("writable must be a boolean")))?,
+            Some(value) => value.as_bool().ok_or_else(|| {
+                status_to_js(Status::invalid_argument("writable must be a boolean"))
+            })?,
         };
         self.provider.add_scope(name, writable);
         Ok(())
@@ -119,7 +115,7 @@ impl MemoryParameterProvider {
     /// `{length, dtype, shape}` of `key` in `scope`, or `null`.
     #[wasm_bindgen(unchecked_return_type = "ParameterDescription | null")]
     pub fn describe(&self, scope: &str, key: &str) -> JsValue {
-        provider_ops::description_to_js(self.provider.describe(scope, key))
+        ops::description_to_js(self.provider.describe(scope, key))
     }
 
     /// The keys of `scope`, in insertion order (empty for an unknown scope).
@@ -131,7 +127,7 @@ impl MemoryParameterProvider {
     /// source; nothing can be dropped and re-created). Throws `INVALID_ARGUMENT` for another
     /// name.
     pub fn notify(&self, signal: &str) -> JsResult<()> {
-        let signal = provider_ops::parse_signal(signal).map_err(status_to_js)?;
+        let signal = ops::parse_signal(signal).map_err(status_to_js)?;
         self.provider.notify(signal).map_err(status_to_js)
     }
 
@@ -146,7 +142,7 @@ impl MemoryParameterProvider {
         offset: Option<f64>,
         length: Option<f64>,
     ) -> Promise {
-        provider_ops::read(self.shared_provider(), scope, key, offset, length)
+        ops::read(self.shared_provider(), scope, key, offset, length)
     }
 
     /// Copies `spans` of `scope` into `target` at their buffer offsets, or into a new
@@ -158,14 +154,14 @@ impl MemoryParameterProvider {
         #[wasm_bindgen(unchecked_param_type = "(string | BufferSpanSpec)[]")] spans: JsValue,
         target: Option<Uint8Array>,
     ) -> Promise {
-        provider_ops::gather(self.shared_provider(), scope, spans, target)
+        ops::gather(self.shared_provider(), scope, spans, target)
     }
 
     /// Writes `bytes` into `key` of `scope` from `offset`. Rejects with `PERMISSION_DENIED` for
     /// a read-only scope (after `NOT_FOUND` for an unknown key, as upstream).
     #[wasm_bindgen(unchecked_return_type = "Promise<void>")]
     pub fn write(&self, scope: String, key: String, offset: f64, bytes: Uint8Array) -> Promise {
-        provider_ops::write(self.shared_provider(), scope, key, offset, bytes)
+        ops::write(self.shared_provider(), scope, key, offset, bytes)
     }
 
     /// Writes each span's bytes, taken from `source` at its buffer offset, into its parameter.
@@ -177,7 +173,7 @@ impl MemoryParameterProvider {
         source: Uint8Array,
         #[wasm_bindgen(unchecked_param_type = "(string | BufferSpanSpec)[]")] spans: JsValue,
     ) -> Promise {
-        provider_ops::scatter(self.shared_provider(), scope, source, spans)
+        ops::scatter(self.shared_provider(), scope, source, spans)
     }
 
     /// The provider for `Delegate.initWithParameters` and `ParameterProviderList` (internal).

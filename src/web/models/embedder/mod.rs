@@ -22,9 +22,9 @@ use crate::params::http::HttpProvider;
 use crate::params::{ParameterProvider, Signal};
 use crate::registry::{self, BackendOption, LoadedDelegate};
 use crate::text::TextTokenizer;
-use crate::web::errors::to_js_error;
-use crate::web::http_provider::provider_from_options;
-use crate::web::introspect;
+use crate::web::edge::errors::to_js_error;
+use crate::web::providers::http::provider_from_options;
+use crate::web::registry::introspect;
 use js_sys::{Array, BigInt64Array, Float32Array, Object, Promise, Reflect};
 use load::status_error;
 use options::LoadOptions;
@@ -246,7 +246,7 @@ impl Embedder {
         if registry::get_option(&self.backend, &mut options).is_err() {
             return Array::new().into();
         }
-        crate::web::convert::options_to_js(&options).unwrap_or_else(|_| Array::new().into())
+        crate::web::edge::convert::options_to_js(&options).unwrap_or_else(|_| Array::new().into())
     }
 
     /// Bytes and requests of the weights load (`{bytesNeeded, bytesReceived, requests}`).

@@ -1,18 +1,18 @@
 //! The JavaScript API of the backend registry: free functions over the process-wide registry,
 //! and [`Delegate`], one initialised program on one backend.
 
-use crate::error::{Error, ErrorCode};
+use crate::error::Error;
 use crate::params::SharedProvider;
 use crate::registry::{
     self, Backend, BackendInitContext, FreeableBuffer, LoadedDelegate, MAX_REGISTERED_BACKENDS,
 };
-use crate::web::convert::{
+use crate::web::edge::convert::{
     compile_specs_from_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
 };
-use crate::web::errors::to_js_error;
-use crate::web::introspect;
-use crate::web::js_backend::JsBackend;
-use crate::web::provider_handle::shared_provider_of;
+use crate::web::edge::errors::to_js_error;
+use crate::web::providers::handle::shared_provider_of;
+use crate::web::registry::introspect;
+use crate::web::registry::js_backend::JsBackend;
 use js_sys::{Promise, Reflect, Uint8Array};
 use std::cell::RefCell;
 use std::rc::Rc;
@@ -339,17 +339,13 @@ fn take_for_execute(slot: &RefCell<Slot>) -> crate::error::Result<LoadedDelegate
         Slot::Ready(delegate) => Ok(delegate),
         running @ Slot::Running { .. } => {
             *slot = running;
-            Err(Error::new(
-                ErrorCode::InvalidState,
+            Err(Error::invalid_state(
                 "this delegate is already executing; await the running execute first",
             ))
         }
         Slot::Destroyed => {
             *slot = Slot::Destroyed;
-            Err(Error::new(
-                ErrorCode::InvalidState,
-                "this delegate was destroyed",
-            ))
+            Err(Error::invalid_state("this delegate was destroyed"))
         }
     }
 }

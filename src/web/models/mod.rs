@@ -1,0 +1,5 @@
+//! High-level model APIs for JavaScript, each a whole task in one class on top of the registry
+//! and the providers: [`embedder`] (`Embedder`: sentence embeddings from a BERT-family model
+//! directory).
+
+pub mod embedder;
