@@ -19,6 +19,7 @@ use crate::backends::webgpu::readback::read_mapped;
 use crate::backends::webgpu::residency::Resident;
 use crate::error::{Error, Result};
 use crate::evalue::EValue;
+use crate::program::ops;
 use crate::program::{BoundShapes, Op, TensorId};
 
 impl LoadedProgram {
@@ -31,7 +32,7 @@ impl LoadedProgram {
             }
         }
         for (index, op) in self.program.ops.iter().enumerate() {
-            let Op::Gather { table, ids, .. } = op else {
+            let Op::Gather(ops::Gather { table, ids, .. }) = op else {
                 continue;
             };
             let Some(position) = input_position.get(*ids as usize).copied().flatten() else {

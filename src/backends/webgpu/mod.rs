@@ -22,7 +22,8 @@
 //!
 //! Layout: `device` and `adapter` (acquisition, identity, limits), `buffers` (counted GPU
 //! buffers, the parameter allocator), `readback`, `pipelines`, `kernels` (WGSL and per-family
-//! dispatch planning), `arena`, `plan` and `dispatch` (memory and dispatch planning, GPU-free), `bound` (a plan's
+//! dispatch planning), `arena`, `shape_plan` (the plan's types), `plan` (planning orchestration) and `dispatch`
+//! (each op's `GpuOp`; all GPU-free), `bound` (a plan's
 //! GPU resources), `params`
 //! (parameter resolution), `residency` (what signals release), `program` (the handle's
 //! state), `execute`, `io`, `profiling`,
@@ -48,6 +49,7 @@ mod profiling;
 mod program;
 mod readback;
 mod residency;
+mod shape_plan;
 pub mod spec;
 #[cfg(all(test, native))]
 mod tests;

@@ -20,7 +20,7 @@
 use crate::backends::parameters;
 use crate::backends::webgpu::buffers::GpuBuffer;
 use crate::backends::webgpu::device::GpuContext;
-use crate::backends::webgpu::dispatch;
+
 use crate::backends::webgpu::kernels::KernelConfig;
 use crate::backends::webgpu::kernels::source::{invocations, workgroup_storage_bytes};
 use crate::backends::webgpu::params::resolve_params;
@@ -141,7 +141,7 @@ fn check_limits(ctx: &GpuContext, program: &Program, config: KernelConfig) -> Re
             ));
         }
     }
-    for key in dispatch::kernel_keys(program, config) {
+    for key in plan::kernel_keys(program, config) {
         let needs = key.storage_bindings();
         let fits = needs <= limits.max_storage_buffers_per_shader_stage
             && invocations(&key) <= limits.max_compute_invocations_per_workgroup
@@ -171,7 +171,7 @@ impl LoadedProgram {
     ) -> Result<Self> {
         check_structure(&program)?;
         check_limits(&ctx, &program, config)?;
-        let keys = dispatch::kernel_keys(&program, config);
+        let keys = plan::kernel_keys(&program, config);
         #[cfg(native)]
         ctx.pipelines.compile(&ctx.device, &keys).await?;
         #[cfg(web)]
@@ -241,7 +241,7 @@ impl LoadedProgram {
             ))
         })?;
         check_limits(&ctx, &self.program, self.config)?;
-        let keys = dispatch::kernel_keys(&self.program, self.config);
+        let keys = plan::kernel_keys(&self.program, self.config);
         ctx.pipelines.compile(&ctx.device, &keys).await?;
         self.slot.release(Release::Everything, &self.ctx);
         self.ctx.program_ended();
@@ -266,7 +266,7 @@ impl LoadedProgram {
         if let Some(pending) = self.compiling.take() {
             crate::backends::webgpu::precompile::finish(pending).await;
         }
-        let keys = dispatch::kernel_keys(&self.program, self.config);
+        let keys = plan::kernel_keys(&self.program, self.config);
         self.ctx.pipelines.compile(&self.ctx.device, &keys).await?;
         self.compiled = true;
         Ok(())
