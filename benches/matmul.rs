@@ -13,7 +13,7 @@ mod native {
     use std::time::{Duration, Instant};
     use webdelegate::backends::webgpu::WebGpuBackend;
     use webdelegate::params::MemoryProvider;
-    use webdelegate::program::{DType, Dim, Op, ProgramBuilder};
+    use webdelegate::program::{DType, Dim, Op, ProgramBuilder, ops};
     use webdelegate::registry::{
         BackendExecutionContext, BackendInitContext, BackendInterface, CompileSpec, DelegateHandle,
         FreeableBuffer,
@@ -57,14 +57,14 @@ mod native {
             let w = b.param("b", DType::F32, fixed(&[k, n]), "bench", "b");
             for r in 0..REPEATS {
                 let out = b.tensor(&format!("out{r}"), DType::F32, fixed(&[m, n]));
-                b.op(Op::MatMul {
+                b.op(Op::MatMul(ops::MatMul {
                     a,
                     b: w,
                     bias: None,
                     transpose_a: false,
                     transpose_b: false,
                     out,
-                })
+                }))
                 .output(out);
             }
             let provider = MemoryProvider::new();

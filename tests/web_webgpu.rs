@@ -12,6 +12,7 @@ use std::sync::Arc;
 use wasm_bindgen_test::*;
 use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::params::{BufferAllocator, MemoryProvider};
+use webdelegate::program::ops;
 use webdelegate::program::{BinaryOp, DType, Dim, Op, ProgramBuilder, UnaryOp};
 use webdelegate::registry::{
     self, Backend, BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
@@ -128,11 +129,11 @@ async fn device_and_adapter_are_reported() {
         let mut p = ProgramBuilder::new();
         p.input("x", DType::F32, dims(&[2]));
         p.tensor("y", DType::F32, dims(&[2]));
-        p.op(Op::Unary {
+        p.op(Op::Unary(ops::Unary {
             op: UnaryOp::Relu,
             x: 0,
             out: 1,
-        })
+        }))
         .output(1);
         let err = run(
             &backend,
@@ -159,14 +160,14 @@ async fn matmul_32x32_tiles_with_transpose_bias_and_batch_match_reference() {
     p.param("b", DType::F32, dims(&[n, k]), "web", "b");
     p.param("bias", DType::F32, dims(&[n]), "web", "bias");
     p.tensor("out", DType::F32, dims(&[batch, m, n]));
-    p.op(Op::MatMul {
+    p.op(Op::MatMul(ops::MatMul {
         a: 0,
         b: 1,
         bias: Some(2),
         transpose_a: false,
         transpose_b: true,
         out: 3,
-    })
+    }))
     .output(3);
     let params = [("b", b.clone()), ("bias", bias.clone())];
     let specs = [CompileSpec::new("workgroup_size", "64")];
@@ -212,17 +213,17 @@ async fn gather_cast_and_permute_are_exact_and_ids_are_checked() {
     p.tensor("emb", DType::F32, dims(&[2, 3, h]));
     p.tensor("t", DType::I64, dims(&[3, 2]));
     p.tensor("f", DType::F32, dims(&[3, 2]));
-    p.op(Op::Gather {
+    p.op(Op::Gather(ops::Gather {
         table: 0,
         ids: 1,
         out: 2,
-    })
-    .op(Op::Permute {
+    }))
+    .op(Op::Permute(ops::Permute {
         x: 1,
         perm: vec![1, 0],
         out: 3,
-    })
-    .op(Op::Cast { x: 3, out: 4 })
+    }))
+    .op(Op::Cast(ops::Cast { x: 3, out: 4 }))
     .output(2)
     .output(3)
     .output(4);
@@ -256,12 +257,12 @@ async fn gather_cast_and_permute_are_exact_and_ids_are_checked() {
     q.input("x", DType::F32, dims(&[2]));
     q.tensor("ids", DType::I32, dims(&[2]));
     q.tensor("emb", DType::F32, dims(&[2, h]));
-    q.op(Op::Cast { x: 1, out: 2 })
-        .op(Op::Gather {
+    q.op(Op::Cast(ops::Cast { x: 1, out: 2 }))
+        .op(Op::Gather(ops::Gather {
             table: 0,
             ids: 2,
             out: 3,
-        })
+        }))
         .output(3);
     let err = run(
         &backend,
@@ -287,17 +288,17 @@ async fn lifecycle_through_the_registry_frees_every_buffer() {
     b.param("w", DType::F32, dims(&[1]), "web", "w");
     b.tensor("y", DType::F32, vec![Dim::Fixed(2), seq]);
     b.tensor("z", DType::F32, vec![Dim::Fixed(2), seq]);
-    b.op(Op::Binary {
+    b.op(Op::Binary(ops::Binary {
         op: BinaryOp::Mul,
         a: 0,
         b: 1,
         out: 2,
-    })
-    .op(Op::Softmax {
+    }))
+    .op(Op::Softmax(ops::Softmax {
         x: 2,
         mask: None,
         out: 3,
-    })
+    }))
     .output(3);
     let provider = MemoryProvider::new();
     provider.insert("web", "w", 2.0f32.to_le_bytes().to_vec());
@@ -340,12 +341,12 @@ async fn profiling_times_each_op_when_timestamps_exist() {
     p.input("x", DType::F32, dims(&[4, 8]));
     p.tensor("r", DType::F32, dims(&[8, 4]));
     p.tensor("y", DType::F32, dims(&[8, 4]));
-    p.op(Op::Reshape { x: 0, out: 1 })
-        .op(Op::Unary {
+    p.op(Op::Reshape(ops::Reshape { x: 0, out: 1 }))
+        .op(Op::Unary(ops::Unary {
             op: UnaryOp::Tanh,
             x: 1,
             out: 2,
-        })
+        }))
         .output(2);
     let mut handle = backend
         .init(

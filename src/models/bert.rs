@@ -11,6 +11,7 @@
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::models::catalog::TensorCatalog;
+use crate::program::ops;
 use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, TensorId, UnaryOp};
 use serde::Deserialize;
 
@@ -196,14 +197,14 @@ impl Encoder<'_> {
         let weight = self.weight(&format!("{name}.weight"), &[outputs, inputs])?;
         let bias = self.weight(&format!("{name}.bias"), &[outputs])?;
         let out = self.tensor(name, DType::F32, self.bsh(outputs));
-        self.b.op(Op::MatMul {
+        self.b.op(Op::MatMul(ops::MatMul {
             a: x,
             b: weight,
             bias: Some(bias),
             transpose_a: false,
             transpose_b: true,
             out,
-        });
+        }));
         Ok(out)
     }
 
@@ -213,24 +214,24 @@ impl Encoder<'_> {
         let beta = self.weight(&format!("{name}.bias"), &[h])?;
         let out = self.tensor(name, DType::F32, self.bsh(h));
         let eps = self.config.layer_norm_eps as f32;
-        self.b.op(Op::LayerNorm {
+        self.b.op(Op::LayerNorm(ops::LayerNorm {
             x,
             gamma,
             beta,
             eps,
             out,
-        });
+        }));
         Ok(out)
     }
 
     fn add(&mut self, name: &str, a: TensorId, b: TensorId, shape: Vec<Dim>) -> TensorId {
         let out = self.tensor(name, DType::F32, shape);
-        self.b.op(Op::Binary {
+        self.b.op(Op::Binary(ops::Binary {
             op: BinaryOp::Add,
             a,
             b,
             out,
-        });
+        }));
         out
     }
 
@@ -242,17 +243,17 @@ impl Encoder<'_> {
             DType::F32,
             vec![self.batch, self.seq, Dim::Fixed(heads), Dim::Fixed(dim)],
         );
-        self.b.op(Op::Reshape { x, out: split });
+        self.b.op(Op::Reshape(ops::Reshape { x, out: split }));
         let out = self.tensor(
             &format!("{name}.heads"),
             DType::F32,
             vec![self.batch, Dim::Fixed(heads), self.seq, Dim::Fixed(dim)],
         );
-        self.b.op(Op::Permute {
+        self.b.op(Op::Permute(ops::Permute {
             x: split,
             perm: vec![0, 2, 1, 3],
             out,
-        });
+        }));
         out
     }
 
@@ -270,32 +271,32 @@ impl Encoder<'_> {
         )?;
 
         let word = self.tensor("embeddings.word", DType::F32, self.bsh(h));
-        self.b.op(Op::Gather {
+        self.b.op(Op::Gather(ops::Gather {
             table: words,
             ids,
             out: word,
-        });
+        }));
         let position_ids = self.tensor("embeddings.position_ids", DType::I32, vec![self.seq]);
-        self.b.op(Op::Range { out: position_ids });
+        self.b.op(Op::Range(ops::Range { out: position_ids }));
         let position = self.tensor(
             "embeddings.position",
             DType::F32,
             vec![self.seq, Dim::Fixed(h)],
         );
-        self.b.op(Op::Gather {
+        self.b.op(Op::Gather(ops::Gather {
             table: positions,
             ids: position_ids,
             out: position,
-        });
+        }));
         // Every token has type 0 in single-sentence embedding: add row 0 of the type table.
         let type0 = self.tensor("embeddings.token_type0", DType::F32, fixed(&[1, h]));
-        self.b.op(Op::Slice {
+        self.b.op(Op::Slice(ops::Slice {
             x: types,
             axis: 0,
             start: 0,
             end: Some(1),
             out: type0,
-        });
+        }));
 
         let sum = self.add("embeddings.word+position", word, position, self.bsh(h));
         let sum = self.add("embeddings.sum", sum, type0, self.bsh(h));
@@ -315,61 +316,61 @@ impl Encoder<'_> {
             DType::F32,
             self.bsh(h),
         );
-        self.b.op(Op::Scale {
+        self.b.op(Op::Scale(ops::Scale {
             x: query,
             scale: 1.0 / (dim as f32).sqrt(),
             bias: 0.0,
             out: scaled,
-        });
+        }));
         let q = self.split_heads(&format!("{p}attention.q"), scaled);
         let k = self.split_heads(&format!("{p}attention.k"), key);
         let v = self.split_heads(&format!("{p}attention.v"), value);
 
         let square = vec![self.batch, Dim::Fixed(heads), self.seq, self.seq];
         let scores = self.tensor(&format!("{p}attention.scores"), DType::F32, square.clone());
-        self.b.op(Op::MatMul {
+        self.b.op(Op::MatMul(ops::MatMul {
             a: q,
             b: k,
             bias: None,
             transpose_a: false,
             transpose_b: true,
             out: scores,
-        });
+        }));
         let probs = self.tensor(&format!("{p}attention.probs"), DType::F32, square);
-        self.b.op(Op::Softmax {
+        self.b.op(Op::Softmax(ops::Softmax {
             x: scores,
             mask: Some(mask),
             out: probs,
-        });
+        }));
         let heads_shape = vec![self.batch, Dim::Fixed(heads), self.seq, Dim::Fixed(dim)];
         let context = self.tensor(&format!("{p}attention.context"), DType::F32, heads_shape);
-        self.b.op(Op::MatMul {
+        self.b.op(Op::MatMul(ops::MatMul {
             a: probs,
             b: v,
             bias: None,
             transpose_a: false,
             transpose_b: false,
             out: context,
-        });
+        }));
         let merged = self.tensor(
             &format!("{p}attention.context.merged"),
             DType::F32,
             vec![self.batch, self.seq, Dim::Fixed(heads), Dim::Fixed(dim)],
         );
-        self.b.op(Op::Permute {
+        self.b.op(Op::Permute(ops::Permute {
             x: context,
             perm: vec![0, 2, 1, 3],
             out: merged,
-        });
+        }));
         let context = self.tensor(
             &format!("{p}attention.context.flat"),
             DType::F32,
             self.bsh(h),
         );
-        self.b.op(Op::Reshape {
+        self.b.op(Op::Reshape(ops::Reshape {
             x: merged,
             out: context,
-        });
+        }));
 
         let attention = self.linear(&format!("{p}attention.output.dense"), context, h, h)?;
         let residual = self.add(&format!("{p}attention.residual"), attention, x, self.bsh(h));
@@ -381,11 +382,11 @@ impl Encoder<'_> {
             DType::F32,
             self.bsh(c.intermediate_size),
         );
-        self.b.op(Op::Unary {
+        self.b.op(Op::Unary(ops::Unary {
             op: UnaryOp::Gelu,
             x: inner,
             out: activated,
-        });
+        }));
         let output = self.linear(
             &format!("{p}output.dense"),
             activated,
@@ -447,28 +448,28 @@ pub fn sentence_embedding_program(
         .b
         .input(ATTENTION_MASK, DType::I64, vec![batch, seq]);
     let mask_f32 = encoder.tensor("attention_mask.f32", DType::F32, vec![batch, seq]);
-    encoder.b.op(Op::Cast {
+    encoder.b.op(Op::Cast(ops::Cast {
         x: mask,
         out: mask_f32,
-    });
+    }));
     // (mask - 1) * 10000: 0 for tokens, -10000 for padding; [B, 1, 1, S] broadcasts over heads
     // and query positions.
     let additive = encoder.tensor("attention_mask.additive", DType::F32, vec![batch, seq]);
-    encoder.b.op(Op::Scale {
+    encoder.b.op(Op::Scale(ops::Scale {
         x: mask_f32,
         scale: MASK_NEGATIVE,
         bias: -MASK_NEGATIVE,
         out: additive,
-    });
+    }));
     let mask4 = encoder.tensor(
         "attention_mask.4d",
         DType::F32,
         vec![batch, Dim::Fixed(1), Dim::Fixed(1), seq],
     );
-    encoder.b.op(Op::Reshape {
+    encoder.b.op(Op::Reshape(ops::Reshape {
         x: additive,
         out: mask4,
-    });
+    }));
 
     let mut x = encoder.embeddings(ids)?;
     for layer in 0..config.num_hidden_layers {
@@ -476,17 +477,17 @@ pub fn sentence_embedding_program(
     }
     let h = Dim::Fixed(config.hidden_size);
     let pooled = encoder.tensor("pooled", DType::F32, vec![batch, h]);
-    encoder.b.op(Op::MeanPool {
+    encoder.b.op(Op::MeanPool(ops::MeanPool {
         x,
         mask,
         out: pooled,
-    });
+    }));
     let embedding = encoder.tensor(EMBEDDINGS, DType::F32, vec![batch, h]);
-    encoder.b.op(Op::L2Normalize {
+    encoder.b.op(Op::L2Normalize(ops::L2Normalize {
         x: pooled,
         eps: L2_EPS,
         out: embedding,
-    });
+    }));
     encoder.b.output(embedding);
     Ok(encoder.b.into_program())
 }

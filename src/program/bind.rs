@@ -9,7 +9,10 @@
 
 use crate::error::{Error, Result};
 use crate::evalue::element_count;
-use crate::program::ir::{Dim, Op, Program};
+use crate::program::ir::Program;
+use crate::program::ops;
+use crate::program::ops::Op;
+use crate::program::tensor::Dim;
 
 /// Concrete shapes for one execution.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -129,13 +132,13 @@ pub fn bind_shapes(program: &Program, input_shapes: &[&[usize]]) -> Result<Bound
 /// Slices along symbolic dims: the bound extent must reach the slice's end.
 fn check_slices(program: &Program, shapes: &[Vec<usize>]) -> Result<()> {
     for (index, op) in program.ops.iter().enumerate() {
-        let Op::Slice {
+        let Op::Slice(ops::Slice {
             x,
             axis,
             start,
             end,
             ..
-        } = op
+        }) = op
         else {
             continue;
         };

@@ -4,7 +4,9 @@
 //! (both validate).
 
 use crate::error::{Error, Result};
-use crate::program::ir::{DType, Dim, Op, ParamRef, Program, TensorDecl, TensorId};
+use crate::program::ir::{ParamRef, Program};
+use crate::program::ops::Op;
+use crate::program::tensor::{DType, Dim, TensorDecl, TensorId};
 
 /// Builds a [`Program`] step by step.
 #[derive(Clone, Debug, Default)]
@@ -154,7 +156,7 @@ impl ProgramBuilder {
 mod tests {
     use super::*;
     use crate::error::ErrorCode;
-    use crate::program::ir::Dim::Fixed as F;
+    use crate::program::tensor::Dim::Fixed as F;
 
     #[test]
     fn op_methods_infer_shapes_and_name_outputs() {

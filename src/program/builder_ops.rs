@@ -1,55 +1,65 @@
-//! One builder method per op: each infers the output's shape and dtype, declares the output
-//! tensor (named `"<op>.<op index>"`; rename it with [`ProgramBuilder::set_name`]), appends the
-//! op and returns the output's id.
+//! Appending ops with their output inferred: [`ProgramBuilder::push`] takes any op whose
+//! definition infers its output (see [`OpDef::infer`]), declares the output tensor (named
+//! `"<op>.<op index>"`; rename it with [`ProgramBuilder::set_name`]), appends the op and returns
+//! the output's id. The named methods below are shorthands for the ops the model builders use;
+//! a new op needs none (`b.push(|out| RmsNorm { x, weight, eps, out })`).
 //!
-//! Each method runs the same checks as validation ([`infer`](super::infer) and the per-op
-//! dtype checks) before anything is appended, so a failed call leaves the builder unchanged.
-//! Failures are `InvalidArgument` naming the op and what is wrong.
+//! Every append runs the same checks as validation (the op's [`OpDef::check`]) before anything
+//! is appended, so a failed call leaves the builder unchanged. Failures are `InvalidArgument`
+//! naming the op and what is wrong.
 
 use crate::error::{Error, Result};
 use crate::program::builder::ProgramBuilder;
-use crate::program::infer;
-use crate::program::ir::{BinaryOp, DType, Dim, Op, TensorId, UnaryOp};
-use crate::program::op_check::check_op;
+use crate::program::ops::support::Operands;
+use crate::program::ops::{
+    Binary, BinaryOp, Cast, Concat, Gather, L2Normalize, LayerNorm, MatMul, MeanPool, Op, OpDef,
+    Permute, Range, Reshape, Scale, Slice, Softmax, Unary, UnaryOp,
+};
+use crate::program::tensor::{DType, Dim, TensorId};
 
 fn refused(op: &str, message: impl std::fmt::Display) -> Error {
     Error::invalid_argument(format!("{op}: {message}"))
 }
 
 impl ProgramBuilder {
-    /// The declared shape of `id`, owned, or `InvalidArgument` naming `op`.
-    fn operand_shape(&self, op: &str, id: TensorId) -> Result<Vec<Dim>> {
-        self.shape_of(id)
-            .map(<[Dim]>::to_vec)
-            .ok_or_else(|| refused(op, format!("tensor {id} does not exist")))
-    }
-
-    fn operand_dtype(&self, op: &str, id: TensorId) -> Result<DType> {
-        self.program()
-            .tensors
-            .get(id as usize)
-            .map(|decl| decl.dtype)
-            .ok_or_else(|| refused(op, format!("tensor {id} does not exist")))
-    }
-
     /// Declares the output, appends `make(out)`, checks the op; undoes both on failure.
-    fn append(
+    fn append<O: OpDef + Into<Op>>(
         &mut self,
         dtype: DType,
         shape: Vec<Dim>,
-        make: impl FnOnce(TensorId) -> Op,
+        make: impl FnOnce(TensorId) -> O,
     ) -> Result<TensorId> {
         let index = self.program().ops.len();
         let out = self.tensor("", dtype, shape);
         let op = make(out);
         let name = op.name();
-        if let Err(message) = check_op(&op, &self.program().tensors) {
+        if let Err(message) = op.check(&Operands::new(&self.program().tensors)) {
             self.pop_tensor();
             return Err(refused(name, message));
         }
         self.rename(out, format!("{name}.{index}"));
-        self.op(op);
+        self.op(op.into());
         Ok(out)
+    }
+
+    /// Appends `make(out)` with `out` a new tensor of the dtype and shape the op infers from
+    /// its inputs, and returns `out`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the op for unknown tensors, wrong dtypes, shapes or attributes,
+    /// and for ops whose output is the program's choice (reshape, cast, range: use their
+    /// methods).
+    pub fn push<O: OpDef + Into<Op>>(
+        &mut self,
+        make: impl FnOnce(TensorId) -> O,
+    ) -> Result<TensorId> {
+        let next = TensorId::try_from(self.program().tensors.len())
+            .map_err(|_| Error::invalid_argument("too many tensors"))?;
+        let op = make(next);
+        let (dtype, shape) = op
+            .infer(&Operands::new(&self.program().tensors))
+            .map_err(|e| refused(op.name(), e))?;
+        self.append(dtype, shape, |_| op)
     }
 
     /// Embedding lookup: `table` `[V, H]` f32, `ids` i32/i64 -> `ids.shape + [H]`.
@@ -57,12 +67,7 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for unknown tensors, wrong dtypes or a table that is not 2-D.
     pub fn gather(&mut self, table: TensorId, ids: TensorId) -> Result<TensorId> {
-        let shape = infer::gather(
-            &self.operand_shape("gather", table)?,
-            &self.operand_shape("gather", ids)?,
-        )
-        .map_err(|e| refused("gather", e))?;
-        self.append(DType::F32, shape, |out| Op::Gather { table, ids, out })
+        self.push(|out| Gather { table, ids, out })
     }
 
     /// `a (op) b` with broadcasting.
@@ -70,12 +75,8 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for unknown tensors, non-f32 operands or shapes that do not broadcast.
     pub fn binary(&mut self, op: BinaryOp, a: TensorId, b: TensorId) -> Result<TensorId> {
-        let name = Op::Binary { op, a, b, out: 0 }.name();
-        let shape = infer::broadcast(&self.operand_shape(name, a)?, &self.operand_shape(name, b)?)
-            .map_err(|e| refused(name, e))?;
-        self.append(DType::F32, shape, |out| Op::Binary { op, a, b, out })
+        self.push(|out| Binary { op, a, b, out })
     }
-
     /// `a + b` (see [`ProgramBuilder::binary`]).
     ///
     /// # Errors
@@ -113,8 +114,7 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for an unknown or non-f32 `x` or non-finite constants.
     pub fn scale(&mut self, x: TensorId, scale: f32, bias: f32) -> Result<TensorId> {
-        let shape = self.operand_shape("scale", x)?;
-        self.append(DType::F32, shape, |out| Op::Scale {
+        self.push(|out| Scale {
             x,
             scale,
             bias,
@@ -127,11 +127,8 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for an unknown or non-f32 `x`.
     pub fn unary(&mut self, op: UnaryOp, x: TensorId) -> Result<TensorId> {
-        let name = Op::Unary { op, x, out: 0 }.name();
-        let shape = self.operand_shape(name, x)?;
-        self.append(DType::F32, shape, |out| Op::Unary { op, x, out })
+        self.push(|out| Unary { op, x, out })
     }
-
     /// GELU, erf form (see [`ProgramBuilder::unary`]).
     ///
     /// # Errors
@@ -169,18 +166,7 @@ impl ProgramBuilder {
         transpose_a: bool,
         transpose_b: bool,
     ) -> Result<TensorId> {
-        let bias_shape = bias
-            .map(|id| self.operand_shape("matmul", id))
-            .transpose()?;
-        let shape = infer::matmul(
-            &self.operand_shape("matmul", a)?,
-            &self.operand_shape("matmul", b)?,
-            bias_shape.as_deref(),
-            transpose_a,
-            transpose_b,
-        )
-        .map_err(|e| refused("matmul", e))?;
-        self.append(DType::F32, shape, |out| Op::MatMul {
+        self.push(|out| MatMul {
             a,
             b,
             bias,
@@ -202,13 +188,7 @@ impl ProgramBuilder {
         beta: TensorId,
         eps: f32,
     ) -> Result<TensorId> {
-        let shape = infer::layer_norm(
-            &self.operand_shape("layer_norm", x)?,
-            &self.operand_shape("layer_norm", gamma)?,
-            &self.operand_shape("layer_norm", beta)?,
-        )
-        .map_err(|e| refused("layer_norm", e))?;
-        self.append(DType::F32, shape, |out| Op::LayerNorm {
+        self.push(|out| LayerNorm {
             x,
             gamma,
             beta,
@@ -222,12 +202,7 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for unknown or non-f32 tensors or a mask that does not broadcast to `x`.
     pub fn softmax(&mut self, x: TensorId, mask: Option<TensorId>) -> Result<TensorId> {
-        let mask_shape = mask
-            .map(|id| self.operand_shape("softmax", id))
-            .transpose()?;
-        let shape = infer::softmax(&self.operand_shape("softmax", x)?, mask_shape.as_deref())
-            .map_err(|e| refused("softmax", e))?;
-        self.append(DType::F32, shape, |out| Op::Softmax { x, mask, out })
+        self.push(|out| Softmax { x, mask, out })
     }
 
     /// `x` with a new shape of the same element count (for every binding of the symbols).
@@ -236,9 +211,7 @@ impl ProgramBuilder {
     /// `InvalidArgument` for an unknown `x` or element counts that differ.
     pub fn reshape(&mut self, x: TensorId, shape: Vec<Dim>) -> Result<TensorId> {
         let dtype = self.operand_dtype("reshape", x)?;
-        infer::reshape(&self.operand_shape("reshape", x)?, &shape)
-            .map_err(|e| refused("reshape", e))?;
-        self.append(dtype, shape, |out| Op::Reshape { x, out })
+        self.append(dtype, shape, |out| Reshape { x, out })
     }
 
     /// `x` with its dims reordered (`out` dim `i` is `x` dim `perm[i]`).
@@ -246,10 +219,7 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for an unknown `x` or a `perm` that is not a permutation.
     pub fn permute(&mut self, x: TensorId, perm: Vec<u32>) -> Result<TensorId> {
-        let dtype = self.operand_dtype("permute", x)?;
-        let shape = infer::permute(&self.operand_shape("permute", x)?, &perm)
-            .map_err(|e| refused("permute", e))?;
-        self.append(dtype, shape, |out| Op::Permute { x, perm, out })
+        self.push(|out| Permute { x, perm, out })
     }
 
     /// Elements `start..end` of `x` along `axis` (`end` `None`: to the end).
@@ -263,10 +233,7 @@ impl ProgramBuilder {
         start: u64,
         end: Option<u64>,
     ) -> Result<TensorId> {
-        let dtype = self.operand_dtype("slice", x)?;
-        let shape = infer::slice(&self.operand_shape("slice", x)?, axis, start, end)
-            .map_err(|e| refused("slice", e))?;
-        self.append(dtype, shape, |out| Op::Slice {
+        self.push(|out| Slice {
             x,
             axis,
             start,
@@ -281,17 +248,7 @@ impl ProgramBuilder {
     /// `InvalidArgument` for no inputs, unknown tensors, mixed dtypes, or shapes that differ
     /// outside `axis`.
     pub fn concat(&mut self, inputs: Vec<TensorId>, axis: u32) -> Result<TensorId> {
-        let first = *inputs
-            .first()
-            .ok_or_else(|| refused("concat", "needs at least one input"))?;
-        let dtype = self.operand_dtype("concat", first)?;
-        let shapes = inputs
-            .iter()
-            .map(|&id| self.operand_shape("concat", id))
-            .collect::<Result<Vec<_>>>()?;
-        let views: Vec<&[Dim]> = shapes.iter().map(Vec::as_slice).collect();
-        let shape = infer::concat(&views, axis).map_err(|e| refused("concat", e))?;
-        self.append(dtype, shape, |out| Op::Concat { inputs, axis, out })
+        self.push(|out| Concat { inputs, axis, out })
     }
 
     /// `x` converted to `dtype`.
@@ -299,8 +256,11 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for an unknown `x`.
     pub fn cast(&mut self, x: TensorId, dtype: DType) -> Result<TensorId> {
-        let shape = self.operand_shape("cast", x)?;
-        self.append(dtype, shape, |out| Op::Cast { x, out })
+        let shape = self
+            .shape_of(x)
+            .map(<[Dim]>::to_vec)
+            .ok_or_else(|| refused("cast", format!("tensor {x} does not exist")))?;
+        self.append(dtype, shape, |out| Cast { x, out })
     }
 
     /// `0, 1, ..., extent - 1` as a 1-D tensor of `dtype` (i32, i64 or f32).
@@ -308,7 +268,7 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for another dtype.
     pub fn range(&mut self, extent: Dim, dtype: DType) -> Result<TensorId> {
-        self.append(dtype, vec![extent], |out| Op::Range { out })
+        self.append(dtype, vec![extent], |out| Range { out })
     }
 
     /// Masked mean over the sequence: `x` `[B, S, H]`, `mask` `[B, S]` -> `[B, H]`.
@@ -316,12 +276,7 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for unknown tensors, wrong dtypes or shapes.
     pub fn mean_pool(&mut self, x: TensorId, mask: TensorId) -> Result<TensorId> {
-        let shape = infer::mean_pool(
-            &self.operand_shape("mean_pool", x)?,
-            &self.operand_shape("mean_pool", mask)?,
-        )
-        .map_err(|e| refused("mean_pool", e))?;
-        self.append(DType::F32, shape, |out| Op::MeanPool { x, mask, out })
+        self.push(|out| MeanPool { x, mask, out })
     }
 
     /// `x / max(||x||, eps)` over the last dim.
@@ -329,8 +284,14 @@ impl ProgramBuilder {
     /// # Errors
     /// `InvalidArgument` for an unknown or non-f32 `x`, a scalar `x`, or a bad `eps`.
     pub fn l2_normalize(&mut self, x: TensorId, eps: f32) -> Result<TensorId> {
-        let shape = infer::last_axis(&self.operand_shape("l2_normalize", x)?)
-            .map_err(|e| refused("l2_normalize", e))?;
-        self.append(DType::F32, shape, |out| Op::L2Normalize { x, eps, out })
+        self.push(|out| L2Normalize { x, eps, out })
+    }
+
+    fn operand_dtype(&self, op: &str, id: TensorId) -> Result<DType> {
+        self.program()
+            .tensors
+            .get(id as usize)
+            .map(|decl| decl.dtype)
+            .ok_or_else(|| refused(op, format!("tensor {id} does not exist")))
     }
 }

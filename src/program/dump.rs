@@ -16,14 +16,15 @@
 //!
 //! - Strings are quoted; `"` and `\` are escaped with `\`, and any character outside printable
 //!   ASCII is written `\u{HEX}`, so the text does not depend on the Rust version or locale.
-//! - Op attributes appear in the order of the fields of [`Op`], as `name=value`; optional
+//! - Op attributes appear in the order of the fields of the op's struct, as `name=value`; optional
 //!   tensors that are absent are written `none`; floats use Rust's shortest round-trip form.
 //! - The dump never fails and never panics, even for programs that do not validate (it prints
 //!   what is there), so it can show why a blob was refused.
 
 use crate::program::format::FORMAT_VERSION;
 use crate::program::infer::shape_text;
-use crate::program::ir::{Op, Program, TensorId};
+use crate::program::ir::Program;
+use crate::program::ops::support::tensor_text as t;
 use std::fmt::Write;
 
 /// `s` quoted and escaped (see the module docs).
@@ -44,68 +45,6 @@ pub fn quote(s: &str) -> String {
     }
     out.push('"');
     out
-}
-
-fn t(id: TensorId) -> String {
-    format!("%{id}")
-}
-
-fn optional(id: Option<TensorId>) -> String {
-    id.map_or_else(|| "none".to_owned(), t)
-}
-
-/// The attribute list of `op` (everything after its name, before `->`).
-fn attributes(op: &Op) -> String {
-    match op {
-        Op::Gather { table, ids, .. } => format!("table={} ids={}", t(*table), t(*ids)),
-        Op::Binary { a, b, .. } => format!("a={} b={}", t(*a), t(*b)),
-        Op::Scale { x, scale, bias, .. } => format!("x={} scale={scale:?} bias={bias:?}", t(*x)),
-        Op::Unary { x, .. } | Op::Reshape { x, .. } | Op::Cast { x, .. } => format!("x={}", t(*x)),
-        Op::MatMul {
-            a,
-            b,
-            bias,
-            transpose_a,
-            transpose_b,
-            ..
-        } => format!(
-            "a={} b={} bias={} transpose_a={transpose_a} transpose_b={transpose_b}",
-            t(*a),
-            t(*b),
-            optional(*bias)
-        ),
-        Op::LayerNorm {
-            x,
-            gamma,
-            beta,
-            eps,
-            ..
-        } => format!(
-            "x={} gamma={} beta={} eps={eps:?}",
-            t(*x),
-            t(*gamma),
-            t(*beta)
-        ),
-        Op::Softmax { x, mask, .. } => format!("x={} mask={}", t(*x), optional(*mask)),
-        Op::Permute { x, perm, .. } => format!("x={} perm={perm:?}", t(*x)),
-        Op::Slice {
-            x,
-            axis,
-            start,
-            end,
-            ..
-        } => {
-            let end = end.map_or_else(|| "none".to_owned(), |e| e.to_string());
-            format!("x={} axis={axis} start={start} end={end}", t(*x))
-        }
-        Op::Concat { inputs, axis, .. } => {
-            let list: Vec<String> = inputs.iter().map(|id| t(*id)).collect();
-            format!("inputs=[{}] axis={axis}", list.join(", "))
-        }
-        Op::Range { .. } => String::new(),
-        Op::MeanPool { x, mask, .. } => format!("x={} mask={}", t(*x), t(*mask)),
-        Op::L2Normalize { x, eps, .. } => format!("x={} eps={eps:?}", t(*x)),
-    }
 }
 
 /// The program as text (see the module docs for the format).
@@ -138,7 +77,7 @@ pub fn dump(program: &Program) -> String {
         );
     }
     for (index, op) in program.ops.iter().enumerate() {
-        let attributes = attributes(op);
+        let attributes = op.attributes();
         let separator = if attributes.is_empty() { "" } else { " " };
         let _ = writeln!(
             out,
@@ -156,7 +95,8 @@ pub fn dump(program: &Program) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::program::{DType, Dim, ProgramBuilder};
+    use crate::program::ops::Range;
+    use crate::program::{DType, Dim, Op, ProgramBuilder};
 
     #[test]
     fn dump_is_stable_line_per_item() {
@@ -200,7 +140,7 @@ output 0 %5
     fn dump_prints_invalid_programs_without_panicking() {
         let mut program = Program::default();
         program.inputs.push(7);
-        program.ops.push(Op::Range { out: 9 });
+        program.ops.push(Op::Range(Range { out: 9 }));
         program.outputs.push(3);
         let text = dump(&program);
         assert!(text.contains("input 0 %7"));

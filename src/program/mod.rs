@@ -7,12 +7,16 @@
 //! mismatch, overflowing size and cycle with `InvalidProgram` and a message naming the op or
 //! tensor.
 //!
-//! - `ir`: tensors, ops and their semantics (the spec every backend implements).
+//! - `tensor`: tensor ids, dtypes, dims and declarations (the vocabulary of every op).
+//! - [`ops`]: one file per op with its semantics, dtype and shape rules and text form (the
+//!   spec every backend implements), the `Op` enum and the one list of the op set.
+//! - `ir`: the program itself (tensors, inputs, outputs, parameters, ops).
 //! - [`infer`]: per-op symbolic shape inference, shared by validation, the builder and backends.
 //! - `validate`: whole-program checks ([`validate`], [`Limits`]).
 //! - `bind`: symbols -> concrete shapes from the inputs at execute time ([`bind_shapes`]).
 //! - [`geometry`]: concrete strides/offsets of broadcasting, matmul, permute, slice and concat.
-//! - `builder` / `builder_ops`: [`ProgramBuilder`], with one shape-inferring method per op.
+//! - `builder` / `builder_ops`: [`ProgramBuilder`]; [`ProgramBuilder::push`] appends any op
+//!   with its output inferred.
 //! - `dump`: the stable text form ([`dump`]).
 //! - [`samples`]: ready-made programs (single matmul, MiniLM-shaped encoder) for benches.
 
@@ -24,15 +28,18 @@ mod format;
 pub mod geometry;
 pub mod infer;
 mod ir;
-mod op_check;
+pub mod ops;
 pub mod samples;
+mod tensor;
 mod validate;
 
 pub use bind::{BoundShapes, bind_shapes};
 pub use builder::ProgramBuilder;
 pub use dump::dump;
 pub use format::{FORMAT_VERSION, HEADER_LEN, MAGIC, decode, encode};
-pub use ir::{BinaryOp, DType, Dim, Op, ParamRef, Program, TensorDecl, TensorId, UnaryOp};
+pub use ir::{ParamRef, Program};
+pub use ops::{BinaryOp, Op, OpDef, UnaryOp};
+pub use tensor::{DType, Dim, TensorDecl, TensorId};
 pub use validate::{Limits, validate};
 
 use crate::error::Result;

@@ -4,7 +4,8 @@
 use crate::error::Result;
 use crate::params::MemoryProvider;
 use crate::program::builder::ProgramBuilder;
-use crate::program::ir::{DType, Dim, Program, TensorId};
+use crate::program::ir::Program;
+use crate::program::tensor::{DType, Dim, TensorId};
 
 /// Scope of the parameters the sample programs reference.
 pub const SAMPLE_SCOPE: &str = "samples";

@@ -16,7 +16,8 @@
 use crate::backends::compile_specs::{
     CompileSpecs, PRECISION, Precision, check_runtime_specs, unsupported_precision,
 };
-use crate::backends::cpu::executor::{self, PreparedProgram, Scratch};
+use crate::backends::cpu::executor::{self, PreparedProgram};
+use crate::backends::cpu::frame::Scratch;
 use crate::backends::cpu::plan::Plan;
 use crate::backends::cpu::values::Values;
 use crate::backends::cpu::weights::pack_weights;

@@ -2,9 +2,10 @@
 //! right operand `b` of a matmul (with the same `transpose_b`) is packed into the GEMM's panel
 //! order and its raw values are dropped, so executions neither pack it nor keep two copies.
 
-use crate::backends::cpu::matmul::PackedB;
+use crate::backends::cpu::gemm::PackedB;
 use crate::backends::cpu::values::Values;
 use crate::error::Result;
+use crate::program::ops;
 use crate::program::{DType, Dim, Op, Program, TensorId};
 
 /// The `transpose_b` every reader of `id` uses it with, if every reader is a matmul taking it as
@@ -16,13 +17,13 @@ fn sole_matmul_use(program: &Program, id: TensorId) -> Option<bool> {
             continue;
         }
         match op {
-            Op::MatMul {
+            Op::MatMul(ops::MatMul {
                 a,
                 b,
                 bias,
                 transpose_b,
                 ..
-            } if *b == id && *a != id && *bias != Some(id) => match flag {
+            }) if *b == id && *a != id && *bias != Some(id) => match flag {
                 None => flag = Some(*transpose_b),
                 Some(previous) if previous == *transpose_b => {}
                 Some(_) => return None,

@@ -13,9 +13,9 @@
 //! Shadows get tensor ids past the program's, so placements and bind groups treat them as any
 //! other arena tensor.
 
-use crate::backends::webgpu::kernels::layout::copy_words;
+use crate::backends::webgpu::kernels::layout::{CopyKey, copy_words};
 use crate::backends::webgpu::kernels::{Binding, KernelKey, PlanContext, words_per_element};
-use crate::backends::webgpu::plan::OpDispatches;
+use crate::backends::webgpu::shape_plan::OpDispatches;
 use crate::error::{Error, Result};
 use crate::program::{Op, Program, TensorId};
 
@@ -58,7 +58,7 @@ pub(crate) fn any_repeated_operand(program: &Program, keys: &[StorageKey]) -> bo
     program
         .ops
         .iter()
-        .filter(|op| !matches!(op, Op::Concat { .. }))
+        .filter(|op| !matches!(op, Op::Concat(_)))
         .any(|op| {
             let operands: Vec<Option<StorageKey>> = op
                 .inputs()
@@ -78,7 +78,7 @@ pub(crate) fn shadow_kernel(
     keys: &[StorageKey],
     workgroup_size: u32,
 ) -> Option<KernelKey> {
-    any_repeated_operand(program, keys).then_some(KernelKey::Copy { wg: workgroup_size })
+    any_repeated_operand(program, keys).then(|| KernelKey::new(CopyKey { wg: workgroup_size }))
 }
 
 /// Rewrites `ops` so that no dispatch binds one storage twice: every later binding of a storage

@@ -13,6 +13,7 @@
 //! bytes already in the buffer are kept, whatever order the chunks arrive in.
 
 use crate::backends::webgpu::device::{GpuContext, share};
+use crate::backends::webgpu::kernels::patch::PatchKey;
 use crate::backends::webgpu::kernels::{KernelKey, Uniforms};
 use crate::backends::webgpu::readback::{read_mapped, submitted_work_done};
 use crate::error::Status;
@@ -117,7 +118,7 @@ impl GpuBuffer {
         let pipeline = self
             .ctx
             .pipelines
-            .get_or_compile_unchecked(&self.ctx.device, &KernelKey::Patch);
+            .get_or_compile_unchecked(&self.ctx.device, &KernelKey::new(PatchKey));
         let uniforms = GpuBuffer::new(
             &self.ctx,
             16,

@@ -22,8 +22,9 @@
 //!
 //! Layout, bottom up: `adapter` and `device` (acquisition, identity, limits, the per-device
 //! counters), `readback` (mapping, waiting for the queue), `buffers` (counted GPU buffers, the
-//! parameter allocator); `kernels`, `pipelines`, `arena`, `alias`, `plan` and `dispatch`
-//! (WGSL, compiled pipelines, memory and dispatch planning, GPU-free); `spec` (compile specs);
+//! parameter allocator); `kernels`, `pipelines`, `arena`, `alias`, `shape_plan` (the plan's
+//! types), `plan` (planning orchestration) and `dispatch` (each op's `GpuOp`): WGSL, compiled
+//! pipelines, memory and dispatch planning, all GPU-free; `spec` (compile specs);
 //! `program/` (one initialised program: load, parameters, bound plans, residency, execution,
 //! profiling); `backend` on top. What speaks to the browser's WebGPU directly is
 //! `browser::gpu`, not here.
@@ -41,6 +42,7 @@ mod pipelines;
 mod plan;
 mod program;
 mod readback;
+mod shape_plan;
 pub mod spec;
 #[cfg(all(test, native))]
 mod tests;

@@ -113,7 +113,7 @@ impl PipelineCache {
             }
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
             let pipeline = self.build(device, key);
-            pending.push((*key, pipeline, scope.pop()));
+            pending.push((key.clone(), pipeline, scope.pop()));
         }
         let (built, checks): (Vec<_>, Vec<_>) =
             pending.into_iter().map(|(k, p, c)| ((k, p), c)).unzip();
@@ -144,7 +144,7 @@ impl PipelineCache {
             return pipeline;
         }
         let pipeline = Arc::new(self.build(device, key));
-        lock(&self.pipelines).insert(*key, pipeline.clone());
+        lock(&self.pipelines).insert(key.clone(), pipeline.clone());
         pipeline
     }
 }

@@ -1,5 +1,7 @@
-//! From a program and concrete shapes to a [`ShapePlan`]: where every tensor lives (the
-//! activation arena or a parameter buffer), and the dispatches of every op, in order.
+//! Planning orchestration: from a program and concrete shapes to a [`ShapePlan`] (where every
+//! tensor lives, the activation arena or a parameter buffer, and the dispatches of every op, in
+//! order, each op planned by its own `GpuOp`), and [`kernel_keys`], the kernels `init` compiles.
+//! The plan's types are in `shape_plan.rs` (re-exported here).
 //!
 //! Plain Rust with no GPU objects, so it is unit-tested at full speed; `execute.rs` turns a plan
 //! into bind groups once and reuses it for every execution with the same bound symbols.
@@ -9,89 +11,18 @@
 
 use crate::backends::webgpu::alias;
 use crate::backends::webgpu::arena::{Lifetime, plan_arena};
-use crate::backends::webgpu::dispatch;
+use crate::backends::webgpu::dispatch::gpu_op;
 use crate::backends::webgpu::kernels::{
-    self, Dispatch, KernelConfig, PlanContext, words_per_element,
+    self, KernelConfig, KernelKey, PlanContext, words_per_element,
+};
+pub(crate) use crate::backends::webgpu::shape_plan::{
+    OpDispatches, Placement, PlanLimits, ShapePlan, Storage,
 };
 use crate::error::{Error, ErrorCode, Result};
 use crate::program::{DType, Op, Program, TensorId};
 
-/// Where a tensor's bytes live.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Storage {
-    /// At this byte offset of the activation arena.
-    Arena(u64),
-    /// In parameter slot `n` (see `Program::params`).
-    Param(usize),
-}
-
-/// A tensor's storage and its size on the GPU.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct Placement {
-    /// Where it lives.
-    pub storage: Storage,
-    /// Bytes it occupies on the GPU (u8 widened to words, see `kernels`).
-    pub bytes: u64,
-}
-
-/// The dispatches of one op.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct OpDispatches {
-    /// Index of the op in the program.
-    pub op_index: usize,
-    /// The op's name, for profiles.
-    pub name: &'static str,
-    /// Its dispatches (none for reshape and empty tensors).
-    pub dispatches: Vec<Dispatch>,
-}
-
-/// The device limits a plan must respect.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct PlanLimits {
-    /// `minStorageBufferOffsetAlignment`.
-    pub storage_alignment: u64,
-    /// `maxStorageBufferBindingSize`.
-    pub max_binding: u64,
-    /// `maxBufferSize`.
-    pub max_buffer: u64,
-    /// `maxComputeWorkgroupsPerDimension`.
-    pub max_workgroups: u32,
-}
-
-/// Everything needed to run the program for one tuple of symbol values.
-#[derive(Clone, Debug, PartialEq)]
-pub(crate) struct ShapePlan {
-    /// The concrete shape of every tensor.
-    pub shapes: Vec<Vec<usize>>,
-    /// Where each tensor lives; `None` for tensors nothing defines. Past the program's tensors:
-    /// the shadows of repeated operands (see `alias.rs`).
-    pub placements: Vec<Option<Placement>>,
-    /// Bytes of activation arena this plan needs.
-    pub arena_bytes: u64,
-    /// Bytes the activations would take without reuse (each aligned).
-    pub activation_bytes: u64,
-    /// Per op, in program order.
-    pub ops: Vec<OpDispatches>,
-    /// Whether a dispatch reports into the status word.
-    pub uses_status: bool,
-}
-
-impl ShapePlan {
-    /// The placement of `id`.
-    ///
-    /// # Errors
-    /// `Internal` when the tensor has none (the planner proved every bound tensor has one).
-    pub(crate) fn placement(&self, id: TensorId) -> Result<Placement> {
-        self.placements
-            .get(id as usize)
-            .copied()
-            .flatten()
-            .ok_or_else(|| Error::internal(format!("tensor {id} has no storage in the plan")))
-    }
-}
-
 fn invalid(message: String) -> Error {
-    Error::new(ErrorCode::InvalidProgram, message)
+    Error::invalid_program(message)
 }
 
 /// Bytes of a tensor of `dtype` and `shape` on the GPU.
@@ -177,8 +108,8 @@ pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Resul
                 )));
             }
         }
-        if let Op::Reshape { x, .. } = op {
-            root[out] = root[*x as usize];
+        if let Op::Reshape(reshape) = op {
+            root[out] = root[reshape.x as usize];
         }
     }
     for &output in &program.outputs {
@@ -247,7 +178,7 @@ pub(crate) fn plan(
         .iter()
         .enumerate()
         .map(|(index, op)| {
-            let dispatches = dispatch::op_dispatches(&ctx, index, op).map_err(|e| {
+            let dispatches = gpu_op(op).dispatches(&ctx, index).map_err(|e| {
                 Error::new(
                     e.code(),
                     format!("op {index} ({}): {}", op.name(), e.message()),
@@ -354,4 +285,36 @@ pub(crate) fn plan(
         ops,
         uses_status,
     })
+}
+
+/// Every kernel `program` can dispatch under `config`, whatever the shapes: what `init`
+/// compiles (each op's own list, e.g. row kernels in both their short-row and configured
+/// workgroup sizes, plus the copy kernel when an op reads one storage twice). A unit test
+/// checks that plans never use a kernel outside this set.
+pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<KernelKey> {
+    let mut keys: Vec<KernelKey> = Vec::new();
+    let mut add = |key: KernelKey| {
+        if !keys.contains(&key) {
+            keys.push(key);
+        }
+    };
+    for op in &program.ops {
+        gpu_op(op)
+            .kernels(&program.tensors, config)
+            .into_iter()
+            .for_each(&mut add);
+    }
+    let shadow_copy = param_slots(program)
+        .and_then(|slots| {
+            let roots = storage_roots(program, &slots)?;
+            Ok(alias::shadow_kernel(
+                program,
+                &alias::storage_keys(&slots, &roots),
+                config.workgroup_size,
+            ))
+        })
+        .ok()
+        .flatten();
+    shadow_copy.into_iter().for_each(add);
+    keys
 }

@@ -14,7 +14,8 @@
 
 use crate::backends::compile_specs::{CompileSpecs, PRECISION, Precision, check_runtime_specs};
 use crate::backends::webgpu::device::GpuContext;
-use crate::backends::webgpu::kernels::source::{matmul_geometry, workgroup_storage_bytes};
+use crate::backends::webgpu::kernels::matmul::{MatMulKey, matmul_geometry};
+use crate::backends::webgpu::kernels::source::workgroup_storage_bytes;
 use crate::backends::webgpu::kernels::{KernelConfig, KernelKey, MatMulKernel};
 use crate::error::{Error, Result};
 use crate::registry::{BackendOption, CompileSpec, OptionValue};
@@ -140,11 +141,11 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
         .copied()
         .find(|&kernel| {
             let (wgx, wgy, ..) = matmul_geometry(kernel);
-            let key = KernelKey::MatMul {
+            let key = KernelKey::new(MatMulKey {
                 kernel,
                 bias: true,
                 f16: specs.f16,
-            };
+            });
             fits(ctx, &key, wgx, wgy)
         })
         .ok_or_else(|| {

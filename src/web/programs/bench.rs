@@ -8,6 +8,7 @@
 use crate::error::Error;
 use crate::evalue::{EValue, Tensor};
 use crate::params::MemoryProvider;
+use crate::program::ops;
 use crate::program::{DType, Dim, Op, ProgramBuilder};
 use crate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
 use crate::web::edge::convert::compile_specs_from_js;
@@ -99,14 +100,14 @@ impl MatmulBench {
         let weight = b.param("b", DType::F32, fixed(&[k, n]), "bench", "b");
         for r in 0..repeats {
             let out = b.tensor(&format!("out{r}"), DType::F32, fixed(&[m, n]));
-            b.op(Op::MatMul {
+            b.op(Op::MatMul(ops::MatMul {
                 a,
                 b: weight,
                 bias: None,
                 transpose_a: false,
                 transpose_b: false,
                 out,
-            })
+            }))
             .output(out);
         }
         let blob = b.encode().map_err(to_js_error)?;

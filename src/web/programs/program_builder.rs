@@ -241,6 +241,21 @@ impl JsProgramBuilder {
         js(self.inner.layer_norm(x, gamma, beta, eps))
     }
 
+    /// RMS normalisation over the last dim: `x / sqrt(mean(x^2) + eps) * weight`, `weight`
+    /// of shape `[H]`.
+    #[wasm_bindgen(js_name = rmsNorm)]
+    pub fn rms_norm(&mut self, x: f64, weight: f64, eps: f32) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        let weight = js(tensor_arg(weight, "weight"))?;
+        let op = |out| crate::program::ops::RmsNorm {
+            x,
+            weight,
+            eps,
+            out,
+        };
+        js(self.inner.push(op))
+    }
+
     /// Softmax over the last dim of `x` (plus an additive `mask`).
     pub fn softmax(&mut self, x: f64, mask: Option<f64>) -> JsResult<u32> {
         let mask = js(mask.map(|v| tensor_arg(v, "mask")).transpose())?;

@@ -5,9 +5,11 @@
 
 use crate::common::harness::{Model, SuiteConfig, assert_close, dims, f32_tensor};
 use crate::common::reference::Ref;
+use crate::op_case;
 use webdelegate::program::BinaryOp;
 use webdelegate::registry::SharedBackend;
 
+op_case! {
 /// `x = [[1, -2, 3], [0.5, 4, -1]]`; gamma = beta = `[1, 2, 3]`, layer norm eps `1e-5`.
 pub async fn one_tensor_read_through_two_operands(backend: SharedBackend, config: SuiteConfig) {
     let xs = [1.0f32, -2.0, 3.0, 0.5, 4.0, -1.0];
@@ -69,4 +71,5 @@ pub async fn one_tensor_read_through_two_operands(backend: SharedBackend, config
     for ((what, want, tol), got) in cases.iter().zip(&got) {
         assert_close(what, got, want, *tol);
     }
+}
 }

@@ -6,6 +6,7 @@ use crate::common::harness::{
 };
 use crate::common::reference::{self, Ref};
 use crate::common::rng::Rng;
+use crate::op_case;
 use webdelegate::ErrorCode;
 use webdelegate::program::{BinaryOp, DType, UnaryOp};
 use webdelegate::registry::SharedBackend;
@@ -18,6 +19,7 @@ fn table_4x2(m: &mut Model) -> u32 {
     )
 }
 
+op_case! {
 /// Rows 3, 0, 1, 1 of a 4 x 2 table.
 pub async fn gather_by_hand_with_i32_ids(backend: SharedBackend, _config: SuiteConfig) {
     let mut m = Model::new();
@@ -31,7 +33,9 @@ pub async fn gather_by_hand_with_i32_ids(backend: SharedBackend, _config: SuiteC
     let want = Ref::new(&[2, 2, 2], &[30.0, 31.0, 0.0, 1.0, 10.0, 11.0, 10.0, 11.0]);
     assert_exact("gather i32", &got[0], &want);
 }
+}
 
+op_case! {
 /// i64 ids (as PyTorch produces them) under a symbolic sequence; ids outside the table are
 /// `InvalidArgument` at execute, and the delegate still works afterwards.
 pub async fn gather_by_hand_with_i64_ids_and_bad_ids(backend: SharedBackend, _config: SuiteConfig) {
@@ -68,7 +72,9 @@ pub async fn gather_by_hand_with_i64_ids_and_bad_ids(backend: SharedBackend, _co
         &Ref::new(&[1, 2], &[30.0, 31.0]),
     );
 }
+}
 
+op_case! {
 /// `[[1,2,3],[4,5,6]]` against a row, a column and a scalar-like `[1]`.
 pub async fn binary_ops_by_hand_with_broadcasting(backend: SharedBackend, config: SuiteConfig) {
     let mut m = Model::new();
@@ -105,7 +111,9 @@ pub async fn binary_ops_by_hand_with_broadcasting(backend: SharedBackend, config
         );
     }
 }
+}
 
+op_case! {
 /// `2x + 1`, GELU (erf form), tanh and ReLU at points whose values are known.
 pub async fn scale_and_activations_by_hand(backend: SharedBackend, config: SuiteConfig) {
     let mut m = Model::new();
@@ -160,6 +168,7 @@ pub async fn scale_and_activations_by_hand(backend: SharedBackend, config: Suite
     );
     assert_exact("relu", &got[3], &Ref::new(&[5], &[0.0, 0.0, 0.5, 1.0, 2.0]));
 }
+}
 
 /// Random shape pairs that broadcast (size-1 dims, missing leading dims, odd extents).
 fn broadcast_pair(rng: &mut Rng, small: bool) -> (Vec<usize>, Vec<usize>) {
@@ -182,6 +191,7 @@ fn broadcast_pair(rng: &mut Rng, small: bool) -> (Vec<usize>, Vec<usize>) {
     (a, b)
 }
 
+op_case! {
 /// All four binaries over random broadcasting shapes, against the f64 reference.
 pub async fn binary_ops_random_broadcasts(backend: SharedBackend, config: SuiteConfig) {
     let mut rng = Rng::new(11);
@@ -222,7 +232,9 @@ pub async fn binary_ops_random_broadcasts(backend: SharedBackend, config: SuiteC
         }
     }
 }
+}
 
+op_case! {
 /// Scale and the activations over random odd-sized inputs spanning both GELU tails.
 pub async fn scale_and_activations_random(backend: SharedBackend, config: SuiteConfig) {
     let mut rng = Rng::new(12);
@@ -253,7 +265,9 @@ pub async fn scale_and_activations_random(backend: SharedBackend, config: SuiteC
         assert_close(what, got, want, config.elementwise);
     }
 }
+}
 
+op_case! {
 /// Embedding lookup over random tables (odd widths) and i32 / i64 ids.
 pub async fn gather_random(backend: SharedBackend, config: SuiteConfig) {
     let mut rng = Rng::new(13);
@@ -277,4 +291,5 @@ pub async fn gather_random(backend: SharedBackend, config: SuiteConfig) {
         let want = reference::gather(&Ref::new(&[vocab, width], &table_values), &ids, &ids_shape);
         assert_exact(&format!("gather trial {trial}"), &got[0], &want);
     }
+}
 }

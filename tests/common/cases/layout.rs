@@ -5,10 +5,12 @@ use crate::common::harness::{
 };
 use crate::common::reference::{self, Ref};
 use crate::common::rng::Rng;
+use crate::op_case;
 use webdelegate::TensorData;
 use webdelegate::program::{DType, Dim};
 use webdelegate::registry::SharedBackend;
 
+op_case! {
 /// `x = [[0,1,2],[3,4,5]]`: reshape to `[3, 2]`, transpose, columns 1..3, concat with itself
 /// along both axes, and a slice of a symbolic dim.
 pub async fn reshape_permute_slice_concat_by_hand(backend: SharedBackend, _config: SuiteConfig) {
@@ -70,7 +72,9 @@ pub async fn reshape_permute_slice_concat_by_hand(backend: SharedBackend, _confi
         &["slice"],
     );
 }
+}
 
+op_case! {
 /// Casts between every pair of dtypes (truncation toward zero, saturation, NaN -> 0) and
 /// ranges of a symbolic length in i32, i64 and f32.
 pub async fn cast_and_range_by_hand(backend: SharedBackend, _config: SuiteConfig) {
@@ -161,7 +165,9 @@ pub async fn cast_and_range_by_hand(backend: SharedBackend, _config: SuiteConfig
         assert_exact(&format!("cast output {index}"), got, want);
     }
 }
+}
 
+op_case! {
 /// Random rank-4 permutations, slices and multi-input concats, in f32 and i64.
 pub async fn layout_random(backend: SharedBackend, config: SuiteConfig) {
     let mut rng = Rng::new(41);
@@ -245,4 +251,5 @@ pub async fn layout_random(backend: SharedBackend, config: SuiteConfig) {
             );
         }
     }
+}
 }

@@ -7,8 +7,10 @@ use crate::common::harness::{
 };
 use crate::common::reference::{self, Ref};
 use crate::common::rng::Rng;
+use crate::op_case;
 use std::sync::Arc;
 use webdelegate::params::MemoryProvider;
+use webdelegate::program::ops;
 use webdelegate::program::{DType, Dim, FORMAT_VERSION, Op, ProgramBuilder};
 use webdelegate::registry::{
     BackendInitContext, BackendOption, CompileSpec, FreeableBuffer, LoadedDelegate, SharedBackend,
@@ -28,6 +30,7 @@ fn small_model(w: &[f32], b: &[f32]) -> Model {
     m
 }
 
+op_case! {
 /// One init, twenty executions with different row counts (0 included) and output slots that
 /// start empty or hold a stale tensor, each checked; then the delegate is dropped (destroy).
 pub async fn lifecycle_init_execute_many_destroy(backend: SharedBackend, config: SuiteConfig) {
@@ -69,6 +72,7 @@ pub async fn lifecycle_init_execute_many_destroy(backend: SharedBackend, config:
         .await
         .unwrap();
 }
+}
 
 async fn init_blob(backend: &SharedBackend, blob: Vec<u8>) -> webdelegate::Result<LoadedDelegate> {
     LoadedDelegate::init_with_backend(
@@ -81,6 +85,7 @@ async fn init_blob(backend: &SharedBackend, blob: Vec<u8>) -> webdelegate::Resul
     .await
 }
 
+op_case! {
 /// Foreign or future blobs are `DelegateInvalidCompatibility`; malformed ones `InvalidProgram`
 /// with a message saying what is wrong.
 pub async fn bad_blobs_get_the_right_codes(backend: SharedBackend, _config: SuiteConfig) {
@@ -150,11 +155,11 @@ pub async fn bad_blobs_get_the_right_codes(backend: SharedBackend, _config: Suit
     let mut b = ProgramBuilder::new();
     let x = b.input("x", DType::F32, dims(&[2]));
     let out = b.tensor("y", DType::F32, dims(&[3]));
-    b.op(Op::Unary {
+    b.op(Op::Unary(ops::Unary {
         op: webdelegate::program::UnaryOp::Relu,
         x,
         out,
-    })
+    }))
     .output(out);
     let blob = b.encode_unchecked().unwrap();
     assert_error(
@@ -169,17 +174,17 @@ pub async fn bad_blobs_get_the_right_codes(backend: SharedBackend, _config: Suit
     let x = b.input("x", DType::F32, dims(&[2]));
     let t1 = b.tensor("t1", DType::F32, dims(&[2]));
     let t2 = b.tensor("t2", DType::F32, dims(&[2]));
-    b.op(Op::Binary {
+    b.op(Op::Binary(ops::Binary {
         op: webdelegate::program::BinaryOp::Add,
         a: x,
         b: t2,
         out: t1,
-    });
-    b.op(Op::Unary {
+    }));
+    b.op(Op::Unary(ops::Unary {
         op: webdelegate::program::UnaryOp::Tanh,
         x: t1,
         out: t2,
-    });
+    }));
     b.output(t2);
     let blob = b.encode_unchecked().unwrap();
     assert_error(
@@ -189,7 +194,9 @@ pub async fn bad_blobs_get_the_right_codes(backend: SharedBackend, _config: Suit
         &["cycle"],
     );
 }
+}
 
+op_case! {
 /// Every malformed argument list is `InvalidArgument`, and the delegate keeps working.
 pub async fn wrong_inputs_are_invalid_arguments(backend: SharedBackend, _config: SuiteConfig) {
     let mut m = Model::new();
@@ -287,6 +294,7 @@ pub async fn wrong_inputs_are_invalid_arguments(backend: SharedBackend, _config:
     .unwrap();
     assert_eq!(got[0].as_f32().unwrap(), &[1.0, 2.0, 5.0, 6.0]);
 }
+}
 
 fn weight_program() -> ProgramBuilder {
     let mut b = ProgramBuilder::new();
@@ -315,6 +323,7 @@ async fn init_with_provider(
     .await
 }
 
+op_case! {
 /// No provider, unknown scope or key -> `NotFound`; a provider that disagrees with the
 /// program about length, dtype or shape -> `InvalidExternalData`.
 pub async fn parameter_errors(backend: SharedBackend, _config: SuiteConfig) {
@@ -384,7 +393,9 @@ pub async fn parameter_errors(backend: SharedBackend, _config: SuiteConfig) {
         .unwrap();
     assert_eq!(got[0].as_f32().unwrap(), &[5.0, 7.0, 9.0]);
 }
+}
 
+op_case! {
 /// `precision = f32` is accepted; unknown compile-spec or runtime-spec keys, repeated keys and
 /// unknown precisions are `InvalidArgument` naming them.
 pub async fn compile_specs_are_checked(backend: SharedBackend, _config: SuiteConfig) {
@@ -445,4 +456,5 @@ pub async fn compile_specs_are_checked(backend: SharedBackend, _config: SuiteCon
     )
     .await;
     assert_error("runtime spec", result, invalid, &["no_such_option"]);
+}
 }

@@ -4,8 +4,10 @@
 use crate::common::harness::{Model, SuiteConfig, assert_close, assert_exact, f32_tensor};
 use crate::common::reference::{self, Ref};
 use crate::common::rng::Rng;
+use crate::op_case;
 use webdelegate::registry::SharedBackend;
 
+op_case! {
 /// `[[1,2],[3,4]] @ [[5,6],[7,8]] = [[19,22],[43,50]]` with each operand stored plain or
 /// transposed, with and without the bias `[1, -1]`.
 pub async fn matmul_by_hand_all_transposes_and_bias(backend: SharedBackend, _config: SuiteConfig) {
@@ -37,7 +39,9 @@ pub async fn matmul_by_hand_all_transposes_and_bias(backend: SharedBackend, _con
         }
     }
 }
+}
 
+op_case! {
 /// A `[2, 1, 2]` batch against a shared `[2, 2]` matrix, and a `[2, 1, 1, 2]` batch against a
 /// `[3, 2, 1]` one (both batch dims broadcast).
 pub async fn matmul_by_hand_batch_broadcast(backend: SharedBackend, _config: SuiteConfig) {
@@ -73,7 +77,9 @@ pub async fn matmul_by_hand_batch_broadcast(backend: SharedBackend, _config: Sui
     let want = [3.0, -1.0, 2.0, 7.0, -1.0, 6.0];
     assert_exact("both broadcast", &got[0], &Ref::new(&[2, 3, 1, 1], &want));
 }
+}
 
+op_case! {
 /// Random `m x k x n` (odd, prime, tile-straddling, 1) with every transpose combination, an
 /// optional bias and random batch broadcasting, against the f64 reference.
 pub async fn matmul_random_shapes(backend: SharedBackend, config: SuiteConfig) {
@@ -127,4 +133,5 @@ pub async fn matmul_random_shapes(backend: SharedBackend, config: SuiteConfig) {
         let what = format!("trial {trial}: {a_shape:?} (t={ta}) @ {b_shape:?} (t={tb})");
         assert_close(&what, &got[0], &want, config.matmul);
     }
+}
 }

@@ -6,6 +6,7 @@
 use crate::common::harness::{Model, SuiteConfig, assert_close, execute, i64_tensor};
 use crate::common::reference::{self, Ref};
 use crate::common::rng::Rng;
+use crate::op_case;
 use webdelegate::program::{DType, Dim};
 use webdelegate::registry::SharedBackend;
 
@@ -176,6 +177,7 @@ fn reference_layer(w: &Weights, ids: &[i64], mask: &[i64], batch: usize, seq: us
     (hidden, embedding)
 }
 
+op_case! {
 /// The layer for `(2, 5)` with padding, then `(1, 7)`, on one delegate.
 pub async fn bert_block_end_to_end(backend: SharedBackend, config: SuiteConfig) {
     let mut rng = Rng::new(51);
@@ -208,4 +210,5 @@ pub async fn bert_block_end_to_end(backend: SharedBackend, config: SuiteConfig) 
             config.model,
         );
     }
+}
 }

@@ -3,10 +3,12 @@
 use crate::common::harness::{Model, SuiteConfig, assert_close, dims, f32_tensor, i64_tensor};
 use crate::common::reference::{self, Ref};
 use crate::common::rng::Rng;
+use crate::op_case;
 use webdelegate::program::DType;
 use webdelegate::registry::SharedBackend;
 use webdelegate::{Tensor, TensorData};
 
+op_case! {
 /// `[1,2,3,4]`: mean 2.5, variance 1.25, with `eps = 0.75` so `(x - 2.5) / sqrt(2)` =
 /// `+-1.0607, +-0.3536`; then `gamma = [1, 2, 1, 2]`, `beta = [0, 0, 1, 1]`. A constant row has
 /// variance 0 and normalises to exactly `beta`.
@@ -44,7 +46,9 @@ pub async fn layer_norm_by_hand(backend: SharedBackend, config: SuiteConfig) {
         config.reduction,
     );
 }
+}
 
+op_case! {
 /// `softmax([1, 2, 3]) = [0.0900, 0.2447, 0.6652]`; with the mask `[0, -10000, 0]` the middle
 /// entry vanishes: `[e/(e+e^3), 0, e^3/(e+e^3)]`.
 pub async fn softmax_by_hand_with_and_without_mask(backend: SharedBackend, config: SuiteConfig) {
@@ -76,7 +80,9 @@ pub async fn softmax_by_hand_with_and_without_mask(backend: SharedBackend, confi
         config.reduction,
     );
 }
+}
 
+op_case! {
 /// `[3, 4] / 5 = [0.6, 0.8]`; a zero row stays zero (eps); mean pooling of `[[1,2],[3,4],[5,6]]`
 /// under masks `[1,1,0]` (`[2, 3]`), `[0,0,0]` (zeros) and `[0,7,1]` (non-zero counts as 1:
 /// `[4, 5]`).
@@ -118,7 +124,9 @@ pub async fn l2_normalize_and_mean_pool_by_hand(backend: SharedBackend, config: 
     assert_close("mean_pool i64 mask", &got[1], &pooled_want, tol);
     assert_close("mean_pool u8 mask", &got[2], &pooled_want, tol);
 }
+}
 
+op_case! {
 /// Layer norm, softmax with a broadcast `[B, 1, 1, S]` mask, L2 norm and mean pooling over
 /// random shapes, against the f64 reference.
 pub async fn reductions_random(backend: SharedBackend, config: SuiteConfig) {
@@ -205,4 +213,5 @@ pub async fn reductions_random(backend: SharedBackend, config: SuiteConfig) {
             );
         }
     }
+}
 }

@@ -6,14 +6,119 @@
 //! int -> f32 rounds to nearest (exactly for values that fit i32; beyond, through two
 //! roundings, see `common.wgsl`).
 
+use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, KernelKey, PlanContext, Uniforms, to_u32,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
+    wgsl_word_type,
 };
-use crate::error::{Error, ErrorCode, Result};
-use crate::program::{DType, TensorId};
+use crate::error::{Error, Result};
+use crate::program::ops::{Cast, Range};
+use crate::program::{DType, TensorDecl, TensorId};
+
+const CONVERT: &str = include_str!("convert.wgsl");
+
+fn convert_source(wg: u32, bindings: &str, body: &str) -> String {
+    with_wg(CONVERT, wg)
+        .replace("{{BINDINGS}}", bindings)
+        .replace("{{BODY}}", body)
+}
+
+/// Dtype conversion kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CastKey {
+    /// The input's dtype.
+    pub from: DType,
+    /// The output's dtype.
+    pub to: DType,
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for CastKey {
+    fn storage_bindings(&self) -> u32 {
+        2
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        convert_source(
+            self.wg,
+            &format!(
+                "@group(0) @binding(1) var<storage, read_write> x: array<{}>;\n\
+                 @group(0) @binding(2) var<storage, read_write> out: array<{}>;",
+                wgsl_word_type(self.from),
+                wgsl_word_type(self.to)
+            ),
+            &cast_body(self.from, self.to),
+        )
+    }
+}
+
+/// `0..n` kernel in the given dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct RangeKey {
+    /// The output's dtype.
+    pub to: DType,
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for RangeKey {
+    fn storage_bindings(&self) -> u32 {
+        1
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        convert_source(
+            self.wg,
+            &format!(
+                "@group(0) @binding(1) var<storage, read_write> out: array<{}>;",
+                wgsl_word_type(self.to)
+            ),
+            &range_body(self.to),
+        )
+    }
+}
+
+impl GpuOp for Cast {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        cast(ctx, self.x, self.out)
+    }
+
+    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let dtype = |id: TensorId| tensors.get(id as usize).map(|t| t.dtype);
+        let wg = config.workgroup_size;
+        match (dtype(self.x), dtype(self.out)) {
+            (Some(from), Some(to)) => vec![KernelKey::new(CastKey { from, to, wg })],
+            _ => Vec::new(),
+        }
+    }
+}
+
+impl GpuOp for Range {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        range(ctx, self.out)
+    }
+
+    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let wg = config.workgroup_size;
+        tensors
+            .get(self.out as usize)
+            .map(|out| KernelKey::new(RangeKey { to: out.dtype, wg }))
+            .into_iter()
+            .collect()
+    }
+}
 
 /// The WGSL statements that convert `x[i]` (of `from`) into `out` (of `to`).
-pub(crate) fn cast_body(from: DType, to: DType) -> String {
+fn cast_body(from: DType, to: DType) -> String {
     // Integer sources are first read as (low, high) words of their i64 value.
     let int_words = match from {
         DType::I64 => Some("let lo = x[2u * i];\n    let hi = x[2u * i + 1u];"),
@@ -42,7 +147,7 @@ pub(crate) fn cast_body(from: DType, to: DType) -> String {
 }
 
 /// The WGSL statements that store `i` as element `i` of `out` (u8 wraps at 256).
-pub(crate) fn range_body(to: DType) -> String {
+fn range_body(to: DType) -> String {
     match to {
         DType::F32 => "    out[i] = f32(i);",
         DType::I32 => "    out[i] = i;",
@@ -56,23 +161,23 @@ pub(crate) fn range_body(to: DType) -> String {
 ///
 /// # Errors
 /// `InvalidProgram` when the element counts differ; `OutOfResources` for grids too large.
-pub(crate) fn cast(ctx: &PlanContext<'_>, x: TensorId, out: TensorId) -> Result<Vec<Dispatch>> {
+fn cast(ctx: &PlanContext<'_>, x: TensorId, out: TensorId) -> Result<Vec<Dispatch>> {
     let n = ctx.numel(out)?;
     if ctx.numel(x)? != n {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
-            format!("cast: input has {} elements, output {n}", ctx.numel(x)?),
-        ));
+        return Err(Error::invalid_program(format!(
+            "cast: input has {} elements, output {n}",
+            ctx.numel(x)?
+        )));
     }
     let Some(workgroups) = ctx.grid_for_threads(n)? else {
         return Ok(Vec::new());
     };
     Ok(vec![Dispatch {
-        key: KernelKey::Cast {
+        key: KernelKey::new(CastKey {
             from: ctx.dtype(x)?,
             to: ctx.dtype(out)?,
             wg: ctx.config.workgroup_size,
-        },
+        }),
         uniforms: Uniforms::new()
             .vec4([to_u32(n, "element count")?, 0, 0, 0])
             .finish(),
@@ -85,21 +190,21 @@ pub(crate) fn cast(ctx: &PlanContext<'_>, x: TensorId, out: TensorId) -> Result<
 ///
 /// # Errors
 /// `InvalidProgram` when `out` is not 1-D; `OutOfResources` for grids too large.
-pub(crate) fn range(ctx: &PlanContext<'_>, out: TensorId) -> Result<Vec<Dispatch>> {
+fn range(ctx: &PlanContext<'_>, out: TensorId) -> Result<Vec<Dispatch>> {
     let [n] = *ctx.shape(out)? else {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
-            format!("range: out has shape {:?}, expected 1-D", ctx.shape(out)?),
-        ));
+        return Err(Error::invalid_program(format!(
+            "range: out has shape {:?}, expected 1-D",
+            ctx.shape(out)?
+        )));
     };
     let Some(workgroups) = ctx.grid_for_threads(n)? else {
         return Ok(Vec::new());
     };
     Ok(vec![Dispatch {
-        key: KernelKey::Range {
+        key: KernelKey::new(RangeKey {
             to: ctx.dtype(out)?,
             wg: ctx.config.workgroup_size,
-        },
+        }),
         uniforms: Uniforms::new()
             .vec4([to_u32(n, "element count")?, 0, 0, 0])
             .finish(),

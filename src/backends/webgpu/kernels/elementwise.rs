@@ -1,17 +1,154 @@
-//! Element-wise f32 ops: unary functions, `Scale`, and broadcasting binary ops.
+//! Element-wise f32 ops on the GPU: `Unary` (GELU, tanh, ReLU) and `Scale` share one kernel
+//! (`unary.wgsl`), the broadcasting `Binary` ops another (`binary.wgsl`).
 
+use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, KernelKey, PlanContext, UnaryKind, Uniforms, coalesce, contiguous_strides,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, coalesce,
     to_u32,
 };
-use crate::error::{Error, ErrorCode, Result};
-use crate::program::{BinaryOp, TensorId};
+use crate::error::{Error, Result};
+use crate::program::geometry::broadcast_strides;
+use crate::program::ops::{Binary, Scale, Unary};
+use crate::program::{BinaryOp, TensorDecl, TensorId, UnaryOp};
+
+const UNARY: &str = include_str!("unary.wgsl");
+const BINARY: &str = include_str!("binary.wgsl");
+
+/// Which elementwise function a unary kernel applies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum UnaryKind {
+    /// Exact (erf) GELU.
+    Gelu,
+    /// Hyperbolic tangent.
+    Tanh,
+    /// `max(x, 0)`.
+    Relu,
+    /// `x * scale + bias`.
+    Scale,
+}
+
+impl UnaryKind {
+    fn of(op: UnaryOp) -> Self {
+        match op {
+            UnaryOp::Gelu => Self::Gelu,
+            UnaryOp::Tanh => Self::Tanh,
+            UnaryOp::Relu => Self::Relu,
+        }
+    }
+
+    fn expr(self) -> &'static str {
+        match self {
+            Self::Gelu => "gelu(v)",
+            Self::Tanh => "tanh_stable(v)",
+            Self::Relu => "select(0.0, v, v > 0.0)",
+            Self::Scale => "v * scale + bias",
+        }
+    }
+}
+
+/// Unary f32 function kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct UnaryKey {
+    /// The function.
+    pub op: UnaryKind,
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for UnaryKey {
+    fn storage_bindings(&self) -> u32 {
+        2
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        with_wg(UNARY, self.wg).replace("{{EXPR}}", self.op.expr())
+    }
+}
+
+/// Broadcasting f32 binary kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct BinaryKey {
+    /// The function.
+    pub op: BinaryOp,
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for BinaryKey {
+    fn storage_bindings(&self) -> u32 {
+        3
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        let expr = match self.op {
+            BinaryOp::Add => "va + vb",
+            BinaryOp::Sub => "va - vb",
+            BinaryOp::Mul => "va * vb",
+            BinaryOp::Div => "va / vb",
+        };
+        with_wg(BINARY, self.wg).replace("{{EXPR}}", expr)
+    }
+}
+
+impl GpuOp for Unary {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.x, self.out])?;
+        unary(ctx, UnaryKind::of(self.op), self.x, self.out, 1.0, 0.0)
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let (op, wg) = (UnaryKind::of(self.op), config.workgroup_size);
+        vec![KernelKey::new(UnaryKey { op, wg })]
+    }
+}
+
+impl GpuOp for Scale {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.x, self.out])?;
+        unary(
+            ctx,
+            UnaryKind::Scale,
+            self.x,
+            self.out,
+            self.scale,
+            self.bias,
+        )
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let wg = config.workgroup_size;
+        vec![KernelKey::new(UnaryKey {
+            op: UnaryKind::Scale,
+            wg,
+        })]
+    }
+}
+
+impl GpuOp for Binary {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.a, self.b, self.out])?;
+        binary(ctx, self.op, self.a, self.b, self.out)
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let wg = config.workgroup_size;
+        vec![KernelKey::new(BinaryKey { op: self.op, wg })]
+    }
+}
 
 /// `out = f(x)` (with `scale`/`bias` used by [`UnaryKind::Scale`]).
 ///
 /// # Errors
 /// `InvalidProgram` when `x` and `out` differ in size; `OutOfResources` for grids too large.
-pub(crate) fn unary(
+fn unary(
     ctx: &PlanContext<'_>,
     op: UnaryKind,
     x: TensorId,
@@ -21,10 +158,10 @@ pub(crate) fn unary(
 ) -> Result<Vec<Dispatch>> {
     let n = ctx.numel(out)?;
     if ctx.numel(x)? != n {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
-            format!("{op:?}: input has {} elements, output {n}", ctx.numel(x)?),
-        ));
+        return Err(Error::invalid_program(format!(
+            "{op:?}: input has {} elements, output {n}",
+            ctx.numel(x)?
+        )));
     }
     let Some(workgroups) = ctx.grid_for_threads(n)? else {
         return Ok(Vec::new());
@@ -38,44 +175,14 @@ pub(crate) fn unary(
         ])
         .finish();
     Ok(vec![Dispatch {
-        key: KernelKey::Unary {
+        key: KernelKey::new(UnaryKey {
             op,
             wg: ctx.config.workgroup_size,
-        },
+        }),
         uniforms,
         bindings: vec![Binding::Tensor(x), Binding::Tensor(out)],
         workgroups,
     }])
-}
-
-/// Strides of `input` viewed with `out_shape` under NumPy broadcasting: right-aligned, 0 where
-/// the input's extent is 1 (or the dim is missing).
-///
-/// # Errors
-/// `InvalidProgram` when the shapes do not broadcast.
-pub(crate) fn broadcast_strides(input: &[usize], out_shape: &[usize]) -> Result<Vec<usize>> {
-    if input.len() > out_shape.len() {
-        return Err(broadcast_error(input, out_shape));
-    }
-    let own = contiguous_strides(input);
-    let lead = out_shape.len() - input.len();
-    let mut strides = vec![0usize; out_shape.len()];
-    for (d, &extent) in input.iter().enumerate() {
-        let target = out_shape[lead + d];
-        if extent == target {
-            strides[lead + d] = if extent == 1 { 0 } else { own[d] };
-        } else if extent != 1 {
-            return Err(broadcast_error(input, out_shape));
-        }
-    }
-    Ok(strides)
-}
-
-fn broadcast_error(input: &[usize], out_shape: &[usize]) -> Error {
-    Error::new(
-        ErrorCode::InvalidProgram,
-        format!("shape {input:?} does not broadcast to {out_shape:?}"),
-    )
 }
 
 /// `out = a (op) b` with broadcasting.
@@ -83,7 +190,7 @@ fn broadcast_error(input: &[usize], out_shape: &[usize]) -> Error {
 /// # Errors
 /// `InvalidProgram` when the shapes do not broadcast to `out`; `NotSupported` when more than
 /// eight dims remain after coalescing.
-pub(crate) fn binary(
+fn binary(
     ctx: &PlanContext<'_>,
     op: BinaryOp,
     a: TensorId,
@@ -110,36 +217,12 @@ pub(crate) fn binary(
         .dims8(&strides[1], "broadcast strides")?
         .finish();
     Ok(vec![Dispatch {
-        key: KernelKey::Binary {
+        key: KernelKey::new(BinaryKey {
             op,
             wg: ctx.config.workgroup_size,
-        },
+        }),
         uniforms,
         bindings: vec![Binding::Tensor(a), Binding::Tensor(b), Binding::Tensor(out)],
         workgroups,
     }])
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn broadcast_strides_follow_numpy() {
-        assert_eq!(
-            broadcast_strides(&[3, 4], &[2, 3, 4]).unwrap(),
-            vec![0, 4, 1]
-        );
-        assert_eq!(broadcast_strides(&[4], &[2, 3, 4]).unwrap(), vec![0, 0, 1]);
-        assert_eq!(
-            broadcast_strides(&[2, 1, 4], &[2, 3, 4]).unwrap(),
-            vec![4, 0, 1]
-        );
-        assert_eq!(broadcast_strides(&[], &[5]).unwrap(), vec![0]);
-        assert_eq!(
-            broadcast_strides(&[3], &[2, 4]).unwrap_err().code(),
-            ErrorCode::InvalidProgram
-        );
-        assert!(broadcast_strides(&[1, 2, 3], &[2, 3]).is_err());
-    }
 }

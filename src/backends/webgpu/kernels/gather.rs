@@ -2,18 +2,77 @@
 //! is dispatched (see `execute.rs`); ids computed on the GPU are checked by the kernel, which
 //! never reads out of bounds and raises the op's tag in the status word instead.
 
+use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, KernelKey, PlanContext, Uniforms, to_u32,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
 };
-use crate::error::{Error, ErrorCode, Result};
-use crate::program::{DType, TensorId};
+use crate::error::{Error, Result};
+use crate::program::ops::Gather;
+use crate::program::{DType, TensorDecl, TensorId};
+
+const GATHER: &str = include_str!("gather.wgsl");
+
+/// Embedding gather kernel with ids of the given dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct GatherKey {
+    /// The ids' dtype.
+    pub ids: DType,
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for GatherKey {
+    fn storage_bindings(&self) -> u32 {
+        4
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        let load = match self.ids {
+            DType::I64 => {
+                "    let lo = ids[2u * s];\n    let hi = ids[2u * s + 1u];\n    \
+                 return vec2<u32>(lo, u32(hi == 0u && lo < p.head.z));"
+            }
+            DType::I32 => {
+                "    let w = ids[s];\n    \
+                 return vec2<u32>(w, u32(bitcast<i32>(w) >= 0 && w < p.head.z));"
+            }
+            // u8 is widened to one word; f32 ids are refused before planning.
+            DType::U8 | DType::F32 => {
+                "    let w = ids[s];\n    return vec2<u32>(w, u32(w < p.head.z));"
+            }
+        };
+        with_wg(GATHER, self.wg)
+            .replace("{{IDS}}", self.ids.name())
+            .replace("{{ID_LOAD}}", load)
+    }
+}
+
+impl GpuOp for Gather {
+    fn dispatches(&self, ctx: &PlanContext<'_>, index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.table, self.out])?;
+        gather(ctx, index + 1, self.table, self.ids, self.out)
+    }
+
+    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let wg = config.workgroup_size;
+        tensors
+            .get(self.ids as usize)
+            .map(|ids| KernelKey::new(GatherKey { ids: ids.dtype, wg }))
+            .into_iter()
+            .collect()
+    }
+}
 
 /// `out = table[ids]`; `tag` (op index + 1) identifies the op in the status word.
 ///
 /// # Errors
 /// `InvalidProgram` for a table that is not `[V, H]`, float ids, or an `out` that is not
 /// `ids.shape + [H]`; `OutOfResources` for grids or tags too large.
-pub(crate) fn gather(
+fn gather(
     ctx: &PlanContext<'_>,
     tag: usize,
     table: TensorId,
@@ -21,41 +80,34 @@ pub(crate) fn gather(
     out: TensorId,
 ) -> Result<Vec<Dispatch>> {
     let [vocab, hidden] = *ctx.shape(table)? else {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
-            format!(
-                "gather: table has shape {:?}, expected [V, H]",
-                ctx.shape(table)?
-            ),
-        ));
+        return Err(Error::invalid_program(format!(
+            "gather: table has shape {:?}, expected [V, H]",
+            ctx.shape(table)?
+        )));
     };
     let ids_dtype = ctx.dtype(ids)?;
     if ids_dtype == DType::F32 {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
+        return Err(Error::invalid_program(
             "gather: ids must be integers, got f32",
         ));
     }
     let mut expected = ctx.shape(ids)?.to_vec();
     expected.push(hidden);
     if ctx.shape(out)? != expected.as_slice() {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
-            format!(
-                "gather: out has shape {:?}, expected {expected:?}",
-                ctx.shape(out)?
-            ),
-        ));
+        return Err(Error::invalid_program(format!(
+            "gather: out has shape {:?}, expected {expected:?}",
+            ctx.shape(out)?
+        )));
     }
     let n = ctx.numel(out)?;
     let Some(workgroups) = ctx.grid_for_threads(n)? else {
         return Ok(Vec::new());
     };
     Ok(vec![Dispatch {
-        key: KernelKey::Gather {
+        key: KernelKey::new(GatherKey {
             ids: ids_dtype,
             wg: ctx.config.workgroup_size,
-        },
+        }),
         uniforms: Uniforms::new()
             .vec4([
                 to_u32(n, "element count")?,

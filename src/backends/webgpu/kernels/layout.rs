@@ -1,12 +1,95 @@
-//! Data movement as strided word copies: permute, slice and concat (one dispatch per input).
-//! Reshape needs no kernel: its output aliases its input's storage (see `plan.rs`).
+//! Data movement as strided word copies (`copy.wgsl`): `Permute`, `Slice` and `Concat` (one
+//! dispatch per input), and the word copies that fill shadows (see `alias.rs`). `Reshape` needs
+//! no kernel: its output aliases its input's storage (see `plan.rs`).
 
+use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, KernelKey, PlanContext, Uniforms, coalesce, contiguous_strides, to_u32,
-    words_per_element,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, coalesce,
+    to_u32, words_per_element,
 };
-use crate::error::{Error, ErrorCode, Result};
-use crate::program::TensorId;
+use crate::error::{Error, Result};
+use crate::program::geometry::contiguous_strides;
+use crate::program::ops::{Concat, Permute, Reshape, Slice};
+use crate::program::{TensorDecl, TensorId};
+
+const COPY: &str = include_str!("copy.wgsl");
+
+/// Strided copy of 32-bit words.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct CopyKey {
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for CopyKey {
+    fn storage_bindings(&self) -> u32 {
+        2
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        with_wg(COPY, self.wg)
+    }
+}
+
+fn copy_kernel(config: KernelConfig) -> Vec<KernelKey> {
+    vec![KernelKey::new(CopyKey {
+        wg: config.workgroup_size,
+    })]
+}
+
+impl GpuOp for Reshape {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        let (x, out) = (self.x, self.out);
+        if ctx.dtype(x)? != ctx.dtype(out)? || ctx.numel(x)? != ctx.numel(out)? {
+            return Err(Error::invalid_program(format!(
+                "reshape of {} {:?} into {} {:?}",
+                ctx.dtype(x)?.name(),
+                ctx.shape(x)?,
+                ctx.dtype(out)?.name(),
+                ctx.shape(out)?
+            )));
+        }
+        Ok(Vec::new())
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], _config: KernelConfig) -> Vec<KernelKey> {
+        Vec::new()
+    }
+}
+
+impl GpuOp for Permute {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        permute(ctx, self.x, &self.perm, self.out)
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        copy_kernel(config)
+    }
+}
+
+impl GpuOp for Slice {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        slice(ctx, self.x, self.axis, self.start, self.end, self.out)
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        copy_kernel(config)
+    }
+}
+
+impl GpuOp for Concat {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        concat(ctx, &self.inputs, self.axis, self.out)
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        copy_kernel(config)
+    }
+}
 
 /// One strided copy, in elements of the tensors' dtype.
 struct CopySpec {
@@ -17,10 +100,6 @@ struct CopySpec {
     dst_offset: usize,
 }
 
-fn invalid(message: String) -> Error {
-    Error::new(ErrorCode::InvalidProgram, message)
-}
-
 fn copy(
     ctx: &PlanContext<'_>,
     src: TensorId,
@@ -29,7 +108,7 @@ fn copy(
 ) -> Result<Option<Dispatch>> {
     let dtype = ctx.dtype(src)?;
     if ctx.dtype(dst)? != dtype {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "copy from {} to {}: dtypes differ",
             dtype.name(),
             ctx.dtype(dst)?.name()
@@ -113,9 +192,9 @@ fn word_copy(
         .dims8(&strides[1], "copy strides")?
         .finish();
     Ok(Some(Dispatch {
-        key: KernelKey::Copy {
+        key: KernelKey::new(CopyKey {
             wg: ctx.config.workgroup_size,
-        },
+        }),
         uniforms,
         bindings: vec![Binding::Tensor(src), Binding::Tensor(dst)],
         workgroups,
@@ -126,7 +205,7 @@ fn word_copy(
 ///
 /// # Errors
 /// `InvalidProgram` when `perm` is not a permutation of `x`'s dims or `out` has another shape.
-pub(crate) fn permute(
+fn permute(
     ctx: &PlanContext<'_>,
     x: TensorId,
     perm: &[u32],
@@ -139,21 +218,21 @@ pub(crate) fn permute(
         match seen.get_mut(p as usize) {
             Some(slot) if !*slot => *slot = true,
             _ => {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "permute: {perm:?} is not a permutation of {rank} dims"
                 )));
             }
         }
     }
     if perm.len() != rank {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "permute: {perm:?} is not a permutation of {rank} dims"
         )));
     }
     let x_strides = contiguous_strides(x_shape);
     let shape: Vec<usize> = perm.iter().map(|&p| x_shape[p as usize]).collect();
     if ctx.shape(out)? != shape.as_slice() {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "permute: out has shape {:?}, expected {shape:?}",
             ctx.shape(out)?
         )));
@@ -173,7 +252,7 @@ pub(crate) fn permute(
 /// # Errors
 /// `InvalidProgram` for an axis past the rank or an `out` of another shape; `InvalidArgument`
 /// when the range does not fit the bound extent.
-pub(crate) fn slice(
+fn slice(
     ctx: &PlanContext<'_>,
     x: TensorId,
     axis: u32,
@@ -184,7 +263,7 @@ pub(crate) fn slice(
     let x_shape = ctx.shape(x)?;
     let axis = axis as usize;
     let extent = *x_shape.get(axis).ok_or_else(|| {
-        invalid(format!(
+        Error::invalid_program(format!(
             "slice: axis {axis} is past the rank {}",
             x_shape.len()
         ))
@@ -200,7 +279,7 @@ pub(crate) fn slice(
     let mut shape = x_shape.to_vec();
     shape[axis] = end - start;
     if ctx.shape(out)? != shape.as_slice() {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "slice: out has shape {:?}, expected {shape:?}",
             ctx.shape(out)?
         )));
@@ -220,7 +299,7 @@ pub(crate) fn slice(
 ///
 /// # Errors
 /// `InvalidProgram` for an empty input list, a bad axis, or shapes that do not line up.
-pub(crate) fn concat(
+fn concat(
     ctx: &PlanContext<'_>,
     inputs: &[TensorId],
     axis: u32,
@@ -229,7 +308,7 @@ pub(crate) fn concat(
     let out_shape = ctx.shape(out)?.to_vec();
     let axis = axis as usize;
     if axis >= out_shape.len() || inputs.is_empty() {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "concat: axis {axis} of rank {} with {} inputs",
             out_shape.len(),
             inputs.len()
@@ -247,7 +326,7 @@ pub(crate) fn concat(
                 .enumerate()
                 .all(|(d, (a, b))| d == axis || a == b);
         if !lines_up {
-            return Err(invalid(format!(
+            return Err(Error::invalid_program(format!(
                 "concat: input {input} of shape {shape:?} does not line up with {out_shape:?} along axis {axis}"
             )));
         }
@@ -262,7 +341,7 @@ pub(crate) fn concat(
         dispatches.extend(copy(ctx, input, out, spec)?);
     }
     if offset != out_shape[axis] {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "concat: inputs add up to {offset} along axis {axis}, out has {}",
             out_shape[axis]
         )));

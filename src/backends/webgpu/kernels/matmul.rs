@@ -1,40 +1,130 @@
-//! Batched matmul: shapes, transposes as strides, batch broadcasting, and the grid.
+//! `MatMul` on the GPU: shapes, transposes as strides, batch broadcasting, the grid, and the
+//! three kernels (two tilings, `matmul_tiled.wgsl`, and the naive baseline, `matmul_naive.wgsl`).
 
-use crate::backends::webgpu::kernels::elementwise::broadcast_strides;
-use crate::backends::webgpu::kernels::source::matmul_geometry;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, KernelKey, MatMulKernel, PlanContext, Uniforms, coalesce, to_u32,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, MatMulKernel, PlanContext, Uniforms,
+    coalesce, to_u32,
 };
 use crate::error::{Error, ErrorCode, Result};
-use crate::program::TensorId;
+use crate::program::TensorDecl;
+use crate::program::geometry::broadcast_strides;
+use crate::program::ops::MatMul;
+
+const MATMUL_TILED: &str = include_str!("matmul_tiled.wgsl");
+const MATMUL_NAIVE: &str = include_str!("matmul_naive.wgsl");
+
+/// Workgroup shape of a matmul kernel: (threads x, threads y, rows per thread, columns per
+/// thread, k tile). Tiled kernels keep 4 columns per thread (one `vec4` accumulator per row).
+pub(crate) const fn matmul_geometry(kernel: MatMulKernel) -> (u32, u32, u32, u32, u32) {
+    match kernel {
+        MatMulKernel::Tiled64 => (16, 8, 8, 4, 16),
+        MatMulKernel::Tiled32 => (8, 8, 4, 4, 16),
+        MatMulKernel::Naive => (8, 8, 1, 1, 0),
+    }
+}
+
+/// Batched matmul kernel; `f16` stages tiles in f16.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct MatMulKey {
+    /// The variant.
+    pub kernel: MatMulKernel,
+    /// Whether a bias is bound (binding 4).
+    pub bias: bool,
+    /// Whether tiles are staged in f16 (tiled variants on devices with shader-f16).
+    pub f16: bool,
+}
+
+impl MatMulKey {
+    /// The key `config` gives a matmul with or without bias.
+    pub(crate) fn of(config: KernelConfig, bias: bool) -> Self {
+        Self {
+            kernel: config.matmul,
+            bias,
+            f16: config.f16 && config.matmul != MatMulKernel::Naive,
+        }
+    }
+
+    fn staged_f16(&self) -> bool {
+        self.f16 && self.kernel != MatMulKernel::Naive
+    }
+}
+
+impl Kernel for MatMulKey {
+    fn storage_bindings(&self) -> u32 {
+        3 + u32::from(self.bias)
+    }
+
+    fn invocations(&self) -> u32 {
+        let (wgx, wgy, ..) = matmul_geometry(self.kernel);
+        wgx * wgy
+    }
+
+    fn workgroup_storage_bytes(&self) -> u32 {
+        match self.kernel {
+            MatMulKernel::Tiled64 | MatMulKernel::Tiled32 => {
+                let (wgx, wgy, rm, rn, tk) = matmul_geometry(self.kernel);
+                let elements = wgy * rm * tk + tk * wgx * rn;
+                elements * if self.f16 { 2 } else { 4 }
+            }
+            MatMulKernel::Naive => 0,
+        }
+    }
+
+    fn enable(&self) -> &'static str {
+        if self.staged_f16() {
+            "enable f16;\n"
+        } else {
+            ""
+        }
+    }
+
+    fn body(&self) -> String {
+        let (wgx, wgy, rm, rn, tk) = matmul_geometry(self.kernel);
+        let template = match self.kernel {
+            MatMulKernel::Naive => MATMUL_NAIVE,
+            MatMulKernel::Tiled64 | MatMulKernel::Tiled32 => MATMUL_TILED,
+        };
+        let (bias_decl, bias_add) = if self.bias {
+            (
+                "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
+                " + bias[gn]",
+            )
+        } else {
+            ("", "")
+        };
+        template
+            .replace("{{BIAS_DECL}}", bias_decl)
+            .replace("{{BIAS_ADD}}", bias_add)
+            .replace("{{WGX}}", &wgx.to_string())
+            .replace("{{WGY}}", &wgy.to_string())
+            .replace("{{RM}}", &rm.to_string())
+            .replace("{{RN}}", &rn.to_string())
+            .replace("{{TK}}", &tk.to_string())
+            .replace("{{A_TILE}}", &(wgy * rm * tk).to_string())
+            .replace("{{B_TILE4}}", &(tk * wgx * rn / 4).to_string())
+            .replace("{{STAGE}}", if self.staged_f16() { "f16" } else { "f32" })
+    }
+}
+
+impl GpuOp for MatMul {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.a, self.b, self.out])?;
+        ctx.require_f32(self.bias.as_slice())?;
+        matmul(ctx, self)
+    }
+
+    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        vec![KernelKey::new(MatMulKey::of(config, self.bias.is_some()))]
+    }
+}
 
 /// Most batch dims (after coalescing) the matmul kernels take.
 pub(crate) const MAX_BATCH_DIMS: usize = 4;
 
-/// The operands of one matmul op.
-pub(crate) struct MatMulOperands {
-    /// Left operand `[..., M, K]` (`[..., K, M]` when `transpose_a`).
-    pub a: TensorId,
-    /// Right operand `[..., K, N]` (`[..., N, K]` when `transpose_b`).
-    pub b: TensorId,
-    /// Optional `[N]` bias.
-    pub bias: Option<TensorId>,
-    /// Whether `a` is stored transposed.
-    pub transpose_a: bool,
-    /// Whether `b` is stored transposed.
-    pub transpose_b: bool,
-    /// Output `batch + [M, N]`.
-    pub out: TensorId,
-}
-
-fn invalid(message: String) -> Error {
-    Error::new(ErrorCode::InvalidProgram, message)
-}
-
 fn split_matrix(shape: &[usize], what: &str) -> Result<(Vec<usize>, usize, usize)> {
     match shape {
         [batch @ .., rows, cols] => Ok((batch.to_vec(), *rows, *cols)),
-        _ => Err(invalid(format!(
+        _ => Err(Error::invalid_program(format!(
             "matmul: {what} has rank {}, needs at least 2",
             shape.len()
         ))),
@@ -54,7 +144,7 @@ fn vec4_of(values: &[usize], pad: u32, what: &str) -> Result<[u32; 4]> {
 /// # Errors
 /// `InvalidProgram` for shapes that do not multiply or do not match `out`; `NotSupported` for
 /// more than four batch dims after coalescing; `OutOfResources` for grids over the device limit.
-pub(crate) fn matmul(ctx: &PlanContext<'_>, op: &MatMulOperands) -> Result<Vec<Dispatch>> {
+fn matmul(ctx: &PlanContext<'_>, op: &MatMul) -> Result<Vec<Dispatch>> {
     let (a_batch, a_rows, a_cols) = split_matrix(ctx.shape(op.a)?, "a")?;
     let (b_batch, b_rows, b_cols) = split_matrix(ctx.shape(op.b)?, "b")?;
     let (m, k) = if op.transpose_a {
@@ -68,18 +158,20 @@ pub(crate) fn matmul(ctx: &PlanContext<'_>, op: &MatMulOperands) -> Result<Vec<D
         (b_rows, b_cols)
     };
     if k != kb {
-        return Err(invalid(format!("matmul: inner dims differ ({k} and {kb})")));
+        return Err(Error::invalid_program(format!(
+            "matmul: inner dims differ ({k} and {kb})"
+        )));
     }
     let (out_batch, out_m, out_n) = split_matrix(ctx.shape(op.out)?, "out")?;
     if (out_m, out_n) != (m, n) {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "matmul: out is [.., {out_m}, {out_n}], the product is [.., {m}, {n}]"
         )));
     }
     if let Some(bias) = op.bias
         && ctx.shape(bias)? != [n]
     {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "matmul: bias has shape {:?}, expected [{n}]",
             ctx.shape(bias)?
         )));
@@ -106,11 +198,13 @@ pub(crate) fn matmul(ctx: &PlanContext<'_>, op: &MatMulOperands) -> Result<Vec<D
     };
     let a_matrix = m * k;
     let b_matrix = k * n;
-    let a_strides: Vec<usize> = broadcast_strides(&a_batch, &out_batch)?
+    let a_strides: Vec<usize> = broadcast_strides(&a_batch, &out_batch)
+        .map_err(|e| Error::invalid_program(e.message().to_owned()))?
         .into_iter()
         .map(|s| s * a_matrix)
         .collect();
-    let b_strides: Vec<usize> = broadcast_strides(&b_batch, &out_batch)?
+    let b_strides: Vec<usize> = broadcast_strides(&b_batch, &out_batch)
+        .map_err(|e| Error::invalid_program(e.message().to_owned()))?
         .into_iter()
         .map(|s| s * b_matrix)
         .collect();
@@ -171,13 +265,31 @@ pub(crate) fn matmul(ctx: &PlanContext<'_>, op: &MatMulOperands) -> Result<Vec<D
     ];
     bindings.extend(op.bias.map(Binding::Tensor));
     Ok(vec![Dispatch {
-        key: KernelKey::MatMul {
-            kernel: ctx.config.matmul,
-            bias: op.bias.is_some(),
-            f16: ctx.config.f16 && ctx.config.matmul != MatMulKernel::Naive,
-        },
+        key: KernelKey::new(MatMulKey::of(ctx.config, op.bias.is_some())),
         uniforms,
         bindings,
         workgroups,
     }])
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::webgpu::kernels::source::{source, workgroup_storage_bytes};
+
+    #[test]
+    fn tiled_geometries_fit_the_webgpu_minimum_limits() {
+        for kernel in [MatMulKernel::Tiled64, MatMulKernel::Tiled32] {
+            let (wgx, wgy, _, rn, tk) = matmul_geometry(kernel);
+            assert_eq!(rn, 4, "tiled kernels keep one vec4 of columns per thread");
+            assert!(wgx * wgy <= 256 && tk > 0);
+            let key = KernelKey::new(MatMulKey {
+                kernel,
+                bias: true,
+                f16: false,
+            });
+            assert!(workgroup_storage_bytes(&key) <= 16384);
+            assert!(source(&key).contains("var<workgroup> a_tile"));
+        }
+    }
 }

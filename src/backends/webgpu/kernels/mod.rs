@@ -1,5 +1,5 @@
-//! The WGSL kernels and, per op family, the Rust that turns one op with concrete shapes into
-//! dispatches: which kernel, which uniform words, which tensors bound in which order, how many
+//! The WGSL kernels and, per op (or op family sharing a kernel), the Rust that turns one op with
+//! concrete shapes into dispatches: which kernel, which uniform words, which tensors bound in which order, how many
 //! workgroups.
 //!
 //! Conventions every kernel follows:
@@ -12,6 +12,9 @@
 //!   word, i64 two words (its little-endian bytes, low word first). WGSL has neither i64 nor u8.
 //! - 1-D kernels index `(wid.y * nwg.x + wid.x) * WG + lid`; grids over
 //!   `maxComputeWorkgroupsPerDimension` fold into a second dimension (see [`grid_1d`]).
+//! - Each kernel's key (a [`Kernel`]) sits in its file beside its WGSL and says its bindings,
+//!   invocations and workgroup memory; each op's [`GpuOp`] says its dispatches and the kernels
+//!   `init` compiles for it.
 //! - Every workgroup size fits the device's `maxComputeInvocationsPerWorkgroup`, which the
 //!   backend queries (SwiftShader in headless Chromium allows 256).
 
@@ -20,28 +23,20 @@ pub(crate) mod elementwise;
 pub(crate) mod gather;
 pub(crate) mod layout;
 pub(crate) mod matmul;
+pub(crate) mod patch;
 pub(crate) mod pool;
+pub(crate) mod rms_norm;
 pub(crate) mod rows;
 pub(crate) mod source;
 
-use crate::error::{Error, ErrorCode, Result};
-use crate::program::{BinaryOp, DType, TensorDecl, TensorId};
+use crate::error::{Error, Result};
+use crate::program::{DType, TensorDecl, TensorId};
+use std::fmt;
+use std::hash::{Hash, Hasher};
+use std::sync::Arc;
 
 /// Most dims a broadcast, copy or mask view may have after coalescing.
 pub(crate) const MAX_DIMS: usize = 8;
-
-/// Which elementwise function a unary kernel applies.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum UnaryKind {
-    /// Exact (erf) GELU.
-    Gelu,
-    /// Hyperbolic tangent.
-    Tanh,
-    /// `max(x, 0)`.
-    Relu,
-    /// `x * scale + bias`.
-    Scale,
-}
 
 /// The matmul variants: two tilings (chosen by workgroup size) and the naive baseline.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -54,58 +49,101 @@ pub(crate) enum MatMulKernel {
     Naive,
 }
 
-/// One compiled kernel: the WGSL template plus everything that specialises it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) enum KernelKey {
-    /// Unary f32 function.
-    Unary { op: UnaryKind, wg: u32 },
-    /// Broadcasting f32 binary op.
-    Binary { op: BinaryOp, wg: u32 },
-    /// Batched matmul; `f16` stages tiles in f16.
-    MatMul {
-        kernel: MatMulKernel,
-        bias: bool,
-        f16: bool,
-    },
-    /// Layer norm over the last dim.
-    LayerNorm { wg: u32 },
-    /// Softmax over the last dim, with an optional additive mask of the given dtype.
-    Softmax { mask: Option<DType>, wg: u32 },
-    /// L2 normalisation over the last dim.
-    L2Normalize { wg: u32 },
-    /// Embedding gather with ids of the given dtype.
-    Gather { ids: DType, wg: u32 },
-    /// Strided copy of 32-bit words.
-    Copy { wg: u32 },
-    /// Dtype conversion.
-    Cast { from: DType, to: DType, wg: u32 },
-    /// `0..n` in the given dtype.
-    Range { to: DType, wg: u32 },
-    /// Masked mean pooling with a mask of the given dtype.
-    MeanPool { mask: DType, wg: u32 },
-    /// Byte merge into one word (unaligned parameter writes).
-    Patch,
+/// One op's WebGPU planning: implemented in the op's kernel file, dispatched from `Op` by
+/// `dispatch.rs` (derived from the program's one op list).
+pub(crate) trait GpuOp {
+    /// The dispatches of the op for the bound shapes in `ctx` (none for views and empty
+    /// tensors). `index` is the op's position in the program.
+    ///
+    /// # Errors
+    /// `InvalidProgram` when the op does not fit its shapes or dtypes; `OutOfResources` or
+    /// `NotSupported` beyond what the kernels address.
+    fn dispatches(&self, ctx: &PlanContext<'_>, index: usize) -> Result<Vec<Dispatch>>;
+
+    /// Every kernel the op can dispatch under `config`, whatever the shapes (what `init`
+    /// compiles); `tensors` give the dtypes that specialise them.
+    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey>;
+}
+
+/// One WGSL kernel and its specialisation: a plain-data key (e.g. `LayerNormKey { wg: 32 }`)
+/// defined next to its WGSL, which says everything `init` checks and compiles.
+pub(crate) trait Kernel: fmt::Debug + Send + Sync + 'static {
+    /// How many storage buffers the kernel binds (bindings 1..=n).
+    fn storage_bindings(&self) -> u32;
+
+    /// Invocations per workgroup (checked against the device at init).
+    fn invocations(&self) -> u32;
+
+    /// Workgroup memory the kernel declares, in bytes (checked against the device at init).
+    fn workgroup_storage_bytes(&self) -> u32 {
+        0
+    }
+
+    /// Directives that must precede everything else, e.g. `"enable f16;\n"`.
+    fn enable(&self) -> &'static str {
+        ""
+    }
+
+    /// The kernel's WGSL, specialised; `source::source` puts the shared helpers before it.
+    fn body(&self) -> String;
+}
+
+/// A compiled kernel's identity: any [`Kernel`], compared and hashed by its `Debug` text (which
+/// names the key type and every field), so the pipeline cache needs no list of kernels.
+#[derive(Clone)]
+pub(crate) struct KernelKey {
+    label: Arc<str>,
+    kernel: Arc<dyn Kernel>,
 }
 
 impl KernelKey {
-    /// How many storage buffers the kernel binds (bindings 1..=n).
-    pub(crate) fn storage_bindings(&self) -> u32 {
-        match self {
-            Self::Unary { .. }
-            | Self::Copy { .. }
-            | Self::Cast { .. }
-            | Self::L2Normalize { .. } => 2,
-            Self::Range { .. } | Self::Patch => 1,
-            Self::Binary { .. } | Self::MeanPool { .. } => 3,
-            Self::Softmax { mask, .. } => 2 + u32::from(mask.is_some()),
-            Self::MatMul { bias, .. } => 3 + u32::from(*bias),
-            Self::LayerNorm { .. } | Self::Gather { .. } => 4,
+    /// The key of `kernel`.
+    pub(crate) fn new(kernel: impl Kernel) -> Self {
+        Self {
+            label: format!("{kernel:?}").into(),
+            kernel: Arc::new(kernel),
         }
     }
 
-    /// A short label for pipelines and error messages, e.g. `"MatMul { kernel: Tiled64, .. }"`.
+    /// The kernel.
+    pub(crate) fn kernel(&self) -> &dyn Kernel {
+        &*self.kernel
+    }
+
+    /// How many storage buffers the kernel binds (bindings 1..=n).
+    pub(crate) fn storage_bindings(&self) -> u32 {
+        self.kernel.storage_bindings()
+    }
+
+    /// A short label for pipelines and error messages, e.g. `"LayerNormKey { wg: 32 }"`.
     pub(crate) fn label(&self) -> String {
-        format!("{self:?}")
+        self.label.to_string()
+    }
+}
+
+impl<K: Kernel> From<K> for KernelKey {
+    fn from(kernel: K) -> Self {
+        Self::new(kernel)
+    }
+}
+
+impl PartialEq for KernelKey {
+    fn eq(&self, other: &Self) -> bool {
+        self.label == other.label
+    }
+}
+
+impl Eq for KernelKey {}
+
+impl Hash for KernelKey {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        self.label.hash(state);
+    }
+}
+
+impl fmt::Debug for KernelKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.label)
     }
 }
 
@@ -176,6 +214,23 @@ impl PlanContext<'_> {
         Ok(self.shape(id)?.iter().product())
     }
 
+    /// Checks that every tensor of `ids` is f32.
+    ///
+    /// # Errors
+    /// `InvalidProgram` naming the first that is not.
+    pub(crate) fn require_f32(&self, ids: &[TensorId]) -> Result<()> {
+        for &id in ids {
+            let dtype = self.dtype(id)?;
+            if dtype != DType::F32 {
+                return Err(Error::invalid_program(format!(
+                    "tensor {id} is {}, the op needs f32",
+                    dtype.name()
+                )));
+            }
+        }
+        Ok(())
+    }
+
     /// A 1-D grid of `ceil(threads / workgroup_size)` groups, or `None` for no threads.
     pub(crate) fn grid_for_threads(&self, threads: usize) -> Result<Option<[u32; 3]>> {
         let groups = threads.div_ceil(self.config.workgroup_size as usize);
@@ -184,10 +239,7 @@ impl PlanContext<'_> {
 }
 
 fn bad_tensor(id: TensorId) -> Error {
-    Error::new(
-        ErrorCode::InvalidProgram,
-        format!("tensor {id} is not declared"),
-    )
+    Error::invalid_program(format!("tensor {id} is not declared"))
 }
 
 /// Words of one element on the GPU (see the module docs).
@@ -221,10 +273,9 @@ pub(crate) fn grid_1d(groups: usize, max_per_dim: u32) -> Result<Option<[u32; 3]
     }
     let rows = groups.div_ceil(max);
     if rows > max {
-        return Err(Error::new(
-            ErrorCode::OutOfResources,
-            format!("{groups} workgroups exceed the device's {max} x {max} grid"),
-        ));
+        return Err(Error::out_of_resources(format!(
+            "{groups} workgroups exceed the device's {max} x {max} grid"
+        )));
     }
     Ok(Some([max as u32, rows as u32, 1]))
 }
@@ -235,10 +286,9 @@ pub(crate) fn grid_1d(groups: usize, max_per_dim: u32) -> Result<Option<[u32; 3]
 /// `OutOfResources` naming `what` when it does not fit 32 bits (kernels index with u32).
 pub(crate) fn to_u32(value: usize, what: &str) -> Result<u32> {
     u32::try_from(value).map_err(|_| {
-        Error::new(
-            ErrorCode::OutOfResources,
-            format!("{what} = {value} exceeds the 32-bit indices of the WebGPU kernels"),
-        )
+        Error::out_of_resources(format!(
+            "{what} = {value} exceeds the 32-bit indices of the WebGPU kernels"
+        ))
     })
 }
 
@@ -264,13 +314,10 @@ impl Uniforms {
     /// `NotSupported` for more than [`MAX_DIMS`] values; `OutOfResources` for a value over u32.
     pub(crate) fn dims8(mut self, values: &[usize], what: &str) -> Result<Self> {
         if values.len() > MAX_DIMS {
-            return Err(Error::new(
-                ErrorCode::NotSupported,
-                format!(
-                    "{what} needs {} dims; the WebGPU kernels handle {MAX_DIMS}",
-                    values.len()
-                ),
-            ));
+            return Err(Error::not_supported(format!(
+                "{what} needs {} dims; the WebGPU kernels handle {MAX_DIMS}",
+                values.len()
+            )));
         }
         let mut packed = [0u32; MAX_DIMS];
         for (slot, &value) in packed.iter_mut().zip(values) {
@@ -284,15 +331,6 @@ impl Uniforms {
     pub(crate) fn finish(self) -> Vec<u32> {
         self.0
     }
-}
-
-/// Row-major strides of `shape`, in elements.
-pub(crate) fn contiguous_strides(shape: &[usize]) -> Vec<usize> {
-    let mut strides = vec![1usize; shape.len()];
-    for d in (0..shape.len().saturating_sub(1)).rev() {
-        strides[d] = strides[d + 1] * shape[d + 1];
-    }
-    strides
 }
 
 /// Drops extent-1 dims and merges neighbours that are contiguous in every stride list, so
@@ -331,6 +369,8 @@ pub(crate) fn coalesce(shape: &[usize], strides: &[Vec<usize>]) -> (Vec<usize>, 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
+    use crate::program::geometry::contiguous_strides;
 
     #[test]
     fn grid_folds_into_two_dimensions() {

@@ -1,49 +1,94 @@
-//! Masked mean pooling over the sequence (sentence-transformers' pooling).
+//! `MeanPool` on the GPU: masked mean pooling over the sequence (`mean_pool.wgsl`).
 
+use crate::backends::webgpu::kernels::source::{nonzero, with_wg};
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, KernelKey, PlanContext, Uniforms, to_u32,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
+    wgsl_word_type,
 };
-use crate::error::{Error, ErrorCode, Result};
-use crate::program::TensorId;
+use crate::error::{Error, Result};
+use crate::program::ops::MeanPool;
+use crate::program::{DType, TensorDecl, TensorId};
+
+const MEAN_POOL: &str = include_str!("mean_pool.wgsl");
+
+/// Masked mean pooling kernel with a mask of the given dtype.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct MeanPoolKey {
+    /// The mask's dtype.
+    pub mask: DType,
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for MeanPoolKey {
+    fn storage_bindings(&self) -> u32 {
+        3
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        with_wg(MEAN_POOL, self.wg)
+            .replace("{{MASK_T}}", wgsl_word_type(self.mask))
+            .replace("{{KEEP}}", &nonzero(self.mask, "mask", "j"))
+    }
+}
+
+impl GpuOp for MeanPool {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.x, self.out])?;
+        mean_pool(ctx, self.x, self.mask, self.out)
+    }
+
+    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let wg = config.workgroup_size;
+        tensors
+            .get(self.mask as usize)
+            .map(|mask| {
+                KernelKey::new(MeanPoolKey {
+                    mask: mask.dtype,
+                    wg,
+                })
+            })
+            .into_iter()
+            .collect()
+    }
+}
 
 /// `out[b, h]` = mean of `x[b, s, h]` over the positions `s` where `mask[b, s]` is non-zero.
 ///
 /// # Errors
 /// `InvalidProgram` unless `x` is `[B, S, H]`, `mask` `[B, S]` and `out` `[B, H]`;
 /// `OutOfResources` for grids too large.
-pub(crate) fn mean_pool(
+fn mean_pool(
     ctx: &PlanContext<'_>,
     x: TensorId,
     mask: TensorId,
     out: TensorId,
 ) -> Result<Vec<Dispatch>> {
     let [b, s, h] = *ctx.shape(x)? else {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
-            format!(
-                "mean_pool: x has shape {:?}, expected [B, S, H]",
-                ctx.shape(x)?
-            ),
-        ));
+        return Err(Error::invalid_program(format!(
+            "mean_pool: x has shape {:?}, expected [B, S, H]",
+            ctx.shape(x)?
+        )));
     };
     if ctx.shape(mask)? != [b, s] || ctx.shape(out)? != [b, h] {
-        return Err(Error::new(
-            ErrorCode::InvalidProgram,
-            format!(
-                "mean_pool: mask {:?} / out {:?} do not match x [{b}, {s}, {h}]",
-                ctx.shape(mask)?,
-                ctx.shape(out)?
-            ),
-        ));
+        return Err(Error::invalid_program(format!(
+            "mean_pool: mask {:?} / out {:?} do not match x [{b}, {s}, {h}]",
+            ctx.shape(mask)?,
+            ctx.shape(out)?
+        )));
     }
     let Some(workgroups) = ctx.grid_for_threads(b * h)? else {
         return Ok(Vec::new());
     };
     Ok(vec![Dispatch {
-        key: KernelKey::MeanPool {
+        key: KernelKey::new(MeanPoolKey {
             mask: ctx.dtype(mask)?,
             wg: ctx.config.workgroup_size,
-        },
+        }),
         uniforms: Uniforms::new()
             .vec4([
                 to_u32(b, "batch")?,

@@ -19,7 +19,7 @@ use crate::backends::webgpu::program::residency::Resident;
 use crate::backends::webgpu::readback::read_mapped;
 use crate::error::{Error, Result};
 use crate::evalue::EValue;
-use crate::program::{BoundShapes, Op, Program, TensorId};
+use crate::program::{BoundShapes, Op, Program, TensorId, ops};
 use std::sync::Arc;
 
 /// Gather ids that are program inputs must lie in the table before anything runs.
@@ -31,7 +31,7 @@ fn check_input_ids(program: &Program, args: &[EValue], shapes: &BoundShapes) -> 
         }
     }
     for (index, op) in program.ops.iter().enumerate() {
-        let Op::Gather { table, ids, .. } = op else {
+        let Op::Gather(ops::Gather { table, ids, .. }) = op else {
             continue;
         };
         let Some(position) = input_position.get(*ids as usize).copied().flatten() else {

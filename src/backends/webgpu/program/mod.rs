@@ -33,7 +33,6 @@ pub(crate) mod residency;
 
 use crate::backends::parameters;
 use crate::backends::webgpu::device::GpuContext;
-use crate::backends::webgpu::dispatch;
 use crate::backends::webgpu::kernels::source::{invocations, source, workgroup_storage_bytes};
 use crate::backends::webgpu::kernels::{KernelConfig, KernelKey};
 use crate::backends::webgpu::plan::{self, gpu_bytes};
@@ -145,7 +144,7 @@ fn check_limits(ctx: &GpuContext, program: &Program, config: KernelConfig) -> Re
             )));
         }
     }
-    for key in dispatch::kernel_keys(program, config) {
+    for key in plan::kernel_keys(program, config) {
         let needs = key.storage_bindings();
         let fits = needs <= limits.max_storage_buffers_per_shader_stage
             && invocations(&key) <= limits.max_compute_invocations_per_workgroup
@@ -188,11 +187,19 @@ impl LoadedProgram {
     ) -> Result<Self> {
         check_structure(&program)?;
         check_limits(&ctx, &program, config)?;
-        let keys = dispatch::kernel_keys(&program, config);
+<<<<<<< HEAD:src/backends/webgpu/program/mod.rs
+        let keys = plan::kernel_keys(&program, config);
         let background = compile_in_background(&ctx, &keys);
         if background.is_none() {
             ctx.pipelines.compile(&ctx.device, &keys).await?;
         }
+=======
+        let keys = plan::kernel_keys(&program, config);
+        #[cfg(native)]
+        ctx.pipelines.compile(&ctx.device, &keys).await?;
+        #[cfg(web)]
+        let compiling = crate::backends::webgpu::precompile::start(&ctx, &keys);
+>>>>>>> h-ops:src/backends/webgpu/program.rs
         let provider = parameters::provider(context, &program)?.cloned();
         let params = resolve_params(&ctx, &program, provider.as_ref()).await?;
         let compiling = match background {
@@ -255,7 +262,7 @@ impl LoadedProgram {
             ))
         })?;
         check_limits(&ctx, &self.program, self.config)?;
-        let keys = dispatch::kernel_keys(&self.program, self.config);
+        let keys = plan::kernel_keys(&self.program, self.config);
         ctx.pipelines.compile(&ctx.device, &keys).await?;
         self.slot.release(Release::Everything);
         self.ctx.program_ended();
@@ -278,7 +285,7 @@ impl LoadedProgram {
         if let Some(pending) = self.compiling.take() {
             pending.finish().await;
         }
-        let keys = dispatch::kernel_keys(&self.program, self.config);
+        let keys = plan::kernel_keys(&self.program, self.config);
         self.ctx.pipelines.compile(&self.ctx.device, &keys).await?;
         self.compiled = true;
         Ok(())

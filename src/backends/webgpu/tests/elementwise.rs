@@ -2,6 +2,7 @@
 
 use super::{Rng, assert_close, dims, floats, run};
 use crate::evalue::Tensor;
+use crate::program::ops;
 use crate::program::{BinaryOp, DType, Op, ProgramBuilder, UnaryOp};
 
 /// erf in f64: Taylor series below 2.5 (terms shrink fast enough that cancellation costs < 1e-13),
@@ -70,7 +71,7 @@ fn unary_functions_match_references() {
         (UnaryOp::Relu, |x| x.max(0.0), |_| 0.0),
     ];
     for (op, reference, tolerance) in cases {
-        let b = unary_program(n, Op::Unary { op, x: 0, out: 1 });
+        let b = unary_program(n, Op::Unary(ops::Unary { op, x: 0, out: 1 }));
         let out = run(
             &b,
             &[],
@@ -94,12 +95,12 @@ fn scale_matches_reference() {
     let (scale, bias) = (0.125f32, -3.5f32);
     let b = unary_program(
         n,
-        Op::Scale {
+        Op::Scale(ops::Scale {
             x: 0,
             scale,
             bias,
             out: 1,
-        },
+        }),
     );
     let out = run(
         &b,
@@ -154,12 +155,12 @@ fn binary_ops_broadcast_like_numpy() {
         b.input("a", DType::F32, dims(&a_shape));
         b.input("b", DType::F32, dims(&b_shape));
         b.tensor("out", DType::F32, dims(&full));
-        b.op(Op::Binary {
+        b.op(Op::Binary(ops::Binary {
             op,
             a: 0,
             b: 1,
             out: 2,
-        })
+        }))
         .output(2);
         let a_vals = rng.f32s(a_shape.iter().product(), -4.0, 4.0);
         let b_vals: Vec<f32> = rng
@@ -210,12 +211,12 @@ fn grids_past_one_dimension_cover_every_element() {
     b.input("a", DType::F32, dims(&[n]));
     b.input("b", DType::F32, dims(&[1]));
     b.tensor("out", DType::F32, dims(&[n]));
-    b.op(Op::Binary {
+    b.op(Op::Binary(ops::Binary {
         op: BinaryOp::Add,
         a: 0,
         b: 1,
         out: 2,
-    })
+    }))
     .output(2);
     let a: Vec<f32> = (0..n).map(|i| (i % 1000) as f32).collect();
     let inputs = vec![

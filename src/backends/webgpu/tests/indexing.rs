@@ -5,6 +5,7 @@
 use super::{Rng, assert_close, dims, f32_bytes, floats, run};
 use crate::error::ErrorCode;
 use crate::evalue::{Tensor, TensorData};
+use crate::program::ops;
 use crate::program::{DType, Op, ProgramBuilder};
 
 fn gather_program(ids_dtype: DType, ids_shape: &[usize], vocab: usize, h: usize) -> ProgramBuilder {
@@ -20,11 +21,11 @@ fn gather_program(ids_dtype: DType, ids_shape: &[usize], vocab: usize, h: usize)
     let mut out_shape = ids_shape.to_vec();
     out_shape.push(h);
     p.tensor("out", DType::F32, dims(&out_shape));
-    p.op(Op::Gather {
+    p.op(Op::Gather(ops::Gather {
         table: 0,
         ids: 1,
         out: 2,
-    })
+    }))
     .output(2);
     p
 }
@@ -99,12 +100,12 @@ fn gather_flags_gpu_computed_ids_out_of_range() {
     p.input("pos", DType::F32, dims(&[3]));
     p.tensor("ids", DType::I64, dims(&[3]));
     p.tensor("out", DType::F32, dims(&[3, h]));
-    p.op(Op::Cast { x: 1, out: 2 })
-        .op(Op::Gather {
+    p.op(Op::Cast(ops::Cast { x: 1, out: 2 }))
+        .op(Op::Gather(ops::Gather {
             table: 0,
             ids: 2,
             out: 3,
-        })
+        }))
         .output(3);
     let params = [("table", f32_bytes(&table))];
     let ok = run(
@@ -230,7 +231,7 @@ fn cast_saturates_for_every_dtype_pair() {
             let mut p = ProgramBuilder::new();
             p.input("x", from, dims(&[n]));
             p.tensor("y", to, dims(&[n]));
-            p.op(Op::Cast { x: 0, out: 1 }).output(1);
+            p.op(Op::Cast(ops::Cast { x: 0, out: 1 })).output(1);
             let out = run(&p, &[], vec![input.clone()], &[]).unwrap();
             let want = cast_reference(&input, to);
             match (&want, out[0].data()) {
@@ -256,7 +257,7 @@ fn range_counts_in_every_dtype_the_ir_allows() {
         // Range needs no input; the program still takes one so it has a caller-visible shape.
         p.input("unused", DType::F32, dims(&[1]));
         p.tensor("r", dtype, dims(&[n]));
-        p.op(Op::Range { out: 1 }).output(1);
+        p.op(Op::Range(ops::Range { out: 1 })).output(1);
         let out = run(
             &p,
             &[],
@@ -293,11 +294,11 @@ fn mean_pool_averages_kept_positions() {
         p.input("x", DType::F32, dims(&[b, s, h]));
         p.input("mask", dtype, dims(&[b, s]));
         p.tensor("pooled", DType::F32, dims(&[b, h]));
-        p.op(Op::MeanPool {
+        p.op(Op::MeanPool(ops::MeanPool {
             x: 0,
             mask: 1,
             out: 2,
-        })
+        }))
         .output(2);
         let out = run(
             &p,

@@ -3,6 +3,7 @@
 
 use super::{Rng, dims, run};
 use crate::evalue::{Tensor, TensorData};
+use crate::program::ops;
 use crate::program::{DType, Op, ProgramBuilder};
 
 const DTYPES: [DType; 4] = [DType::F32, DType::I32, DType::I64, DType::U8];
@@ -63,11 +64,11 @@ fn permute_matches_reference_on_every_dtype() {
         let mut p = ProgramBuilder::new();
         p.input("x", dtype, dims(&shape));
         p.tensor("y", dtype, dims(&out_shape));
-        p.op(Op::Permute {
+        p.op(Op::Permute(ops::Permute {
             x: 0,
             perm: perm.clone(),
             out: 1,
-        })
+        }))
         .output(1);
         let x = iota(dtype, &shape, case as i64);
         let out = run(&p, &[], vec![x.clone()], &[]).unwrap();
@@ -109,13 +110,13 @@ fn slice_matches_reference_on_every_dtype() {
         } else {
             Some(end as u64)
         };
-        p.op(Op::Slice {
+        p.op(Op::Slice(ops::Slice {
             x: 0,
             axis: axis as u32,
             start: start as u64,
             end: end_field,
             out: 1,
-        })
+        }))
         .output(1);
         let x = iota(dtype, &shape, 3);
         let out = run(&p, &[], vec![x.clone()], &[]).unwrap();
@@ -153,11 +154,11 @@ fn concat_matches_reference_on_every_dtype() {
             .map(|s| p.input("x", dtype, dims(s)))
             .collect();
         let out = p.tensor("y", dtype, dims(&out_shape));
-        p.op(Op::Concat {
+        p.op(Op::Concat(ops::Concat {
             inputs,
             axis: axis as u32,
             out,
-        })
+        }))
         .output(out);
         let tensors: Vec<Tensor> = shapes
             .iter()
@@ -197,13 +198,13 @@ fn reshape_views_share_storage_correctly() {
         p.tensor("r", dtype, dims(&[2, 3, 2]));
         p.tensor("t", dtype, dims(&[2, 2, 3]));
         p.tensor("f", dtype, dims(&[12]));
-        p.op(Op::Reshape { x: 0, out: 1 })
-            .op(Op::Permute {
+        p.op(Op::Reshape(ops::Reshape { x: 0, out: 1 }))
+            .op(Op::Permute(ops::Permute {
                 x: 1,
                 perm: vec![0, 2, 1],
                 out: 2,
-            })
-            .op(Op::Reshape { x: 2, out: 3 })
+            }))
+            .op(Op::Reshape(ops::Reshape { x: 2, out: 3 }))
             .output(3)
             .output(1);
         let x = iota(dtype, &[2, 6], 1);

@@ -9,6 +9,7 @@ use crate::backends::webgpu::{ADAPTER_KEYS, BACKEND_KEYS, WebGpuBackend};
 use crate::error::{ErrorCode, Result};
 use crate::evalue::{EValue, Tensor, TensorData};
 use crate::params::MemoryProvider;
+use crate::program::ops;
 use crate::program::{DType, Op, Program, ProgramBuilder, UnaryOp, encode};
 use crate::registry::{
     BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
@@ -124,11 +125,11 @@ fn relu_program(n: usize) -> ProgramBuilder {
     let mut b = ProgramBuilder::new();
     b.input("x", DType::F32, dims(&[n]));
     b.tensor("y", DType::F32, dims(&[n]));
-    b.op(Op::Unary {
+    b.op(Op::Unary(ops::Unary {
         op: UnaryOp::Relu,
         x: 0,
         out: 1,
-    })
+    }))
     .output(1);
     b
 }
@@ -165,11 +166,11 @@ fn bad_blobs_programs_parameters_and_specs_give_the_right_codes() {
         ErrorCode::InvalidProgram
     );
     let mut bad = relu_program(4).into_program();
-    bad.ops.push(Op::Unary {
+    bad.ops.push(Op::Unary(ops::Unary {
         op: UnaryOp::Tanh,
         x: 7,
         out: 1,
-    });
+    }));
     assert_eq!(
         init_code(&backend, encode(&bad).unwrap(), &none, &[]),
         ErrorCode::InvalidProgram
@@ -191,12 +192,12 @@ fn bad_blobs_programs_parameters_and_specs_give_the_right_codes() {
     p.input("x", DType::F32, dims(&[4]));
     p.param("w", DType::F32, dims(&[4]), "test", "w");
     p.tensor("y", DType::F32, dims(&[4]));
-    p.op(Op::Binary {
+    p.op(Op::Binary(ops::Binary {
         op: crate::program::BinaryOp::Mul,
         a: 0,
         b: 1,
         out: 2,
-    })
+    }))
     .output(2);
     let blob = p.encode().unwrap();
     assert_eq!(
@@ -245,12 +246,12 @@ fn execute_refuses_bad_arguments_and_foreign_handles() {
     b.input("x", DType::F32, vec![n]);
     b.input("z", DType::F32, vec![n]);
     b.tensor("y", DType::F32, vec![n]);
-    b.op(Op::Binary {
+    b.op(Op::Binary(ops::Binary {
         op: crate::program::BinaryOp::Add,
         a: 0,
         b: 1,
         out: 2,
-    })
+    }))
     .output(2);
     let blob = b.encode().unwrap();
     let mut handle = pollster::block_on(backend.init(

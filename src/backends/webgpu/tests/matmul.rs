@@ -8,6 +8,7 @@
 
 use super::{Rng, assert_close, dims, f32_bytes, floats, run};
 use crate::evalue::Tensor;
+use crate::program::ops;
 use crate::program::{DType, Op, ProgramBuilder};
 use crate::registry::CompileSpec;
 
@@ -76,14 +77,14 @@ fn check(case: &Case, rng: &mut Rng, specs: &[CompileSpec], f16: bool) {
         .bias
         .then(|| p.param("bias", DType::F32, dims(&[n]), super::SCOPE, "bias"));
     let out = p.tensor("out", DType::F32, dims(&out_shape));
-    p.op(Op::MatMul {
+    p.op(Op::MatMul(ops::MatMul {
         a: 0,
         b: 1,
         bias: bias_id,
         transpose_a: case.transpose_a,
         transpose_b: case.transpose_b,
         out,
-    })
+    }))
     .output(out);
     let params = [("b", f32_bytes(&b_vals)), ("bias", f32_bytes(&bias))];
     let got = run(
@@ -203,14 +204,14 @@ fn f16_tiles_match_reference_within_half_precision() {
         p.input("a", DType::F32, dims(&[2, 2]));
         p.input("b", DType::F32, dims(&[2, 2]));
         p.tensor("out", DType::F32, dims(&[2, 2]));
-        p.op(Op::MatMul {
+        p.op(Op::MatMul(ops::MatMul {
             a: 0,
             b: 1,
             bias: None,
             transpose_a: false,
             transpose_b: false,
             out: 2,
-        })
+        }))
         .output(2);
         let err = run(&p, &[], vec![], &[CompileSpec::new("precision", "f16")]).unwrap_err();
         assert_eq!(err.code(), crate::error::ErrorCode::NotSupported);

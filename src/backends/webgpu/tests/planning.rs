@@ -3,10 +3,11 @@
 //! refused with the right codes (never a panic).
 
 use super::dims;
-use crate::backends::webgpu::dispatch::kernel_keys;
+use crate::backends::webgpu::kernels::layout::CopyKey;
 use crate::backends::webgpu::kernels::{self, KernelConfig, MatMulKernel};
-use crate::backends::webgpu::plan::{PlanLimits, ShapePlan, Storage, plan};
+use crate::backends::webgpu::plan::{PlanLimits, ShapePlan, Storage, kernel_keys, plan};
 use crate::error::{ErrorCode, Result};
+use crate::program::ops;
 use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, UnaryOp, bind_shapes};
 
 const CONFIG: KernelConfig = KernelConfig {
@@ -103,101 +104,101 @@ pub(super) fn every_op_program() -> Program {
     );
     let pooled = b.tensor("pooled", DType::F32, dims(&[1, h]));
     let unit = b.tensor("unit", DType::F32, dims(&[1, h]));
-    b.op(Op::Range { out: pos })
-        .op(Op::Gather {
+    b.op(Op::Range(ops::Range { out: pos }))
+        .op(Op::Gather(ops::Gather {
             table,
             ids,
             out: emb,
-        })
-        .op(Op::Gather {
+        }))
+        .op(Op::Gather(ops::Gather {
             table,
             ids: pos,
             out: pemb,
-        })
-        .op(Op::Binary {
+        }))
+        .op(Op::Binary(ops::Binary {
             op: BinaryOp::Add,
             a: emb,
             b: pemb,
             out: sum,
-        })
-        .op(Op::LayerNorm {
+        }))
+        .op(Op::LayerNorm(ops::LayerNorm {
             x: sum,
             gamma,
             beta: bias,
             eps: 1e-12,
             out: norm,
-        })
-        .op(Op::MatMul {
+        }))
+        .op(Op::MatMul(ops::MatMul {
             a: norm,
             b: w,
             bias: Some(bias),
             transpose_a: false,
             transpose_b: true,
             out: proj,
-        })
-        .op(Op::Reshape {
+        }))
+        .op(Op::Reshape(ops::Reshape {
             x: proj,
             out: heads,
-        })
-        .op(Op::Permute {
+        }))
+        .op(Op::Permute(ops::Permute {
             x: heads,
             perm: vec![0, 2, 1, 3],
             out: perm,
-        })
-        .op(Op::MatMul {
+        }))
+        .op(Op::MatMul(ops::MatMul {
             a: perm,
             b: perm,
             bias: None,
             transpose_a: false,
             transpose_b: true,
             out: scores,
-        })
-        .op(Op::Cast {
+        }))
+        .op(Op::Cast(ops::Cast {
             x: mask,
             out: fmask,
-        })
-        .op(Op::Reshape {
+        }))
+        .op(Op::Reshape(ops::Reshape {
             x: fmask,
             out: mask4,
-        })
-        .op(Op::Softmax {
+        }))
+        .op(Op::Softmax(ops::Softmax {
             x: scores,
             mask: Some(mask4),
             out: probs,
-        })
-        .op(Op::Unary {
+        }))
+        .op(Op::Unary(ops::Unary {
             op: UnaryOp::Gelu,
             x: proj,
             out: act,
-        })
-        .op(Op::Scale {
+        }))
+        .op(Op::Scale(ops::Scale {
             x: act,
             scale: 0.5,
             bias: 0.0,
             out: scaled,
-        })
-        .op(Op::Slice {
+        }))
+        .op(Op::Slice(ops::Slice {
             x: scaled,
             axis: 1,
             start: 0,
             end: Some(1),
             out: first,
-        })
-        .op(Op::Concat {
+        }))
+        .op(Op::Concat(ops::Concat {
             inputs: vec![first, first],
             axis: 1,
             out: both,
-        })
-        .op(Op::MeanPool {
+        }))
+        .op(Op::MeanPool(ops::MeanPool {
             x: scaled,
             mask,
             out: pooled,
-        })
-        .op(Op::L2Normalize {
+        }))
+        .op(Op::L2Normalize(ops::L2Normalize {
             x: pooled,
             eps: 1e-12,
             out: unit,
-        })
+        }))
         .output(unit)
         .output(probs)
         .output(both);
@@ -277,10 +278,12 @@ fn malformed_programs_are_invalid_program() {
         b.tensor("z", DType::F32, dims(&[4]));
         b
     };
-    let unary = |x, out| Op::Unary {
-        op: UnaryOp::Relu,
-        x,
-        out,
+    let unary = |x, out| {
+        Op::Unary(ops::Unary {
+            op: UnaryOp::Relu,
+            x,
+            out,
+        })
     };
     // Reads z before anything writes it.
     let mut b = base();
@@ -307,14 +310,14 @@ fn malformed_programs_are_invalid_program() {
     b.input("a", DType::F32, dims(&[2, 3]));
     b.input("b", DType::F32, dims(&[4, 5]));
     b.tensor("c", DType::F32, dims(&[2, 5]));
-    b.op(Op::MatMul {
+    b.op(Op::MatMul(ops::MatMul {
         a: 0,
         b: 1,
         bias: None,
         transpose_a: false,
         transpose_b: false,
         out: 2,
-    })
+    }))
     .output(2);
     assert_eq!(
         code(&b.into_program(), &[&[2, 3], &[4, 5]]),
@@ -330,11 +333,11 @@ fn malformed_programs_are_invalid_program() {
     let mut b = ProgramBuilder::new();
     b.input("a", DType::F32, dims(&[2, 3]));
     b.tensor("c", DType::F32, dims(&[3, 2]));
-    b.op(Op::Permute {
+    b.op(Op::Permute(ops::Permute {
         x: 0,
         perm: vec![1, 1],
         out: 1,
-    })
+    }))
     .output(1);
     assert_eq!(
         code(&b.into_program(), &[&[2, 3]]),
@@ -348,11 +351,11 @@ fn oversized_shapes_are_out_of_resources() {
     let n = b.symbol("n");
     b.input("x", DType::F32, vec![n]);
     b.tensor("y", DType::F32, vec![n]);
-    b.op(Op::Unary {
+    b.op(Op::Unary(ops::Unary {
         op: UnaryOp::Relu,
         x: 0,
         out: 1,
-    })
+    }))
     .output(1);
     let program = b.into_program();
     // 2^26 floats = 256 MiB: over the 128 MiB binding limit.
@@ -363,11 +366,11 @@ fn oversized_shapes_are_out_of_resources() {
     let mut b = ProgramBuilder::new();
     b.input("x", DType::F32, dims(&shape));
     b.tensor("y", DType::F32, dims(&shape));
-    b.op(Op::Permute {
+    b.op(Op::Permute(ops::Permute {
         x: 0,
         perm: vec![8, 7, 6, 5, 4, 3, 2, 1, 0],
         out: 1,
-    })
+    }))
     .output(1);
     assert_eq!(code(&b.into_program(), &[&shape]), ErrorCode::NotSupported);
 }
@@ -424,7 +427,7 @@ fn no_dispatch_binds_the_same_bytes_twice() {
         }
     }
     // The shadows' copies use a kernel that init compiles.
-    assert!(keys.contains(&kernels::KernelKey::Copy { wg: 256 }));
+    assert!(keys.contains(&kernels::KernelKey::new(CopyKey { wg: 256 })));
 }
 
 #[test]

@@ -7,6 +7,7 @@
 
 use super::{Rng, assert_close, dims, f32_bytes, floats, run};
 use crate::evalue::Tensor;
+use crate::program::ops;
 use crate::program::{DType, Op, ProgramBuilder};
 use crate::registry::CompileSpec;
 
@@ -33,13 +34,13 @@ fn layer_norm_matches_reference() {
         p.param("gamma", DType::F32, dims(&[h]), super::SCOPE, "gamma");
         p.param("beta", DType::F32, dims(&[h]), super::SCOPE, "beta");
         p.tensor("y", DType::F32, dims(&[rows, h]));
-        p.op(Op::LayerNorm {
+        p.op(Op::LayerNorm(ops::LayerNorm {
             x: 0,
             gamma: 1,
             beta: 2,
             eps,
             out: 3,
-        })
+        }))
         .output(3);
         let params = [("gamma", f32_bytes(&gamma)), ("beta", f32_bytes(&beta))];
         let specs = if case % 3 == 2 {
@@ -105,11 +106,11 @@ fn softmax_without_mask_matches_reference() {
         let mut p = ProgramBuilder::new();
         p.input("x", DType::F32, dims(&[rows, h]));
         p.tensor("y", DType::F32, dims(&[rows, h]));
-        p.op(Op::Softmax {
+        p.op(Op::Softmax(ops::Softmax {
             x: 0,
             mask: None,
             out: 1,
-        })
+        }))
         .output(1);
         let out = run(
             &p,
@@ -149,11 +150,11 @@ fn softmax_with_broadcast_masks_matches_reference() {
         p.input("x", DType::F32, dims(&[b, heads, s, s]));
         p.input("mask", DType::F32, dims(&mask_shape));
         p.tensor("y", DType::F32, dims(&[b, heads, s, s]));
-        p.op(Op::Softmax {
+        p.op(Op::Softmax(ops::Softmax {
             x: 0,
             mask: Some(1),
             out: 2,
-        })
+        }))
         .output(2);
         let inputs = vec![
             Tensor::from_f32(vec![b, heads, s, s], x.clone()).unwrap(),
@@ -192,7 +193,8 @@ fn l2_normalize_matches_reference() {
         let mut p = ProgramBuilder::new();
         p.input("x", DType::F32, dims(&[rows, h]));
         p.tensor("y", DType::F32, dims(&[rows, h]));
-        p.op(Op::L2Normalize { x: 0, eps, out: 1 }).output(1);
+        p.op(Op::L2Normalize(ops::L2Normalize { x: 0, eps, out: 1 }))
+            .output(1);
         let out = run(
             &p,
             &[],

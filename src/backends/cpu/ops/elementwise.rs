@@ -1,14 +1,16 @@
-//! Element-wise kernels: broadcasting binaries, scale, GELU / tanh / ReLU.
+//! The element-wise ops `Binary` (broadcasting), `Scale` and `Unary` (GELU / tanh / ReLU):
+//! their kernels and their [`CpuOp`] implementations.
 //!
 //! Binaries walk the output row by row ([`for_each_row`]) with specialised inner loops for the
 //! common stride patterns (both contiguous, one side a broadcast scalar), which LLVM
 //! vectorises; other patterns fall back to a strided loop.
 
 use crate::backends::cpu::fast_math;
+use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::walk::{Row, for_each_row};
 use crate::error::{Error, Result};
 use crate::program::geometry::StridedWalk;
-use crate::program::{BinaryOp, UnaryOp};
+use crate::program::ops::{Binary, BinaryOp, Scale, Unary, UnaryOp};
 
 fn row_of(values: &[f32], start: usize, len: usize) -> Result<&[f32]> {
     values
@@ -129,4 +131,32 @@ pub fn unary(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
         }
     }
     Ok(())
+}
+
+impl CpuOp for Binary {
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        cx.f32_result(self.out, |f, o| {
+            binary(
+                self.op,
+                (f.f32(self.a)?, f.shape(self.a)?),
+                (f.f32(self.b)?, f.shape(self.b)?),
+                f.shape(self.out)?,
+                o,
+            )
+        })
+    }
+}
+
+impl CpuOp for Scale {
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        cx.f32_result(self.out, |f, o| {
+            scale(f.f32(self.x)?, self.scale, self.bias, o)
+        })
+    }
+}
+
+impl CpuOp for Unary {
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        cx.f32_result(self.out, |f, o| unary(self.op, f.f32(self.x)?, o))
+    }
 }

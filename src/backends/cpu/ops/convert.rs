@@ -1,11 +1,13 @@
-//! Type conversion, position ranges and embedding lookup.
+//! Type conversion (`Cast`), position ranges (`Range`) and embedding lookup (`Gather`).
 //!
-//! Cast semantics (see `Op::Cast`): float -> integer truncates toward zero and saturates, NaN
+//! Cast semantics (see `program::ops::Cast`): float -> integer truncates toward zero and saturates, NaN
 //! becomes 0; integer -> integer saturates; anything -> f32 rounds to nearest.
 
+use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::values::{Values, ValuesRef, filled};
 use crate::error::{Error, Result};
 use crate::program::DType;
+use crate::program::ops::{Cast, Gather, Range};
 
 /// Saturating conversion to every element type.
 trait Element: Copy {
@@ -152,6 +154,32 @@ fn checked_rows(ids: impl Iterator<Item = i64>, vocab: usize) -> Result<Vec<usiz
                 })
         })
         .collect()
+}
+
+impl CpuOp for Gather {
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let dims = match *cx.frame.shape(self.table)? {
+            [vocab, width] => [vocab, width],
+            _ => return Err(Error::internal("gather table is not 2-D")),
+        };
+        cx.f32_result(self.out, |f, o| {
+            gather(f.f32(self.table)?, dims, f.get(self.ids)?, o)
+        })
+    }
+}
+
+impl CpuOp for Cast {
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let dtype = cx.declared_dtype(self.out)?;
+        Ok(Slot::Owned(cast(cx.frame.get(self.x)?, dtype)?))
+    }
+}
+
+impl CpuOp for Range {
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let len = cx.frame.numel(self.out)?;
+        Ok(Slot::Owned(range(len, cx.declared_dtype(self.out)?)?))
+    }
 }
 
 #[cfg(test)]

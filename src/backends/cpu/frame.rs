@@ -1,0 +1,136 @@
+//! What a CPU op kernel runs with: the tensors of one execution ([`Frame`], whose slots borrow
+//! inputs and parameters and own intermediates), the state reused across executions
+//! ([`Scratch`]), and the [`CpuOp`] trait every op implements in its file under `ops/`.
+
+use crate::backends::cpu::gemm::{GemmScratch, PackedB};
+use crate::backends::cpu::plan::Step;
+use crate::backends::cpu::values::{BufferPool, Element, Values, ValuesRef};
+use crate::error::{Error, Result};
+use crate::program::{DType, Program, TensorId};
+
+/// One op's CPU kernel: computes the op's output from the frame.
+pub(crate) trait CpuOp {
+    /// Runs the op and returns its output's slot.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for bad data (out-of-range gather ids); `Internal` if an invariant
+    /// validation established does not hold; `MemoryAllocationFailed` when a result cannot be
+    /// allocated.
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>>;
+}
+
+/// Everything an op kernel may read or reuse.
+pub(crate) struct RunContext<'c, 'a> {
+    /// The validated program.
+    pub program: &'c Program,
+    /// Weights packed for matmul, by tensor id.
+    pub packed: &'c [Option<PackedB>],
+    /// The step being run (its releases tell which inputs die here).
+    pub step: &'c Step,
+    /// The tensors of this execution.
+    pub frame: &'c mut Frame<'a>,
+    /// Buffers and GEMM scratch reused across executions.
+    pub scratch: &'c mut Scratch,
+}
+
+impl RunContext<'_, '_> {
+    /// The declared dtype of `id` (the result dtype of cast and range).
+    pub(crate) fn declared_dtype(&self, id: TensorId) -> Result<DType> {
+        self.program
+            .tensors
+            .get(id as usize)
+            .map(|decl| decl.dtype)
+            .ok_or_else(|| Error::internal(format!("tensor {id} is not declared")))
+    }
+
+    /// An f32 result of `out`'s length filled by `kernel` from the frame.
+    pub(crate) fn f32_result(
+        &mut self,
+        out: TensorId,
+        kernel: impl FnOnce(&Frame<'_>, &mut [f32]) -> Result<()>,
+    ) -> Result<Slot<'static>> {
+        let len = self.frame.numel(out)?;
+        let mut values = self.scratch.pool.take(len)?;
+        kernel(self.frame, &mut values)?;
+        Ok(Slot::Owned(Values::F32(values)))
+    }
+}
+
+/// State reused across executions.
+#[derive(Debug, Default)]
+pub struct Scratch {
+    /// Recycled f32 buffers.
+    pub(crate) pool: BufferPool,
+    /// GEMM packing buffers.
+    pub(crate) gemm: GemmScratch,
+}
+
+/// Where a tensor's values are during an execution.
+pub(crate) enum Slot<'a> {
+    /// Not computed yet, or released.
+    Empty,
+    /// An input or parameter, read in place.
+    Borrowed(ValuesRef<'a>),
+    /// An intermediate or output this execution computed.
+    Owned(Values),
+}
+
+/// The tensors of one execution.
+pub(crate) struct Frame<'a> {
+    /// Per tensor id.
+    pub slots: Vec<Slot<'a>>,
+    /// The bound shape of every tensor.
+    pub shapes: Vec<Vec<usize>>,
+}
+
+impl<'a> Frame<'a> {
+    /// The values of `id`.
+    pub(crate) fn get(&self, id: TensorId) -> Result<ValuesRef<'_>> {
+        match self.slots.get(id as usize) {
+            Some(Slot::Borrowed(values)) => Ok(*values),
+            Some(Slot::Owned(values)) => Ok(values.as_ref()),
+            _ => Err(Error::internal(format!(
+                "tensor {id} is read before it is computed or after it was released"
+            ))),
+        }
+    }
+
+    /// The f32 values of `id`.
+    pub(crate) fn f32(&self, id: TensorId) -> Result<&[f32]> {
+        self.get(id)?.f32()
+    }
+
+    /// The values of `id` as `T`.
+    pub(crate) fn typed<T: Element>(&self, id: TensorId) -> Result<&[T]> {
+        T::slice(self.get(id)?)
+            .ok_or_else(|| Error::internal(format!("tensor {id} has an unexpected dtype")))
+    }
+
+    /// The bound shape of `id`.
+    pub(crate) fn shape(&self, id: TensorId) -> Result<&[usize]> {
+        self.shapes
+            .get(id as usize)
+            .map(Vec::as_slice)
+            .ok_or_else(|| Error::internal(format!("tensor {id} has no bound shape")))
+    }
+
+    /// Element count of `id`.
+    pub(crate) fn numel(&self, id: TensorId) -> Result<usize> {
+        Ok(self.shape(id)?.iter().product())
+    }
+
+    /// The last dim of `id`.
+    pub(crate) fn last_dim(&self, id: TensorId) -> Result<usize> {
+        self.shape(id)?
+            .last()
+            .copied()
+            .ok_or_else(|| Error::internal(format!("tensor {id} is a scalar")))
+    }
+
+    /// Takes `id`'s slot out, leaving it empty.
+    pub(crate) fn take(&mut self, id: TensorId) -> Slot<'a> {
+        self.slots
+            .get_mut(id as usize)
+            .map_or(Slot::Empty, |slot| std::mem::replace(slot, Slot::Empty))
+    }
+}

@@ -1,0 +1,36 @@
+//! `MatMul` on the CPU: the blocked GEMM (`gemm.rs`) over the op's geometry, with a weight
+//! packed at init read in place.
+
+use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
+use crate::backends::cpu::gemm::{self, RightOperand};
+use crate::backends::cpu::values::Values;
+use crate::error::Result;
+use crate::program::geometry::MatMulGeometry;
+use crate::program::ops::MatMul;
+
+impl CpuOp for MatMul {
+    fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let f = &*cx.frame;
+        let geometry = MatMulGeometry::new(
+            f.shape(self.a)?,
+            f.shape(self.b)?,
+            self.transpose_a,
+            self.transpose_b,
+        )?;
+        let bias = self.bias.map(|id| f.f32(id)).transpose()?;
+        let right = match cx.packed.get(self.b as usize) {
+            Some(Some(packed)) => RightOperand::Packed(packed),
+            _ => RightOperand::Values(f.f32(self.b)?),
+        };
+        let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
+        gemm::matmul(
+            f.f32(self.a)?,
+            right,
+            bias,
+            &geometry,
+            &mut out,
+            &mut cx.scratch.gemm,
+        )?;
+        Ok(Slot::Owned(Values::F32(out)))
+    }
+}

@@ -1,0 +1,45 @@
+//! `gather`: embedding lookup.
+
+use crate::program::infer::{self, InferResult};
+use crate::program::ops::support::{FLOAT, IDS, OpDef, Operands, tensor_text as t};
+use crate::program::tensor::{DType, Dim, TensorId};
+use serde::{Deserialize, Serialize};
+
+/// Embedding lookup: `table` f32 `[V, H]`, `ids` i32/i64 of any shape `S` -> `out` f32
+/// `S + [H]`, `out[s, :] = table[ids[s], :]`. An id outside `0..V` is an execute-time
+/// `InvalidArgument`, never an out-of-bounds read.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Gather {
+    /// The embedding table, `[V, H]`.
+    pub table: TensorId,
+    /// The ids of the rows to pick.
+    pub ids: TensorId,
+    /// The tensor the op writes.
+    pub out: TensorId,
+}
+
+impl OpDef for Gather {
+    fn name(&self) -> &'static str {
+        "gather"
+    }
+
+    fn inputs(&self) -> Vec<TensorId> {
+        vec![self.table, self.ids]
+    }
+
+    fn output(&self) -> TensorId {
+        self.out
+    }
+
+    fn infer(&self, operands: &Operands<'_>) -> InferResult<(DType, Vec<Dim>)> {
+        let table = operands.get("table", self.table)?;
+        let ids = operands.get("ids", self.ids)?;
+        table.expect_dtype(FLOAT)?;
+        ids.expect_dtype(IDS)?;
+        Ok((DType::F32, infer::gather(table.shape(), ids.shape())?))
+    }
+
+    fn attributes(&self) -> String {
+        format!("table={} ids={}", t(self.table), t(self.ids))
+    }
+}

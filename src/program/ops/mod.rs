@@ -1,0 +1,138 @@
+//! The op set: one file per op holds its definition (semantics, fields, dtype and shape rules,
+//! text form), and [`with_op_list!`] names every op once, in blob order.
+//!
+//! [`Op`] is an enum of newtype variants, `Op::LayerNorm(LayerNorm)`, generated from that list;
+//! postcard encodes a newtype variant holding a struct exactly like a struct variant, so blobs
+//! are the same bytes as when the fields were inline. New ops go at the end of the list (the
+//! variant index is the wire tag). Each backend derives its own dispatch from the same list
+//! (`with_op_list!(its_macro)`), so adding an op means adding its files and one line here.
+
+mod binary;
+mod cast;
+mod concat;
+mod gather;
+mod l2_normalize;
+mod layer_norm;
+mod matmul;
+mod mean_pool;
+mod permute;
+mod range;
+mod reshape;
+mod rms_norm;
+mod scale;
+mod slice;
+mod softmax;
+pub mod support;
+mod unary;
+
+pub use binary::{Binary, BinaryOp};
+pub use cast::Cast;
+pub use concat::Concat;
+pub use gather::Gather;
+pub use l2_normalize::L2Normalize;
+pub use layer_norm::LayerNorm;
+pub use matmul::MatMul;
+pub use mean_pool::MeanPool;
+pub use permute::Permute;
+pub use range::Range;
+pub use reshape::Reshape;
+pub use rms_norm::RmsNorm;
+pub use scale::Scale;
+pub use slice::Slice;
+pub use softmax::Softmax;
+pub use support::OpDef;
+pub use unary::{Unary, UnaryOp};
+
+use crate::program::infer::InferResult;
+use crate::program::ops::support::Operands;
+use crate::program::tensor::{TensorDecl, TensorId};
+use serde::{Deserialize, Serialize};
+
+/// Invokes `$callback! { Gather, Binary, ... }` with every op, in blob order: the one list of
+/// the op set. Each name is both the `Op` variant and the op's struct.
+macro_rules! with_op_list {
+    ($callback:ident) => {
+        $callback! {
+            Gather,
+            Binary,
+            Scale,
+            Unary,
+            MatMul,
+            LayerNorm,
+            Softmax,
+            Reshape,
+            Permute,
+            Slice,
+            Concat,
+            Cast,
+            Range,
+            MeanPool,
+            L2Normalize,
+            RmsNorm,
+        }
+    };
+}
+pub(crate) use with_op_list;
+
+macro_rules! define_op_enum {
+    ($($op:ident,)*) => {
+        /// One operation. All inputs are read before `out` is written; `out` is never an input
+        /// of the same op and is produced by exactly one op.
+        #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+        pub enum Op {
+            $(
+                #[doc = concat!("See [`", stringify!($op), "`].")]
+                $op($op),
+            )*
+        }
+
+        $(
+            impl From<$op> for Op {
+                fn from(op: $op) -> Self {
+                    Self::$op(op)
+                }
+            }
+        )*
+
+        impl Op {
+            /// The op's definition.
+            pub fn definition(&self) -> &dyn OpDef {
+                match self {
+                    $(Self::$op(op) => op,)*
+                }
+            }
+        }
+    };
+}
+with_op_list!(define_op_enum);
+
+impl Op {
+    /// The tensors this op reads, in a fixed order.
+    pub fn inputs(&self) -> Vec<TensorId> {
+        self.definition().inputs()
+    }
+
+    /// The tensor this op writes.
+    pub fn output(&self) -> TensorId {
+        self.definition().output()
+    }
+
+    /// The op's name in dumps and messages, e.g. `"matmul"`.
+    pub fn name(&self) -> &'static str {
+        self.definition().name()
+    }
+
+    /// Checks the op against the declarations of the tensors it touches: input and output
+    /// dtypes, attribute values, and that the declared output shape is the computed one.
+    ///
+    /// # Errors
+    /// A message naming the operand and what is wrong with it.
+    pub fn check(&self, tensors: &[TensorDecl]) -> InferResult<()> {
+        self.definition().check(&Operands::new(tensors))
+    }
+
+    /// The dump's attribute list (see [`OpDef::attributes`]).
+    pub fn attributes(&self) -> String {
+        self.definition().attributes()
+    }
+}
