@@ -187,19 +187,11 @@ impl LoadedProgram {
     ) -> Result<Self> {
         check_structure(&program)?;
         check_limits(&ctx, &program, config)?;
-<<<<<<< HEAD:src/backends/webgpu/program/mod.rs
         let keys = plan::kernel_keys(&program, config);
         let background = compile_in_background(&ctx, &keys);
         if background.is_none() {
             ctx.pipelines.compile(&ctx.device, &keys).await?;
         }
-=======
-        let keys = plan::kernel_keys(&program, config);
-        #[cfg(native)]
-        ctx.pipelines.compile(&ctx.device, &keys).await?;
-        #[cfg(web)]
-        let compiling = crate::backends::webgpu::precompile::start(&ctx, &keys);
->>>>>>> h-ops:src/backends/webgpu/program.rs
         let provider = parameters::provider(context, &program)?.cloned();
         let params = resolve_params(&ctx, &program, provider.as_ref()).await?;
         let compiling = match background {
