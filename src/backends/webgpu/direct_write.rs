@@ -1,6 +1,7 @@
 //! The WebGPU backend's zero-copy path for parameter bytes that live in JavaScript: a GPU
-//! buffer's [`DirectWrite`] is its raw `GPUQueue` and `GPUBuffer` (from wgpu's `as_webgpu()`), so a response body's chunk goes to `queue.writeBuffer(buffer, offset, chunk,
-//! chunkOffset, size)` without passing through wasm memory. The queue is the buffer's own device
+//! buffer's [`DirectWrite`] is its raw `GPUQueue` and `GPUBuffer` (from wgpu's `as_webgpu()`),
+//! so a response body's chunk goes to `queue.writeBuffer(buffer, offset, chunk, chunkOffset,
+//! size)` (through [`crate::params::JsChunk`]) without passing through wasm memory. The queue is the buffer's own device
 //! queue, so chunk writes stay in order with the buffer's other writes (edge words, patches)
 //! and with the programs that later read it. Natively there are no JavaScript chunks and a
 //! buffer has no direct path.
