@@ -1,13 +1,15 @@
 //! The HTTP provider's browser paths inside headless Chromium (wasm32): body chunks as
 //! JavaScript `Uint8Array`s streamed into host buffers (copied through a bounded staging buffer,
 //! hashed on the way) and into WebGPU buffers (straight to `GPUQueue.writeBuffer`), and the
-//! whole provider over `fetch` from a `blob:` URL, with the peers' fixture files.
+//! whole provider over `fetch` from a `blob:` URL, with the peers' fixture files; a server that
+//! sends no CORS headers fails at once (`PERMISSION_DENIED` naming CORS), not after retries.
 #![cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 
 use sha2::{Digest, Sha256};
 use std::cell::RefCell;
 use std::sync::Arc;
 use wasm_bindgen_test::*;
+use webdelegate::StatusCode;
 use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::params::formats::{Format, parse_index_in_memory};
 use webdelegate::params::http::internal::{
@@ -15,8 +17,8 @@ use webdelegate::params::http::internal::{
     WriteCounts, plan,
 };
 use webdelegate::params::http::{
-    BodyChunk, FetchOptions, FetchTransport, HttpProvider, HttpProviderOptions, ScopeOptions,
-    StagingPool,
+    BodyChunk, CacheMode, FetchOptions, FetchTransport, HttpProvider, HttpProviderOptions,
+    RetryPolicy, ScopeOptions, StagingPool,
 };
 use webdelegate::params::{
     BufferAllocator, EntryStorage, HostAllocator, HostBuffer, ParameterProvider, SharedBuffer,
@@ -214,4 +216,44 @@ async fn the_provider_loads_a_fixture_over_fetch_from_a_blob_url() {
         assert_eq!(got, want, "{}", entry.key);
     }
     web_sys::Url::revoke_object_url(&url).unwrap();
+}
+
+const FIXTURES_URL: Option<&str> = option_env!("WEBDELEGATE_TEST_FIXTURES_URL");
+
+/// The fixture server (scripts/serve-test-fixtures.mjs) sends CORS headers under `/fixtures/`
+/// only; the same file under the repository root comes without them, as from a server a
+/// redirect leads to that does not allow this page's origin. The browser refuses to expose
+/// either answer with the same `TypeError`; the transport tells it from a network failure and
+/// fails at once. The retry policy's first backoff is longer than the test's timeout, so a
+/// retry (the old behaviour: four of them, then `UNAVAILABLE`) fails the test.
+#[wasm_bindgen_test]
+async fn a_server_without_cors_headers_fails_at_once_naming_cors() {
+    let base = FIXTURES_URL.expect(
+        "WEBDELEGATE_TEST_FIXTURES_URL is unset: run this test through scripts/test-wasm.sh, \
+         which serves tests/fixtures with nginx",
+    );
+    let origin = base.trim_end_matches('/').trim_end_matches("/fixtures");
+    let url = format!("{origin}/tests/fixtures/formats/mixed.irpa");
+    #[allow(clippy::arc_with_non_send_sync)] // single-threaded wasm: the provider takes an Arc
+    let transport = Arc::new(FetchTransport::new(FetchOptions {
+        cache: CacheMode::NoStore,
+        ..FetchOptions::default()
+    }));
+    let options = HttpProviderOptions {
+        retry: RetryPolicy {
+            retries: 4,
+            backoff_base: std::time::Duration::from_secs(3600),
+            backoff_max: std::time::Duration::from_secs(3600),
+        },
+        ..HttpProviderOptions::default()
+    };
+    let provider = HttpProvider::new(transport, options);
+    let scope = ScopeOptions {
+        format: Some("irpa".into()),
+        ..ScopeOptions::default()
+    };
+    let error = provider.add_scope("m", &url, scope).await.unwrap_err();
+    assert_eq!(error.code(), StatusCode::PermissionDenied, "{error}");
+    assert!(error.message().contains("CORS"), "{error}");
+    assert!(error.message().contains(&url), "{error}");
 }

@@ -5,7 +5,7 @@
 // each sample) are sampled through the DevTools protocol every 20 ms (bench/lib/probes.mjs) from
 // before the load until every cache entry is written. What it shows: how much of the response bodies the page holds while a cache entry is
 // written next to the load (bounded by the cache writer's queue, see
-// src/params/http/cache_writer.js), against a load that holds only its current chunks.
+// src/browser/cache_writer.js), against a load that holds only its current chunks.
 //
 // Contract (bench/run.mjs): `export async function run(ctx)` resolves to a flat object of numbers.
 // Standalone: `node bench/suites/cache_memory.mjs` prints them.

@@ -85,14 +85,6 @@ impl GpuBuffer {
         &self.buffer
     }
 
-    /// The queue of the buffer's device: the HTTP provider's zero-copy path
-    /// (`direct_write.rs`) writes response chunks with its `writeBuffer`, in order with
-    /// this buffer's own writes and patches.
-    #[cfg(web)]
-    pub(crate) fn queue(&self) -> &wgpu::Queue {
-        &self.ctx.queue
-    }
-
     /// Bytes allocated (the usable size rounded up to a whole word, at least 4).
     pub(crate) fn allocated(&self) -> u64 {
         self.buffer.size()
@@ -249,7 +241,7 @@ impl ParameterBuffer for GpuBuffer {
     }
 
     fn direct_write(&self) -> Option<Box<dyn DirectWrite>> {
-        super::direct_write::direct_write_of(self)
+        super::direct_write::direct_write_of(&self.ctx.queue, &self.buffer)
     }
 }
 

@@ -2,7 +2,7 @@
 //! streamed chunk by chunk into destination (GPU) buffers.
 //!
 //! Four layers, bottom up, one folder each (arrows point down only):
-//! - [`transport`]: one ranged GET and its chunked body (the [`Transport`] seam) — `fetch` in the
+//! - `transport`: one ranged GET and its chunked body (the [`Transport`] seam) — `fetch` in the
 //!   browser (over [`crate::browser`], with the optional persistent cache), `ureq` natively —,
 //!   what a response means (validators, `Content-Range`, status codes) and the host staging
 //!   buffers bodies are read into;

@@ -7,7 +7,8 @@
 //!
 //! A destination counts the bytes it wrote each way ([`WriteCounts`]): straight from a
 //! JavaScript chunk to the GPU queue, or from host (wasm) memory. Loads report the sums in their
-//! [`crate::params::http::LoadStats`], so tests and benchmarks can see that the zero-copy path was taken.
+//! [`crate::params::http::LoadStats`], so tests and benchmarks can see that the zero-copy path
+//! was taken.
 
 use crate::params::http::transport::BodyChunk;
 use crate::params::http::transport::staging::StagingPool;

@@ -5,7 +5,8 @@
 //! after the resume it continues the same way, from the first byte not consumed. Attempts are
 //! bounded: a failure counts against the retry budget unless the attempt had made real progress
 //! first. A whole-file answer (200) to a data request takes over the load's requests not started
-//! yet, or hands this one to the load's open whole-file stream ([`crate::params::http::loading::queue`]).
+//! yet, or hands this one to the load's open whole-file stream
+//! ([`crate::params::http::loading::queue`]).
 
 use crate::browser::timer::sleep;
 use crate::error::{Status, StatusCode};
