@@ -21,13 +21,12 @@
 //!   to the new one on their next execution, with the same results (`residency`).
 //!
 //! Layout: `device` and `adapter` (acquisition, identity, limits), `buffers` (counted GPU
-//! buffers, the parameter allocator), `readback`, `pipelines`, `kernels` (WGSL and per-family
-//! dispatch planning), `arena`, `shape_plan` (the plan's types), `plan` (planning orchestration) and `dispatch`
-//! (each op's `GpuOp`; all GPU-free), `bound` (a plan's
-//! GPU resources), `params`
-//! (parameter resolution), `residency` (what signals release), `program` (the handle's
-//! state), `execute`, `io`, `profiling`,
-//! `spec`, `backend`.
+//! buffers, the parameter allocator), `readback`, `pipelines`, `kernels` (each op's kernel
+//! file: its WGSL, its `Kernel` key and its `GpuOp` planning), and, GPU-free: `dispatch` (an
+//! `Op` to its `GpuOp`), `shape_plan` (the plan's types), `arena`, `alias` and `plan`
+//! (planning orchestration and the kernels `init` compiles); then `bound` (a plan's GPU
+//! resources), `params` (parameter resolution), `residency` (what signals release), `program`
+//! (the handle's state), `execute`, `io`, `profiling`, `spec`, `backend`.
 
 mod adapter;
 mod alias;
