@@ -1,5 +1,5 @@
-//! The op suite on the CPU backend, natively.
-#![cfg(not(target_arch = "wasm32"))]
+//! The op suite on the CPU backend: natively, and inside headless Chromium (wasm32, simd128)
+//! with the suite's small shapes (`bash scripts/test-wasm.sh --test ops_cpu`).
 
 mod common;
 
@@ -7,8 +7,19 @@ use common::harness::SuiteConfig;
 use std::sync::Arc;
 use webdelegate::backends::cpu::CpuBackend;
 
-op_suite!(Arc::new(CpuBackend::new()), SuiteConfig::CPU);
+#[cfg(target_arch = "wasm32")]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 
+op_suite!(
+    Arc::new(CpuBackend::new()),
+    if cfg!(target_arch = "wasm32") {
+        SuiteConfig::CPU.small()
+    } else {
+        SuiteConfig::CPU
+    }
+);
+
+#[cfg(not(target_arch = "wasm32"))]
 mod cpu_specific {
     use super::common::harness::{Model, execute, f32_tensor};
     use std::sync::Arc;

@@ -1,7 +1,8 @@
-//! The op suite on the WebGPU backend, natively (Mesa lavapipe through Vulkan on machines
-//! without a GPU; `scripts/setup.sh` installs mesa-vulkan-drivers). Every case gets its own
-//! backend and device. No adapter is a loud failure, never a skip.
-#![cfg(not(target_arch = "wasm32"))]
+//! The op suite on the WebGPU backend: natively (Mesa lavapipe through Vulkan on machines
+//! without a GPU; `scripts/setup.sh` installs mesa-vulkan-drivers), and inside headless
+//! Chromium (SwiftShader's WebGPU) with the suite's small shapes
+//! (`bash scripts/test-wasm.sh --test ops_webgpu`). Every case gets its own backend and device.
+//! No adapter is a loud failure, never a skip.
 
 mod common;
 
@@ -10,9 +11,13 @@ use std::sync::Arc;
 use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::registry::{BackendInterface, SharedBackend};
 
+#[cfg(target_arch = "wasm32")]
+wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
+
 /// What the WebGPU backend is held to. Element-wise ops as the CPU backend (GELU's erf is
 /// within 1.5e-7 absolute, tanh within ~2e-7); reductions and matmuls sum in a different order
 /// (workgroup trees, 4-wide fused multiply-adds) than the CPU's loops: the CPU's bounds hold.
+/// In Chromium the shapes are the suite's small ones.
 const WEBGPU: SuiteConfig = SuiteConfig {
     elementwise: Tol {
         rel: 1e-5,
@@ -30,17 +35,20 @@ const WEBGPU: SuiteConfig = SuiteConfig {
         rel: 1e-3,
         abs: 1e-4,
     },
-    small: false,
+    small: cfg!(target_arch = "wasm32"),
 };
 
 async fn webgpu() -> SharedBackend {
     let backend = WebGpuBackend::new().await;
     assert!(
         backend.is_available(),
-        "no WebGPU adapter natively: {:?} (install mesa-vulkan-drivers)",
+        "no WebGPU device: {:?} (natively: install mesa-vulkan-drivers)",
         backend.unavailable_reason()
     );
-    Arc::new(backend)
+    // The registry shares backends through `Arc`; in single-threaded wasm nothing crosses threads.
+    #[allow(clippy::arc_with_non_send_sync)]
+    let shared = Arc::new(backend);
+    shared
 }
 
 op_suite!(webgpu().await, WEBGPU);

@@ -1,6 +1,6 @@
 //! What is particular to the WebGPU backend, inside headless Chromium (SwiftShader's WebGPU, on
 //! the CPU): the device and adapter report, the 32 x 32 matmul tiling (the op suite in
-//! web_ops_webgpu.rs runs the default one), gather range checks on host and GPU, the life cycle
+//! ops_webgpu.rs runs the default one), gather range checks on host and GPU, the life cycle
 //! through the registry with live buffers back to zero, profiling, and unaligned parameter
 //! writes. Small shapes: SwiftShader is slow; big shapes live in the benchmarks.
 //!

@@ -38,10 +38,6 @@ impl Limits {
     pub const MAX_RANK: usize = MAX_RANK;
 }
 
-fn invalid(message: impl Into<String>) -> Error {
-    Error::invalid_program(message.into())
-}
-
 /// `tensor 5 "hidden"` (or just `tensor 5` when it does not exist).
 fn tensor_label(program: &Program, id: TensorId) -> String {
     match program.tensors.get(id as usize) {
@@ -84,8 +80,9 @@ pub fn validate(program: &Program) -> Result<()> {
     let roles = assign_roles(program)?;
     check_order(program, &roles)?;
     for (index, op) in program.ops.iter().enumerate() {
-        op.check(&program.tensors)
-            .map_err(|message| invalid(format!("{}: {message}", op_label(index, op))))?;
+        op.check(&program.tensors).map_err(|message| {
+            Error::invalid_program(format!("{}: {message}", op_label(index, op)))
+        })?;
     }
     check_outputs(program, &roles)?;
     check_symbols_bound(program)
@@ -102,7 +99,7 @@ fn check_limits(program: &Program) -> Result<()> {
     ];
     for (what, count, limit) in counts {
         if count > limit {
-            return Err(invalid(format!(
+            return Err(Error::invalid_program(format!(
                 "program has {count} {what}, more than the limit {limit}"
             )));
         }
@@ -116,7 +113,7 @@ fn check_limits(program: &Program) -> Result<()> {
         }
     }
     if reads > Limits::MAX_OP_READS {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "ops read {reads} tensors in total, more than the limit {}",
             Limits::MAX_OP_READS
         )));
@@ -129,7 +126,7 @@ fn check_declarations(program: &Program) -> Result<()> {
     for (id, decl) in program.tensors.iter().enumerate() {
         let label = || tensor_label(program, id as TensorId);
         if decl.shape.len() > Limits::MAX_RANK {
-            return Err(invalid(format!(
+            return Err(Error::invalid_program(format!(
                 "{} has rank {}, more than {}",
                 label(),
                 decl.shape.len(),
@@ -141,7 +138,7 @@ fn check_declarations(program: &Program) -> Result<()> {
             match *dim {
                 Dim::Fixed(extent) => {
                     bytes = bytes.checked_mul(extent).ok_or_else(|| {
-                        invalid(format!(
+                        Error::invalid_program(format!(
                             "{} of shape {} has a byte size that overflows 64 bits",
                             label(),
                             shape_text(&decl.shape)
@@ -150,7 +147,7 @@ fn check_declarations(program: &Program) -> Result<()> {
                 }
                 Dim::Symbol(symbol) if (symbol as usize) < program.symbols.len() => {}
                 Dim::Symbol(symbol) => {
-                    return Err(invalid(format!(
+                    return Err(Error::invalid_program(format!(
                         "{} uses symbol {symbol}, but the program declares {} symbols",
                         label(),
                         program.symbols.len()
@@ -159,7 +156,7 @@ fn check_declarations(program: &Program) -> Result<()> {
             }
         }
         if usize::try_from(bytes).is_err() {
-            return Err(invalid(format!(
+            return Err(Error::invalid_program(format!(
                 "{} of shape {} needs {bytes} bytes, more than this platform can address",
                 label(),
                 shape_text(&decl.shape)
@@ -174,13 +171,13 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
     let mut roles = vec![Role::Undefined; program.tensors.len()];
     let mut claim = |id: TensorId, role: Role, what: &str| -> Result<()> {
         let slot = roles.get_mut(id as usize).ok_or_else(|| {
-            invalid(format!(
+            Error::invalid_program(format!(
                 "{what} names tensor {id}, but the program declares {} tensors",
                 program.tensors.len()
             ))
         })?;
         if *slot != Role::Undefined {
-            return Err(invalid(format!(
+            return Err(Error::invalid_program(format!(
                 "{what} names {}, which is already {}",
                 tensor_label(program, id),
                 slot.describe()
@@ -199,14 +196,16 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
             &format!("param {position}"),
         )?;
         if param.key.is_empty() {
-            return Err(invalid(format!("param {position} has an empty key")));
+            return Err(Error::invalid_program(format!(
+                "param {position} has an empty key"
+            )));
         }
         let shape = program
             .tensors
             .get(param.tensor as usize)
             .map_or(&[][..], |decl| decl.shape.as_slice());
         if shape.iter().any(|dim| matches!(dim, Dim::Symbol(_))) {
-            return Err(invalid(format!(
+            return Err(Error::invalid_program(format!(
                 "param {position} ({}) has shape {}; parameters need fixed shapes",
                 tensor_label(program, param.tensor),
                 shape_text(shape)
@@ -221,7 +220,7 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
         )?;
     }
     if let Some(id) = roles.iter().position(|role| *role == Role::Undefined) {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "{} is never defined: it is not an input, a param or an op's output",
             tensor_label(program, id as TensorId)
         )));
@@ -241,7 +240,7 @@ fn check_order(program: &Program, roles: &[Role]) -> Result<()> {
                 Some(true) => {}
                 Some(false) => return Err(order_error(program, roles, index, op, id)),
                 None => {
-                    return Err(invalid(format!(
+                    return Err(Error::invalid_program(format!(
                         "{} reads tensor {id}, but the program declares {} tensors",
                         op_label(index, op),
                         program.tensors.len()
@@ -261,17 +260,17 @@ fn order_error(program: &Program, roles: &[Role], index: usize, op: &Op, id: Ten
     let reader = op_label(index, op);
     let tensor = tensor_label(program, id);
     let Some(Role::Produced(producer)) = roles.get(id as usize).copied() else {
-        return invalid(format!("{reader} reads {tensor}, which is never defined"));
+        return Error::invalid_program(format!("{reader} reads {tensor}, which is never defined"));
     };
     if producer == index {
-        return invalid(format!("cycle: {reader} reads its own output {tensor}"));
+        return Error::invalid_program(format!("cycle: {reader} reads its own output {tensor}"));
     }
     if depends_on(program, roles, producer, index) {
-        return invalid(format!(
+        return Error::invalid_program(format!(
             "cycle: {reader} reads {tensor}, which op {producer} produces from {reader}'s output"
         ));
     }
-    invalid(format!(
+    Error::invalid_program(format!(
         "use before definition: {reader} reads {tensor}, which op {producer} produces later"
     ))
 }
@@ -306,14 +305,14 @@ fn check_outputs(program: &Program, roles: &[Role]) -> Result<()> {
         match roles.get(id as usize) {
             Some(Role::Input(_) | Role::Produced(_)) => {}
             Some(role) => {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "output {position} names {}, which is {}; outputs must be inputs or op outputs",
                     tensor_label(program, id),
                     role.describe()
                 )));
             }
             None => {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "output {position} names tensor {id}, but the program declares {} tensors",
                     program.tensors.len()
                 )));
@@ -344,7 +343,7 @@ fn check_symbols_bound(program: &Program) -> Result<()> {
         .enumerate()
         .find(|(symbol, _)| !bound.get(*symbol).copied().unwrap_or(false))
     {
-        return Err(invalid(format!(
+        return Err(Error::invalid_program(format!(
             "symbol {symbol} {name:?} is not a dim of any input, so nothing binds it"
         )));
     }

@@ -22,11 +22,12 @@
 //!
 //! Layout, bottom up: `adapter` and `device` (acquisition, identity, limits, the per-device
 //! counters), `readback` (mapping, waiting for the queue), `buffers` (counted GPU buffers, the
-//! parameter allocator); `kernels`, `pipelines`, `arena`, `alias`, `shape_plan` (the plan's
-//! types), `plan` (planning orchestration) and `dispatch` (each op's `GpuOp`): WGSL, compiled
-//! pipelines, memory and dispatch planning, all GPU-free; `spec` (compile specs);
-//! `program/` (one initialised program: load, parameters, bound plans, residency, execution,
-//! profiling); `backend` on top. What speaks to the browser's WebGPU directly is
+//! parameter allocator), `direct_write` (the HTTP provider's writes into them); `kernels` (each
+//! op's kernel file: its WGSL, its `Kernel` key and its `GpuOp` planning), `pipelines`, and,
+//! GPU-free: `dispatch` (an `Op` to its `GpuOp`), `shape_plan` (the plan's types), `arena`,
+//! `alias` and `plan` (planning orchestration and the kernels `init` compiles); `spec` (compile
+//! specs); `program/` (one initialised program: load, parameters, bound plans, residency,
+//! execution, profiling); `backend` on top. What speaks to the browser's WebGPU directly is
 //! `browser::gpu`, not here.
 
 mod adapter;

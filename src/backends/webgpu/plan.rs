@@ -21,10 +21,6 @@ pub(crate) use crate::backends::webgpu::shape_plan::{
 use crate::error::{Error, ErrorCode, Result};
 use crate::program::{DType, Op, Program, TensorId};
 
-fn invalid(message: String) -> Error {
-    Error::invalid_program(message)
-}
-
 /// Bytes of a tensor of `dtype` and `shape` on the GPU.
 pub(crate) fn gpu_bytes(dtype: DType, shape: &[usize]) -> Result<u64> {
     shape
@@ -50,13 +46,13 @@ pub(crate) fn param_slots(program: &Program) -> Result<Vec<Option<usize>>> {
         match slots.get_mut(param.tensor as usize) {
             Some(entry @ None) => *entry = Some(slot),
             Some(Some(_)) => {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "tensor {} is filled by two parameters",
                     param.tensor
                 )));
             }
             None => {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "parameter {:?} names undeclared tensor {}",
                     param.key, param.tensor
                 )));
@@ -72,11 +68,11 @@ pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Resul
     let count = program.tensors.len();
     let mut defined: Vec<bool> = slots.iter().map(Option::is_some).collect();
     for &input in &program.inputs {
-        let slot = defined
-            .get_mut(input as usize)
-            .ok_or_else(|| invalid(format!("input names undeclared tensor {input}")))?;
+        let slot = defined.get_mut(input as usize).ok_or_else(|| {
+            Error::invalid_program(format!("input names undeclared tensor {input}"))
+        })?;
         if *slot {
-            return Err(invalid(format!(
+            return Err(Error::invalid_program(format!(
                 "tensor {input} is an input twice, or an input and a parameter"
             )));
         }
@@ -86,7 +82,7 @@ pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Resul
     for (index, op) in program.ops.iter().enumerate() {
         for input in op.inputs() {
             if !defined.get(input as usize).copied().unwrap_or(false) {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "op {index} ({}) reads tensor {input} before anything writes it",
                     op.name()
                 )));
@@ -96,13 +92,13 @@ pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Resul
         match defined.get_mut(out) {
             Some(slot) if !*slot => *slot = true,
             Some(_) => {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "op {index} ({}) writes tensor {out}, which is already defined",
                     op.name()
                 )));
             }
             None => {
-                return Err(invalid(format!(
+                return Err(Error::invalid_program(format!(
                     "op {index} ({}) writes undeclared tensor {out}",
                     op.name()
                 )));
@@ -114,7 +110,9 @@ pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Resul
     }
     for &output in &program.outputs {
         if !defined.get(output as usize).copied().unwrap_or(false) {
-            return Err(invalid(format!("output tensor {output} is never written")));
+            return Err(Error::invalid_program(format!(
+                "output tensor {output} is never written"
+            )));
         }
     }
     Ok(root)

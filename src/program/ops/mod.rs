@@ -136,3 +136,54 @@ impl Op {
         self.definition().attributes()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The wire form of an op: its variant index in [`with_op_list!`] order, then its fields in
+    /// order (u32 as varints, f32 as 4 little-endian bytes): what struct variants encoded before
+    /// the ops moved into their files, so old blobs still load.
+    #[test]
+    fn newtype_variants_encode_like_struct_variants() {
+        let layer_norm = Op::LayerNorm(LayerNorm {
+            x: 1,
+            gamma: 2,
+            beta: 3,
+            eps: 0.5,
+            out: 300,
+        });
+        let bytes = postcard::to_allocvec(&layer_norm).unwrap();
+        assert_eq!(bytes, [5, 1, 2, 3, 0, 0, 0, 0x3f, 0xac, 0x02]);
+        let binary = Op::Binary(Binary {
+            op: BinaryOp::Div,
+            a: 0,
+            b: 1,
+            out: 2,
+        });
+        assert_eq!(postcard::to_allocvec(&binary).unwrap(), [1, 3, 0, 1, 2]);
+        let slice = Op::Slice(Slice {
+            x: 4,
+            axis: 1,
+            start: 2,
+            end: None,
+            out: 5,
+        });
+        assert_eq!(postcard::to_allocvec(&slice).unwrap(), [9, 4, 1, 2, 0, 5]);
+        // New ops take the next index.
+        let rms_norm = Op::RmsNorm(RmsNorm {
+            x: 0,
+            weight: 1,
+            eps: 0.5,
+            out: 2,
+        });
+        assert_eq!(
+            postcard::to_allocvec(&rms_norm).unwrap(),
+            [15, 0, 1, 0, 0, 0, 0x3f, 2]
+        );
+        for op in [layer_norm, binary, slice, rms_norm] {
+            let bytes = postcard::to_allocvec(&op).unwrap();
+            assert_eq!(postcard::from_bytes::<Op>(&bytes).unwrap(), op);
+        }
+    }
+}
