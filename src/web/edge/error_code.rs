@@ -3,39 +3,17 @@
 //!
 //! [`crate::error::ErrorCode`] is the runtime's own and knows nothing of JavaScript; this is its
 //! exported mirror. They cannot drift apart: every value is checked against the runtime's at
-//! compile time, and [`From`] matches every runtime code (a new code fails to compile until it
-//! is mirrored here).
+//! compile time, and the two [`From`] conversions match every variant of each (a code added to
+//! one fails to compile until it is mirrored in the other).
 
 use crate::error::ErrorCode;
 use wasm_bindgen::prelude::*;
 
-/// Writes the exported enum (wasm-bindgen takes only literal values), a compile-time check of
-/// each value against [`ErrorCode`], and the exhaustive conversion.
-macro_rules! js_error_codes {
-    ($($(#[doc = $doc:literal])* $name:ident = $value:tt,)*) => {
-        /// ExecuTorch's `runtime/core/error.h` codes, with their exact numeric values.
-        #[wasm_bindgen(js_name = ErrorCode)]
-        #[repr(u32)]
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub enum JsErrorCode {
-            $($(#[doc = $doc])* $name = $value,)*
-        }
-
-        const _: () = {
-            $(assert!(JsErrorCode::$name as u32 == ErrorCode::$name as u32);)*
-        };
-
-        impl From<ErrorCode> for JsErrorCode {
-            fn from(code: ErrorCode) -> Self {
-                match code {
-                    $(ErrorCode::$name => Self::$name,)*
-                }
-            }
-        }
-    };
-}
-
-js_error_codes! {
+/// ExecuTorch's `runtime/core/error.h` codes, with their exact numeric values.
+#[wasm_bindgen(js_name = ErrorCode)]
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum JsErrorCode {
     /// Status indicating a successful operation.
     Ok = 0x00,
     /// An internal error occurred.
@@ -79,3 +57,53 @@ js_error_codes! {
     /// Execute stage: the handle is invalid.
     DelegateInvalidHandle = 0x32,
 }
+
+/// Checks each mirrored value against [`ErrorCode`]'s at compile time and writes the two
+/// exhaustive conversions.
+macro_rules! mirror {
+    ($($name:ident),* $(,)?) => {
+        const _: () = {
+            $(assert!(JsErrorCode::$name as u32 == ErrorCode::$name as u32);)*
+        };
+
+        impl From<ErrorCode> for JsErrorCode {
+            fn from(code: ErrorCode) -> Self {
+                match code {
+                    $(ErrorCode::$name => Self::$name,)*
+                }
+            }
+        }
+
+        impl From<JsErrorCode> for ErrorCode {
+            fn from(code: JsErrorCode) -> Self {
+                match code {
+                    $(JsErrorCode::$name => Self::$name,)*
+                }
+            }
+        }
+    };
+}
+
+mirror!(
+    Ok,
+    Internal,
+    InvalidState,
+    EndOfMethod,
+    AlreadyLoaded,
+    NotSupported,
+    NotImplemented,
+    InvalidArgument,
+    InvalidType,
+    OperatorMissing,
+    RegistrationExceedingMaxKernels,
+    RegistrationAlreadyRegistered,
+    NotFound,
+    MemoryAllocationFailed,
+    AccessFailed,
+    InvalidProgram,
+    InvalidExternalData,
+    OutOfResources,
+    DelegateInvalidCompatibility,
+    DelegateMemoryAllocationFailed,
+    DelegateInvalidHandle
+);
