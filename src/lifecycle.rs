@@ -12,7 +12,18 @@
 //! [`Released`] is what one signal freed, summed over the providers and backends it reached.
 //! The browser wiring lives in `web::lifecycle`.
 
-pub use crate::params::Signal;
+/// An event from the hosting program (IREE's `iree_io_parameter_provider_signal_t`); providers
+/// (`params::Signal` is this type) and backends receive the same signals.
+#[repr(u32)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Signal {
+    /// The program resumes from a suspended state; pools and caches may be re-created.
+    Resume = 0,
+    /// The program is being suspended; drop transient memory that can be re-created on resume.
+    Suspend = 1,
+    /// Memory is low; drop everything possible, even what is expensive to re-create.
+    LowMemory = 2,
+}
 
 /// Why the host is suspended. Each is set and cleared by its own pair of events.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]

@@ -3,19 +3,8 @@
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer, SharedBuffer};
 use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
+pub use crate::lifecycle::Signal;
 use std::sync::Arc;
-
-/// An event from the hosting program (IREE's `iree_io_parameter_provider_signal_t`).
-#[repr(u32)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Signal {
-    /// The program resumes from a suspended state; pools and caches may be re-created.
-    Resume = 0,
-    /// The program is being suspended; drop transient memory that can be re-created on resume.
-    Suspend = 1,
-    /// Memory is low; drop everything possible, even what is expensive to re-create.
-    LowMemory = 2,
-}
 
 /// One span of a parameter: `length` bytes from `parameter_offset` within the parameter, placed
 /// at `buffer_offset` within the target buffer (IREE's `iree_io_parameter_span_t`).
