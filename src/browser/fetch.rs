@@ -8,7 +8,10 @@
 //! browser does not say which. To tell them apart, a rejected request is probed once with a
 //! `no-cors` `HEAD` of the same URL: if that one gets an (opaque) answer, the server is
 //! reachable and the first failure was CORS ([`FetchFailure::Blocked`], permanent); if it fails
-//! too, the network is at fault ([`FetchFailure::Network`], worth a retry).
+//! too, the network is at fault ([`FetchFailure::Network`], worth a retry). On a
+//! cross-origin-isolated page (COEP `require-corp`) the probe is refused as well unless the
+//! server sends `Cross-Origin-Resource-Policy`, so there a CORS failure cannot be told from a
+//! network one: it stays `Network` (retried) and its message says that CORS may be the cause.
 
 use crate::browser::chunk::JsChunk;
 use crate::send_sync::LocalBoxFuture;
@@ -200,8 +203,21 @@ pub fn fetch(request: &FetchRequest<'_>) -> Result<PendingFetch, FetchError> {
             Ok(value) => value,
             Err(error) => {
                 let failure = FetchError::rejected(&error, FetchFailure::Network);
-                if failure.failure == FetchFailure::Network && reachable_without_cors(&url).await {
+                if failure.failure != FetchFailure::Network {
+                    return Err(failure);
+                }
+                if reachable_without_cors(&url).await {
                     return Err(FetchError::new(FetchFailure::Blocked, failure.message));
+                }
+                if cross_origin_isolated() {
+                    return Err(FetchError::new(
+                        FetchFailure::Network,
+                        format!(
+                            "{} (a network failure, or CORS: on this cross-origin-isolated page \
+                             the browser does not tell the two apart)",
+                            failure.message
+                        ),
+                    ));
                 }
                 return Err(failure);
             }
@@ -215,6 +231,12 @@ pub fn fetch(request: &FetchRequest<'_>) -> Result<PendingFetch, FetchError> {
         abort: FetchAbort(controller),
         response,
     })
+}
+
+/// Whether the page (or worker) is cross-origin isolated (the global `crossOriginIsolated`).
+pub fn cross_origin_isolated() -> bool {
+    js_sys::Reflect::get(&js_sys::global(), &JsValue::from_str("crossOriginIsolated"))
+        .is_ok_and(|value| value.is_truthy())
 }
 
 /// Whether a `no-cors` `HEAD` of `url` gets an answer (an opaque one: nothing of it is read).
