@@ -1,9 +1,9 @@
 //! The provider interface and its plain data types.
 
+pub use crate::lifecycle::Signal;
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer, SharedBuffer};
 use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
-pub use crate::lifecycle::Signal;
 use std::sync::Arc;
 
 /// One span of a parameter: `length` bytes from `parameter_offset` within the parameter, placed
