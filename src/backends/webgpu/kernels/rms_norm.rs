@@ -2,12 +2,10 @@
 //! the mean square by the shared tree reduction, then `x * inverse_rms * weight`.
 
 use crate::backends::webgpu::kernels::rows::{
-    REDUCE, check_vector, row_workgroup, row_workgroups, rows_of,
+    check_vector, row_kernel, row_workgroup, row_workgroups, rows_of,
 };
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    to_u32,
+    Binding, Dispatch, GpuOp, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d, to_u32,
 };
 use crate::error::Result;
 use crate::program::TensorDecl;
@@ -48,30 +46,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 ";
 
-/// RMS norm kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct RmsNormKey {
-    /// Threads per row.
-    pub wg: u32,
-}
-
-impl Kernel for RmsNormKey {
-    fn storage_bindings(&self) -> u32 {
-        3
-    }
-
-    fn invocations(&self) -> u32 {
-        self.wg
-    }
-
-    fn workgroup_storage_bytes(&self) -> u32 {
-        self.wg * 4
-    }
-
-    fn body(&self) -> String {
-        with_wg(&format!("{REDUCE}\n{RMS_NORM}"), self.wg)
-    }
-}
+row_kernel!(
+    /// RMS norm kernel.
+    RmsNormKey,
+    RMS_NORM,
+    3
+);
 
 impl GpuOp for RmsNorm {
     fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {

@@ -25,30 +25,48 @@ const LAYER_NORM: &str = include_str!("layer_norm.wgsl");
 const SOFTMAX: &str = include_str!("softmax.wgsl");
 const L2_NORMALIZE: &str = include_str!("l2_normalize.wgsl");
 
-/// Layer norm kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct LayerNormKey {
-    /// Threads per row.
-    pub wg: u32,
+/// Declares a row kernel's key (`wg` threads per row) and its [`Kernel`]: the shared tree
+/// reduction, then the op's WGSL `$body`, over `$bindings` storage bindings and one f32 of
+/// workgroup memory per thread.
+macro_rules! row_kernel {
+    ($(#[$doc:meta])* $name:ident, $body:expr, $bindings:expr) => {
+        $(#[$doc])*
+        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+        pub(crate) struct $name {
+            /// Threads per row.
+            pub wg: u32,
+        }
+
+        impl $crate::backends::webgpu::kernels::Kernel for $name {
+            fn storage_bindings(&self) -> u32 {
+                $bindings
+            }
+
+            fn invocations(&self) -> u32 {
+                self.wg
+            }
+
+            fn workgroup_storage_bytes(&self) -> u32 {
+                self.wg * 4
+            }
+
+            fn body(&self) -> String {
+                $crate::backends::webgpu::kernels::source::with_wg(
+                    &format!("{}\n{}", $crate::backends::webgpu::kernels::rows::REDUCE, $body),
+                    self.wg,
+                )
+            }
+        }
+    };
 }
+pub(crate) use row_kernel;
 
-impl Kernel for LayerNormKey {
-    fn storage_bindings(&self) -> u32 {
-        4
-    }
-
-    fn invocations(&self) -> u32 {
-        self.wg
-    }
-
-    fn workgroup_storage_bytes(&self) -> u32 {
-        self.wg * 4
-    }
-
-    fn body(&self) -> String {
-        with_wg(&format!("{REDUCE}\n{LAYER_NORM}"), self.wg)
-    }
-}
+row_kernel!(
+    /// Layer norm kernel.
+    LayerNormKey,
+    LAYER_NORM,
+    4
+);
 
 /// Softmax kernel, with an optional additive mask of the given dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -89,30 +107,12 @@ impl Kernel for SoftmaxKey {
     }
 }
 
-/// L2 normalisation kernel.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub(crate) struct L2NormalizeKey {
-    /// Threads per row.
-    pub wg: u32,
-}
-
-impl Kernel for L2NormalizeKey {
-    fn storage_bindings(&self) -> u32 {
-        2
-    }
-
-    fn invocations(&self) -> u32 {
-        self.wg
-    }
-
-    fn workgroup_storage_bytes(&self) -> u32 {
-        self.wg * 4
-    }
-
-    fn body(&self) -> String {
-        with_wg(&format!("{REDUCE}\n{L2_NORMALIZE}"), self.wg)
-    }
-}
+row_kernel!(
+    /// L2 normalisation kernel.
+    L2NormalizeKey,
+    L2_NORMALIZE,
+    2
+);
 
 /// The two workgroup sizes a row kernel is compiled in: the configured one and the short-row
 /// one (see [`small_row_workgroup`]).
