@@ -135,7 +135,7 @@ impl BlockFormat {
     /// block size or the size overflows a `u64`.
     pub fn row_bytes(self, row_len: u64) -> Option<u64> {
         let elements = self.block_elements() as u64;
-        if row_len % elements != 0 {
+        if !row_len.is_multiple_of(elements) {
             return None;
         }
         (row_len / elements).checked_mul(self.block_bytes() as u64)
@@ -150,7 +150,7 @@ impl BlockFormat {
     pub fn dequantize(self, blocks: &[u8], out: &mut [f32]) -> Result<()> {
         let (bytes, elements) = (self.block_bytes(), self.block_elements());
         let count = blocks.len() / bytes;
-        if blocks.len() % bytes != 0 || count.checked_mul(elements) != Some(out.len()) {
+        if !blocks.len().is_multiple_of(bytes) || count.checked_mul(elements) != Some(out.len()) {
             return Err(Error::invalid_argument(format!(
                 "{}: {} bytes do not decode into {} values (blocks of {bytes} bytes hold {elements} values)",
                 self.name(),
