@@ -68,6 +68,14 @@ impl ProgramBuilder {
         id
     }
 
+    /// Declares a state tensor (see [`Program::states`]): zero at init, kept across
+    /// executions, written in place by the ops that declare it (e.g. attention's KV cache).
+    pub fn state(&mut self, name: &str, dtype: DType, shape: Vec<Dim>) -> TensorId {
+        let id = self.tensor(name, dtype, shape);
+        self.program.states.push(id);
+        id
+    }
+
     /// Renames tensor `id` (names appear in messages and dumps).
     ///
     /// # Errors

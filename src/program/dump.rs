@@ -76,6 +76,9 @@ pub fn dump(program: &Program) -> String {
             quote(&param.key)
         );
     }
+    for (position, id) in program.states.iter().enumerate() {
+        let _ = writeln!(out, "state {position} {}", t(*id));
+    }
     for (index, op) in program.ops.iter().enumerate() {
         let attributes = op.attributes();
         let separator = if attributes.is_empty() { "" } else { " " };
@@ -116,8 +119,9 @@ mod tests {
         let head = b.slice(scaled, 1, 0, Some(1)).unwrap();
         b.set_name(head, "q\"uote\u{e9}").unwrap();
         b.output(head);
+        b.state("cache", DType::F32, vec![Dim::Fixed(4)]);
         let expected = "\
-webdelegate program format 1
+webdelegate program format 2
 symbol $0 \"batch\"
 tensor %0 i64 [$0, 8] \"ids\"
 tensor %1 f32 [100, 16] \"table\"
@@ -125,8 +129,10 @@ tensor %2 f32 [$0, 8, 16] \"gather.0\"
 tensor %3 f32 [$0, 8, 16] \"softmax.1\"
 tensor %4 f32 [$0, 8, 16] \"scale.2\"
 tensor %5 f32 [$0, 1, 16] \"q\\\"uote\\u{e9}\"
+tensor %6 f32 [4] \"cache\"
 input 0 %0
 param 0 %1 scope \"weights\" key \"embeddings\"
+state 0 %6
 op #0 gather table=%1 ids=%0 -> %2
 op #1 softmax x=%2 mask=none -> %3
 op #2 scale x=%3 scale=0.125 bias=-1.0 -> %4

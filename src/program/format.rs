@@ -1,17 +1,47 @@
 //! The processed blob: `MAGIC` (4 bytes), `FORMAT_VERSION` (u16 LE), reserved (u16, zero), then
-//! the [`Program`] in postcard encoding, and nothing after it.
+//! the [`Program`] in postcard encoding, and nothing after it. Version 1 blobs (no state
+//! tensors) still load.
 //!
 //! Decoding never panics and allocates at most in proportion to the blob: postcard reads
 //! length-prefixed sequences element by element and serde caps pre-allocation, so a lying length
 //! runs out of bytes instead of memory.
 
 use crate::error::{Error, ErrorCode, Result};
-use crate::program::ir::Program;
+use crate::program::ir::{ParamRef, Program};
+use crate::program::ops::Op;
+use crate::program::tensor::{TensorDecl, TensorId};
+use serde::Deserialize;
+
+/// A version-1 body: [`Program`] before state tensors existed.
+#[derive(Deserialize)]
+struct ProgramV1 {
+    symbols: Vec<String>,
+    tensors: Vec<TensorDecl>,
+    inputs: Vec<TensorId>,
+    outputs: Vec<TensorId>,
+    params: Vec<ParamRef>,
+    ops: Vec<Op>,
+}
+
+impl ProgramV1 {
+    fn into_program(self) -> Program {
+        Program {
+            symbols: self.symbols,
+            tensors: self.tensors,
+            inputs: self.inputs,
+            outputs: self.outputs,
+            params: self.params,
+            ops: self.ops,
+            states: Vec::new(),
+        }
+    }
+}
 
 /// First four bytes of every program blob.
 pub const MAGIC: [u8; 4] = *b"WDPG";
-/// The format version this build reads and writes.
-pub const FORMAT_VERSION: u16 = 1;
+/// The format version this build writes. It also reads version 1 (programs without state
+/// tensors: the same body without the trailing `states` list).
+pub const FORMAT_VERSION: u16 = 2;
 /// Header size: magic, version, reserved.
 pub const HEADER_LEN: usize = 8;
 
@@ -50,11 +80,11 @@ pub fn decode(blob: &[u8]) -> Result<Program> {
         ));
     }
     let version = u16::from_le_bytes([blob[4], blob[5]]);
-    if version != FORMAT_VERSION {
+    if version != FORMAT_VERSION && version != 1 {
         return Err(Error::new(
             ErrorCode::DelegateInvalidCompatibility,
             format!(
-                "program format version {version}; this runtime reads version {FORMAT_VERSION}"
+                "program format version {version}; this runtime reads versions 1 to {FORMAT_VERSION}"
             ),
         ));
     }
@@ -65,13 +95,19 @@ pub fn decode(blob: &[u8]) -> Result<Program> {
             format!("reserved header field is {reserved}, expected 0"),
         ));
     }
-    let (program, rest) =
-        postcard::take_from_bytes::<Program>(&blob[HEADER_LEN..]).map_err(|e| {
-            Error::new(
-                ErrorCode::InvalidProgram,
-                format!("malformed program body: {e}"),
-            )
-        })?;
+    let malformed = |e: postcard::Error| {
+        Error::new(
+            ErrorCode::InvalidProgram,
+            format!("malformed program body: {e}"),
+        )
+    };
+    let body = &blob[HEADER_LEN..];
+    let (program, rest) = if version == 1 {
+        let (v1, rest) = postcard::take_from_bytes::<ProgramV1>(body).map_err(malformed)?;
+        (v1.into_program(), rest)
+    } else {
+        postcard::take_from_bytes::<Program>(body).map_err(malformed)?
+    };
     if !rest.is_empty() {
         return Err(Error::new(
             ErrorCode::InvalidProgram,
@@ -79,4 +115,38 @@ pub fn decode(blob: &[u8]) -> Result<Program> {
         ));
     }
     Ok(program)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::program::builder::ProgramBuilder;
+    use crate::program::tensor::{DType, Dim};
+
+    /// A version-1 blob (the body without the trailing `states` list) decodes with no states;
+    /// the same program written now is version 2 and ends with that list (one zero byte).
+    #[test]
+    fn version_1_blobs_still_load() {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, vec![Dim::Fixed(2)]);
+        let y = b.gelu(x).unwrap();
+        b.output(y);
+        let program = b.finish().unwrap();
+        let v2 = encode(&program).unwrap();
+        assert_eq!(u16::from_le_bytes([v2[4], v2[5]]), 2);
+        assert_eq!(v2.last(), Some(&0), "an empty states list");
+        let mut v1 = v2[..v2.len() - 1].to_vec();
+        v1[4..6].copy_from_slice(&1u16.to_le_bytes());
+        assert_eq!(decode(&v1).unwrap(), program);
+        assert_eq!(decode(&v2).unwrap(), program);
+        // A version-1 blob that carries the states list has a trailing byte: refused.
+        let mut mixed = v2.clone();
+        mixed[4..6].copy_from_slice(&1u16.to_le_bytes());
+        let error = decode(&mixed).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidProgram, "{error}");
+        let mut program = program;
+        program.states.push(0);
+        let with_state = encode(&program).unwrap();
+        assert_eq!(decode(&with_state).unwrap().states, vec![0]);
+    }
 }

@@ -43,4 +43,9 @@ pub struct Program {
     pub params: Vec<ParamRef>,
     /// Operations, in execution order.
     pub ops: Vec<Op>,
+    /// State tensors (ExecuTorch's mutable buffers, e.g. a KV cache): fixed shape, dense,
+    /// zero at `init`, alive across executions until `destroy`, written in place only by the
+    /// ops that declare it (`OpDef::state_writes`), read by any op as it stands when the op
+    /// runs, reset to zero on request. Last in the blob (format version 2).
+    pub states: Vec<TensorId>,
 }

@@ -4,8 +4,9 @@
 //! - stays within [`Limits`] (so validation itself, and anything linear in the program, is
 //!   cheap);
 //! - names only tensors and symbols that exist;
-//! - gives every tensor exactly one role: an input, a parameter, or the output of exactly one op;
-//!   outputs are inputs or op outputs;
+//! - gives every tensor exactly one role: an input, a parameter, a state, or the output of
+//!   exactly one op; outputs are inputs or op outputs; each state is written in place by at
+//!   most one op, which also reads it;
 //! - orders its ops so that each reads only inputs, parameters and outputs of earlier ops (which
 //!   rules out cycles and use before definition);
 //! - has, for every op, the dtypes the op takes and a declared output shape equal to the shape
@@ -57,6 +58,7 @@ enum Role {
     Undefined,
     Input(usize),
     Param(usize),
+    State(usize),
     Produced(usize),
 }
 
@@ -66,6 +68,7 @@ impl Role {
             Self::Undefined => "undefined".into(),
             Self::Input(position) => format!("input {position}"),
             Self::Param(position) => format!("param {position}"),
+            Self::State(position) => format!("state {position}"),
             Self::Produced(op) => format!("the output of op {op}"),
         }
     }
@@ -86,7 +89,43 @@ pub fn validate(program: &Program) -> Result<()> {
         })?;
     }
     check_outputs(program, &roles)?;
+    check_state_writes(program, &roles)?;
     check_symbols_bound(program)
+}
+
+/// Each state is written by at most one op, and an op writes only states it also reads. (A
+/// state is never a program output: `check_outputs` allows only inputs and op outputs.)
+fn check_state_writes(program: &Program, roles: &[Role]) -> Result<()> {
+    let mut writer: Vec<Option<usize>> = vec![None; program.tensors.len()];
+    for (index, op) in program.ops.iter().enumerate() {
+        for id in op.state_writes() {
+            if !matches!(roles.get(id as usize), Some(Role::State(_))) {
+                return Err(Error::invalid_program(format!(
+                    "{} writes {} in place, which is not a state tensor",
+                    op_label(index, op),
+                    tensor_label(program, id)
+                )));
+            }
+            if !op.inputs().contains(&id) {
+                return Err(Error::invalid_program(format!(
+                    "{} writes {} without reading it",
+                    op_label(index, op),
+                    tensor_label(program, id)
+                )));
+            }
+            if let Some(slot) = writer.get_mut(id as usize) {
+                if let Some(first) = *slot {
+                    return Err(Error::invalid_program(format!(
+                        "{} writes {}, which op {first} already writes",
+                        op_label(index, op),
+                        tensor_label(program, id)
+                    )));
+                }
+                *slot = Some(index);
+            }
+        }
+    }
+    Ok(())
 }
 
 fn check_limits(program: &Program) -> Result<()> {
@@ -97,6 +136,7 @@ fn check_limits(program: &Program) -> Result<()> {
         ("inputs", program.inputs.len(), Limits::MAX_TENSORS),
         ("outputs", program.outputs.len(), Limits::MAX_TENSORS),
         ("params", program.params.len(), Limits::MAX_TENSORS),
+        ("states", program.states.len(), Limits::MAX_TENSORS),
     ];
     for (what, count, limit) in counts {
         if count > limit {
@@ -259,6 +299,25 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
             )));
         }
     }
+    for (position, &id) in program.states.iter().enumerate() {
+        claim(id, Role::State(position), &format!("state {position}"))?;
+        let decl = program.tensors.get(id as usize);
+        let shape = decl.map_or(&[][..], |decl| decl.shape.as_slice());
+        if shape.iter().any(|dim| matches!(dim, Dim::Symbol(_))) {
+            return Err(Error::invalid_program(format!(
+                "state {position} ({}) has shape {}; states need fixed shapes (declare the \
+                 maximum, e.g. the context length)",
+                tensor_label(program, id),
+                shape_text(shape)
+            )));
+        }
+        if decl.is_some_and(|decl| decl.dtype.is_block()) {
+            return Err(Error::invalid_program(format!(
+                "state {position} ({}) has a block format; states are dense",
+                tensor_label(program, id)
+            )));
+        }
+    }
     for (index, op) in program.ops.iter().enumerate() {
         claim(
             op.output(),
@@ -278,7 +337,7 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
     }
     if let Some(id) = roles.iter().position(|role| *role == Role::Undefined) {
         return Err(Error::invalid_program(format!(
-            "{} is never defined: it is not an input, a param or an op's output",
+            "{} is never defined: it is not an input, a param, a state or an op's output",
             tensor_label(program, id as TensorId)
         )));
     }
@@ -289,7 +348,7 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
 fn check_order(program: &Program, roles: &[Role]) -> Result<()> {
     let mut defined: Vec<bool> = roles
         .iter()
-        .map(|role| matches!(role, Role::Input(_) | Role::Param(_)))
+        .map(|role| matches!(role, Role::Input(_) | Role::Param(_) | Role::State(_)))
         .collect();
     for (index, op) in program.ops.iter().enumerate() {
         for id in op.inputs() {

@@ -82,6 +82,18 @@ impl LoadedDelegate {
         self.backend.execute(&context, handle, args).await
     }
 
+    /// Sets the delegate's state tensors back to zero (see [`BackendInterface::reset_state`]).
+    ///
+    /// # Errors
+    /// `DelegateInvalidHandle` after destroy; the backend's error (`NotSupported` when it keeps
+    /// no state).
+    pub fn reset_state(&mut self) -> Result<()> {
+        let handle = self.handle.as_mut().ok_or_else(|| {
+            Error::new(ErrorCode::DelegateInvalidHandle, "delegate handle is gone")
+        })?;
+        self.backend.reset_state(handle)
+    }
+
     /// The id of the backend that runs this delegate.
     pub fn backend_id(&self) -> &str {
         &self.backend_id

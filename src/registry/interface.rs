@@ -6,7 +6,7 @@
 //! futures are not `Send` (browser objects never are); natively they are driven by any executor,
 //! e.g. `pollster::block_on`.
 
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::evalue::EValue;
 use crate::lifecycle::{Released, Signal};
 use crate::registry::context::{BackendExecutionContext, BackendInitContext, BackendOptionContext};
@@ -171,6 +171,17 @@ pub trait BackendInterface: MaybeSendSync {
     /// what was released. The default holds nothing to release.
     fn notify(&self, _signal: Signal) -> Released {
         Released::default()
+    }
+
+    /// Sets the state tensors behind `handle` (a program's KV cache: ExecuTorch's mutable
+    /// buffers) back to zero, and makes a state that was dropped (by `LowMemory` with state
+    /// dropping allowed, or a device loss) usable again, zeroed. Not in upstream, whose mutable
+    /// buffers are reset by re-loading the method; a generator calls it between sequences. The
+    /// default, for backends that keep no state, is `NotSupported`.
+    fn reset_state(&self, _handle: &mut DelegateHandle) -> Result<()> {
+        Err(Error::not_supported(
+            "this backend keeps no state tensors to reset",
+        ))
     }
 }
 

@@ -17,7 +17,7 @@ use crate::backends::compile_specs::{
     CompileSpecs, PRECISION, Precision, check_runtime_specs, unsupported_precision,
 };
 use crate::backends::cpu::executor::{self, PreparedProgram};
-use crate::backends::cpu::frame::Scratch;
+use crate::backends::cpu::frame::{Scratch, States};
 use crate::backends::cpu::plan::Plan;
 use crate::backends::cpu::values::Values;
 use crate::backends::cpu::weights::pack_weights;
@@ -89,6 +89,7 @@ impl CpuBackend {
         .await?;
         let packed = pack_weights(&program, &mut params)?;
         let plan = Plan::new(&program);
+        let states = States::new(&program)?;
         Ok(CpuHandle {
             prepared: PreparedProgram {
                 program,
@@ -97,6 +98,7 @@ impl CpuBackend {
                 plan,
             },
             scratch: Scratch::default(),
+            states,
             _live: LiveGuard::new(&self.live),
         })
     }
@@ -124,6 +126,7 @@ impl Drop for LiveGuard {
 struct CpuHandle {
     prepared: PreparedProgram,
     scratch: Scratch,
+    states: States,
     _live: LiveGuard,
 }
 
@@ -157,7 +160,12 @@ impl BackendInterface for CpuBackend {
                     "the handle was not made by the CPU backend",
                 )
             })?;
-            executor::execute(&handle.prepared, &mut handle.scratch, args)
+            executor::execute(
+                &handle.prepared,
+                &mut handle.scratch,
+                &mut handle.states,
+                args,
+            )
         })
     }
 
@@ -200,5 +208,15 @@ impl BackendInterface for CpuBackend {
 
     fn destroy(&self, handle: DelegateHandle) {
         drop(handle);
+    }
+
+    fn reset_state(&self, handle: &mut DelegateHandle) -> Result<()> {
+        let handle = handle.downcast_mut::<CpuHandle>().ok_or_else(|| {
+            Error::new(
+                ErrorCode::DelegateInvalidHandle,
+                "the handle was not made by the CPU backend",
+            )
+        })?;
+        handle.states.reset(&handle.prepared.program)
     }
 }

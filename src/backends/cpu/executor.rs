@@ -6,7 +6,7 @@
 //! or dying tensor shares or moves its buffer instead of copying it.
 
 use crate::backends::arguments::{bind_arguments, store_output};
-use crate::backends::cpu::frame::{Frame, RunContext, Scratch, Slot};
+use crate::backends::cpu::frame::{Frame, RunContext, Scratch, Slot, States};
 use crate::backends::cpu::gemm::PackedB;
 use crate::backends::cpu::ops;
 use crate::backends::cpu::plan::{Plan, Step};
@@ -37,6 +37,7 @@ pub struct PreparedProgram {
 pub fn execute(
     prepared: &PreparedProgram,
     scratch: &mut Scratch,
+    states: &mut States,
     args: &mut [EValue],
 ) -> Result<()> {
     let program = &prepared.program;
@@ -60,21 +61,10 @@ pub fn execute(
             *slot = Slot::Borrowed(data);
         }
     }
-    for step in &prepared.plan.steps {
-        let op = program
-            .ops
-            .get(step.op)
-            .ok_or_else(|| Error::internal("plan names a missing op"))?;
-        let result = run_op(prepared, op, step, &mut frame, scratch)?;
-        if let Some(slot) = frame.slots.get_mut(op.output() as usize) {
-            *slot = result;
-        }
-        for &id in &step.release {
-            if let Slot::Owned(values) = frame.take(id) {
-                scratch.pool.recycle(values);
-            }
-        }
-    }
+    states.lend(program, &mut frame)?;
+    let ran = run_steps(prepared, &mut frame, scratch);
+    states.take_back(program, &mut frame);
+    ran?;
     for (position, (slot, &id)) in outputs.iter_mut().zip(&program.outputs).enumerate() {
         let used_again = program.outputs[position + 1..].contains(&id);
         let values = match frame.take(id) {
@@ -99,6 +89,30 @@ pub fn execute(
             }
         };
         store_output(slot, frame.shape(id)?.to_vec(), values.into_tensor_data())?;
+    }
+    Ok(())
+}
+
+fn run_steps(
+    prepared: &PreparedProgram,
+    frame: &mut Frame<'_>,
+    scratch: &mut Scratch,
+) -> Result<()> {
+    for step in &prepared.plan.steps {
+        let op = prepared
+            .program
+            .ops
+            .get(step.op)
+            .ok_or_else(|| Error::internal("plan names a missing op"))?;
+        let result = run_op(prepared, op, step, frame, scratch)?;
+        if let Some(slot) = frame.slots.get_mut(op.output() as usize) {
+            *slot = result;
+        }
+        for &id in &step.release {
+            if let Slot::Owned(values) = frame.take(id) {
+                scratch.pool.recycle(values);
+            }
+        }
     }
     Ok(())
 }

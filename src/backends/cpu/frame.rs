@@ -4,7 +4,7 @@
 
 use crate::backends::cpu::gemm::{GemmScratch, PackedB};
 use crate::backends::cpu::plan::Step;
-use crate::backends::cpu::values::{BufferPool, Element, Values, ValuesRef};
+use crate::backends::cpu::values::{BufferPool, Element, Values, ValuesRef, filled};
 use crate::error::{Error, Result};
 use crate::program::{DType, Program, TensorId};
 
@@ -63,6 +63,91 @@ pub struct Scratch {
     pub(crate) pool: BufferPool,
     /// GEMM packing buffers.
     pub(crate) gemm: GemmScratch,
+}
+
+/// A program's state tensors between executions (see `Program::states`): zero at init, lent
+/// to each execution's frame and taken back when it ends, whatever its outcome.
+#[derive(Debug, Default)]
+pub struct States {
+    /// Per state (in `Program::states` order); `None` after an execution lost it, which only
+    /// a kernel that fails to put a state back could do.
+    values: Vec<Option<Values>>,
+}
+
+impl States {
+    /// Zeroed states of `program`.
+    ///
+    /// # Errors
+    /// `MemoryAllocationFailed` when a state cannot be allocated.
+    pub fn new(program: &Program) -> Result<Self> {
+        let mut values = Vec::with_capacity(program.states.len());
+        for &id in &program.states {
+            values.push(Some(zeros(program, id)?));
+        }
+        Ok(Self { values })
+    }
+
+    /// Sets every state back to zero.
+    ///
+    /// # Errors
+    /// As [`States::new`].
+    pub fn reset(&mut self, program: &Program) -> Result<()> {
+        *self = Self::new(program)?;
+        Ok(())
+    }
+
+    /// Moves every state into its slot of `frame`.
+    ///
+    /// # Errors
+    /// `InvalidState` when an earlier execution lost a state.
+    pub(crate) fn lend(&mut self, program: &Program, frame: &mut Frame<'_>) -> Result<()> {
+        if self.values.iter().any(Option::is_none) {
+            return Err(Error::invalid_state(
+                "the program's state (its KV cache) was lost by a failed execution; reset it",
+            ));
+        }
+        for (value, &id) in self.values.iter_mut().zip(&program.states) {
+            if let Some(values) = value.take() {
+                frame.put(id, Slot::Owned(values));
+            }
+        }
+        Ok(())
+    }
+
+    /// Moves every state back out of `frame`.
+    pub(crate) fn take_back(&mut self, program: &Program, frame: &mut Frame<'_>) {
+        for (value, &id) in self.values.iter_mut().zip(&program.states) {
+            *value = match frame.take(id) {
+                Slot::Owned(values) => Some(values),
+                _ => None,
+            };
+        }
+    }
+}
+
+/// Zeros of `id`'s declared dtype and fixed shape.
+fn zeros(program: &Program, id: TensorId) -> Result<Values> {
+    let decl = program
+        .tensors
+        .get(id as usize)
+        .ok_or_else(|| Error::internal(format!("state tensor {id} is not declared")))?;
+    let mut len = 1usize;
+    for dim in &decl.shape {
+        let crate::program::Dim::Fixed(n) = *dim else {
+            return Err(Error::internal("a state has a symbolic shape"));
+        };
+        len = usize::try_from(n)
+            .ok()
+            .and_then(|n| len.checked_mul(n))
+            .ok_or_else(|| Error::memory_allocation_failed("state size overflows"))?;
+    }
+    Ok(match decl.dtype {
+        DType::F32 => Values::F32(filled(len, 0.0)?),
+        DType::I32 => Values::I32(filled(len, 0)?),
+        DType::I64 => Values::I64(filled(len, 0)?),
+        DType::U8 => Values::U8(filled(len, 0)?),
+        DType::Block(_) => return Err(Error::internal("a state has a block format")),
+    })
 }
 
 /// Where a tensor's values are during an execution.
@@ -125,6 +210,13 @@ impl<'a> Frame<'a> {
             .last()
             .copied()
             .ok_or_else(|| Error::internal(format!("tensor {id} is a scalar")))
+    }
+
+    /// Puts `slot` back as `id`'s (after [`Frame::take`]).
+    pub(crate) fn put(&mut self, id: TensorId, slot: Slot<'a>) {
+        if let Some(target) = self.slots.get_mut(id as usize) {
+            *target = slot;
+        }
     }
 
     /// Takes `id`'s slot out, leaving it empty.

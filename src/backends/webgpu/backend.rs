@@ -73,6 +73,8 @@ struct State {
 pub struct WebGpuBackend {
     state: Mutex<State>,
     profiling: AtomicBool,
+    /// Whether `LowMemory` may drop programs' state tensors too (off: states survive it).
+    drop_state_on_low_memory: AtomicBool,
     /// The GPU state of every live program (on whatever device), which lifecycle signals
     /// release, and whether the host is suspended.
     residents: Residents,
@@ -142,6 +144,7 @@ impl WebGpuBackend {
                 device_power: power,
             }),
             profiling: AtomicBool::new(false),
+            drop_state_on_low_memory: AtomicBool::new(false),
             residents: Residents::default(),
             acquiring: futures_util::lock::Mutex::new(()),
         }
@@ -160,6 +163,7 @@ impl WebGpuBackend {
                 generation: 0,
             }),
             profiling: AtomicBool::new(false),
+            drop_state_on_low_memory: AtomicBool::new(false),
             residents: Residents::default(),
             acquiring: futures_util::lock::Mutex::new(()),
         }
@@ -378,6 +382,9 @@ impl WebGpuBackend {
                 power_name(self.state().device_power).to_owned(),
             )),
             "profiling" => Ok(OptionValue::Bool(self.profiling.load(Ordering::Relaxed))),
+            "drop_state_on_low_memory" => Ok(OptionValue::Bool(
+                self.drop_state_on_low_memory.load(Ordering::Relaxed),
+            )),
             "live_buffers" => with_ctx(&|c| int(c.live.count() as u64)),
             "live_buffer_bytes" => with_ctx(&|c| int(c.live.bytes())),
             "arena_bytes" => with_ctx(&|c| int(c.arena_bytes.load(Ordering::Relaxed))),
@@ -450,6 +457,7 @@ impl BackendInterface for WebGpuBackend {
     ) -> Result<()> {
         let mut power = None;
         let mut profiling = None;
+        let mut drop_state = None;
         for option in options {
             match (option.key(), option.value()) {
                 ("power_preference", OptionValue::String(name)) => {
@@ -460,7 +468,8 @@ impl BackendInterface for WebGpuBackend {
                     })?);
                 }
                 ("profiling", OptionValue::Bool(on)) => profiling = Some(*on),
-                (key @ ("power_preference" | "profiling"), value) => {
+                ("drop_state_on_low_memory", OptionValue::Bool(on)) => drop_state = Some(*on),
+                (key @ ("power_preference" | "profiling" | "drop_state_on_low_memory"), value) => {
                     return Err(Error::invalid_argument(format!(
                         "option {key} cannot be a {}",
                         value.type_name()
@@ -468,7 +477,7 @@ impl BackendInterface for WebGpuBackend {
                 }
                 (key, _) => {
                     return Err(Error::invalid_argument(format!(
-                        "the webgpu backend cannot set option {key:?}; it sets power_preference and profiling"
+                        "the webgpu backend cannot set option {key:?}; it sets power_preference, profiling and drop_state_on_low_memory"
                     )));
                 }
             }
@@ -478,6 +487,9 @@ impl BackendInterface for WebGpuBackend {
         }
         if let Some(on) = profiling {
             self.profiling.store(on, Ordering::Relaxed);
+        }
+        if let Some(on) = drop_state {
+            self.drop_state_on_low_memory.store(on, Ordering::Relaxed);
         }
         Ok(())
     }
@@ -498,6 +510,13 @@ impl BackendInterface for WebGpuBackend {
         drop(handle);
     }
 
+    fn reset_state(&self, handle: &mut DelegateHandle) -> Result<()> {
+        let program = handle
+            .downcast_mut::<LoadedProgram>()
+            .ok_or_else(|| Error::delegate_invalid_handle(NOT_OURS))?;
+        program.reset_state()
+    }
+
     fn notify(&self, signal: Signal) -> Released {
         let ctx = self.context();
         let before = ctx.as_ref().map_or(0, |c| c.live.bytes());
@@ -507,7 +526,14 @@ impl BackendInterface for WebGpuBackend {
                 self.residents.release_all(Release::Transients);
             }
             Signal::Resume => self.residents.set_suspended(false),
-            Signal::LowMemory => self.residents.release_all(Release::Everything),
+            Signal::LowMemory => {
+                let level = if self.drop_state_on_low_memory.load(Ordering::Relaxed) {
+                    Release::Everything
+                } else {
+                    Release::Params
+                };
+                self.residents.release_all(level);
+            }
         }
         Released {
             gpu_bytes: ctx.map_or(0, |c| before.saturating_sub(c.live.bytes())),

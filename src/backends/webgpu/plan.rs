@@ -62,11 +62,51 @@ pub(crate) fn param_slots(program: &Program) -> Result<Vec<Option<usize>>> {
     Ok(slots)
 }
 
+/// Tensor ids that are states, mapped to their slot in `Program::states`.
+///
+/// # Errors
+/// `InvalidProgram` for a state naming an undeclared tensor, or a tensor that is also a
+/// parameter or a state twice.
+pub(crate) fn state_slots(
+    program: &Program,
+    params: &[Option<usize>],
+) -> Result<Vec<Option<usize>>> {
+    let mut slots = vec![None; program.tensors.len()];
+    for (slot, &id) in program.states.iter().enumerate() {
+        let taken = params.get(id as usize).copied().flatten().is_some();
+        match slots.get_mut(id as usize) {
+            Some(entry @ None) if !taken => *entry = Some(slot),
+            Some(_) => {
+                return Err(Error::invalid_program(format!(
+                    "tensor {id} is a state twice, or a state and a parameter"
+                )));
+            }
+            None => {
+                return Err(Error::invalid_program(format!(
+                    "state {slot} names undeclared tensor {id}"
+                )));
+            }
+        }
+    }
+    Ok(slots)
+}
+
 /// Which tensor's storage each tensor uses (itself, or a reshape's source), after checking
 /// that every op reads only defined tensors and writes a tensor nothing else defines.
 pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Result<Vec<TensorId>> {
     let count = program.tensors.len();
     let mut defined: Vec<bool> = slots.iter().map(Option::is_some).collect();
+    for &state in &program.states {
+        let slot = defined.get_mut(state as usize).ok_or_else(|| {
+            Error::invalid_program(format!("a state names undeclared tensor {state}"))
+        })?;
+        if *slot {
+            return Err(Error::invalid_program(format!(
+                "tensor {state} is a state twice, or a state and a parameter"
+            )));
+        }
+        *slot = true;
+    }
     for &input in &program.inputs {
         let slot = defined.get_mut(input as usize).ok_or_else(|| {
             Error::invalid_program(format!("input names undeclared tensor {input}"))
@@ -126,6 +166,7 @@ pub(crate) fn storage_roots(program: &Program, slots: &[Option<usize>]) -> Resul
 /// `InvalidProgram` naming the first fault.
 pub(crate) fn check_structure(program: &Program) -> Result<()> {
     let slots = param_slots(program)?;
+    state_slots(program, &slots)?;
     storage_roots(program, &slots).map(|_| ())
 }
 
@@ -145,6 +186,7 @@ pub(crate) fn plan(
         return Err(Error::internal("shape count differs from tensor count"));
     }
     let slots = param_slots(program)?;
+    let states = state_slots(program, &slots)?;
     let roots = storage_roots(program, &slots)?;
     let steps = program.ops.len() + 2;
     let bytes = program
@@ -197,7 +239,7 @@ pub(crate) fn plan(
     let mut last = vec![0usize; shapes.len()];
     let mut touch = |id: TensorId, step: usize, defines: bool| {
         let r = roots[id as usize] as usize;
-        if slots[r].is_none() {
+        if slots[r].is_none() && states[r].is_none() {
             if defines && first[r].is_none() {
                 first[r] = Some(step);
             }
@@ -253,10 +295,11 @@ pub(crate) fn plan(
     let placements = (0..shapes.len())
         .map(|id| {
             let r = roots[id] as usize;
-            let storage = match (slots[r], root_offset[r]) {
-                (Some(slot), _) => Some(Storage::Param(slot)),
-                (None, Some(offset)) => Some(Storage::Arena(offset)),
-                (None, None) => None,
+            let storage = match (slots[r], states[r], root_offset[r]) {
+                (Some(slot), _, _) => Some(Storage::Param(slot)),
+                (None, Some(slot), _) => Some(Storage::State(slot)),
+                (None, None, Some(offset)) => Some(Storage::Arena(offset)),
+                (None, None, None) => None,
             };
             storage.map(|storage| Placement {
                 storage,

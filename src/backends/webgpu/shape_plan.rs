@@ -14,6 +14,8 @@ pub(crate) enum Storage {
     Arena(u64),
     /// In parameter slot `n` (see `Program::params`).
     Param(usize),
+    /// In state buffer `n` (see `Program::states`), alive across executions.
+    State(usize),
 }
 
 /// A tensor's storage and its size on the GPU.

@@ -7,6 +7,7 @@
 //! variant index is the wire tag). Each backend derives its own dispatch from the same list
 //! (`with_op_list!(its_macro)`), so adding an op means adding its files and one line here.
 
+mod attention;
 mod binary;
 mod cast;
 mod concat;
@@ -25,6 +26,7 @@ mod softmax;
 pub mod support;
 mod unary;
 
+pub use attention::Attention;
 pub use binary::{Binary, BinaryOp};
 pub use cast::Cast;
 pub use concat::Concat;
@@ -69,6 +71,7 @@ macro_rules! with_op_list {
             MeanPool,
             L2Normalize,
             RmsNorm,
+            Attention,
         }
     };
 }
@@ -115,6 +118,11 @@ impl Op {
     /// The tensor this op writes.
     pub fn output(&self) -> TensorId {
         self.definition().output()
+    }
+
+    /// The state tensors this op writes in place (see [`OpDef::state_writes`]).
+    pub fn state_writes(&self) -> Vec<TensorId> {
+        self.definition().state_writes()
     }
 
     /// The op's name in dumps and messages, e.g. `"matmul"`.

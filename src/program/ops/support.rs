@@ -19,6 +19,12 @@ pub trait OpDef {
     /// The tensor this op writes.
     fn output(&self) -> TensorId;
 
+    /// The state tensors this op writes in place (see `Program::states`), besides `output`;
+    /// none for most ops. They are also among its `inputs` (it reads them).
+    fn state_writes(&self) -> Vec<TensorId> {
+        Vec::new()
+    }
+
     /// The output's dtype and shape computed from the inputs' declarations, after checking
     /// the inputs' dtypes and the op's attributes.
     ///

@@ -157,6 +157,54 @@ impl JsProgramBuilder {
         Ok(self.inner.param(name, dtype, shape, scope, key))
     }
 
+    /// Declares a state tensor (zero at init, kept across executions, written in place by the
+    /// op that declares it, e.g. `attention`'s KV cache): a fixed shape, the maximum it needs.
+    pub fn state(
+        &mut self,
+        name: &str,
+        dtype: &str,
+        #[wasm_bindgen(unchecked_param_type = "number[]")] shape: JsValue,
+    ) -> JsResult<u32> {
+        let dtype = js(dtype_from_name(dtype))?;
+        let shape = js(self.shape(&shape))?;
+        Ok(self.inner.state(name, dtype, shape))
+    }
+
+    /// Causal attention over a KV cache: stores `k` (`[S, Hkv, D]`) and `v` (`[S, Hkv, Dv]`)
+    /// into the state tensors `kCache` (`[C, Hkv, D]`) and `vCache` at `positions` (i32
+    /// `[S]`), then attends `q` (`[S, Hq, D]`) over cache positions up to each row's own
+    /// (the last `window` of them when `window > 0`), logits `scale * q.k`, soft-capped when
+    /// `softcap > 0`. Returns `[S, Hq, Dv]`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &mut self,
+        q: f64,
+        k: f64,
+        v: f64,
+        #[wasm_bindgen(js_name = kCache)] k_cache: f64,
+        #[wasm_bindgen(js_name = vCache)] v_cache: f64,
+        positions: f64,
+        scale: f32,
+        window: u32,
+        softcap: f32,
+    ) -> JsResult<u32> {
+        let op = crate::program::ops::Attention {
+            q: js(tensor_arg(q, "q"))?,
+            k: js(tensor_arg(k, "k"))?,
+            v: js(tensor_arg(v, "v"))?,
+            k_cache: js(tensor_arg(k_cache, "kCache"))?,
+            v_cache: js(tensor_arg(v_cache, "vCache"))?,
+            positions: js(tensor_arg(positions, "positions"))?,
+            scale,
+            window,
+            softcap,
+            out: 0,
+        };
+        js(self
+            .inner
+            .push(|out| crate::program::ops::Attention { out, ..op }))
+    }
+
     /// Embedding lookup: rows of `table` (`[V, H]`) picked by `ids`.
     pub fn gather(&mut self, table: f64, ids: f64) -> JsResult<u32> {
         let table = js(tensor_arg(table, "table"))?;

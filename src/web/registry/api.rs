@@ -295,6 +295,27 @@ impl Delegate {
         }
     }
 
+    /// Sets the program's state tensors (its KV cache) back to zero, and re-creates them when a
+    /// device loss or a `lowMemory` allowed to drop state dropped them (the next `execute`
+    /// fails with `InvalidState` until then).
+    ///
+    /// # Errors
+    /// `InvalidState` while an `execute` runs or after `destroy()`; `NotSupported` from a
+    /// backend that keeps no state.
+    #[wasm_bindgen(js_name = resetState)]
+    pub fn reset_state(&self) -> Result<(), JsValue> {
+        let mut slot = self.slot.borrow_mut();
+        match &mut *slot {
+            Slot::Ready(delegate) => delegate.reset_state().map_err(to_js_error),
+            Slot::Running { .. } => Err(to_js_error(Error::invalid_state(
+                "resetState() while an execute is running",
+            ))),
+            Slot::Destroyed => Err(to_js_error(Error::invalid_state(
+                "resetState() after destroy()",
+            ))),
+        }
+    }
+
     /// Whether `destroy()` has taken effect.
     #[wasm_bindgen(getter)]
     pub fn destroyed(&self) -> bool {

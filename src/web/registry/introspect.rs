@@ -32,6 +32,18 @@ export interface WebGpuProgramStats {
   /** Parameter loads (1 after init) and moves to a new device after a loss. */
   paramLoads: number;
   deviceRecoveries: number;
+  /** State tensors (a KV cache), their bytes on the GPU, whether they are resident (false
+   * after a device loss, or a `lowMemory` allowed to drop them, until `resetState()`), and
+   * how often they were reset. */
+  states: number;
+  stateBytes: number;
+  statesResident: boolean;
+  stateResets: number;
+  /** Plans bound and bind groups created so far, and pipelines compiled on the device: a
+   * decode loop planned once adds none of them after its first step. */
+  plansBuilt: number;
+  bindGroupsCreated: number;
+  pipelines: number;
 }
 
 /** One op of a profiled execution. */
@@ -69,6 +81,13 @@ struct StatsJs {
     params_resident: bool,
     param_loads: f64,
     device_recoveries: f64,
+    states: f64,
+    state_bytes: f64,
+    states_resident: bool,
+    state_resets: f64,
+    plans_built: f64,
+    bind_groups_created: f64,
+    pipelines: f64,
 }
 
 impl From<ProgramStats> for StatsJs {
@@ -85,6 +104,13 @@ impl From<ProgramStats> for StatsJs {
             params_resident: s.params_resident,
             param_loads: s.param_loads as f64,
             device_recoveries: s.device_recoveries as f64,
+            states: s.states as f64,
+            state_bytes: s.state_bytes as f64,
+            states_resident: s.states_resident,
+            state_resets: s.state_resets as f64,
+            plans_built: s.plans_built as f64,
+            bind_groups_created: s.bind_groups_created as f64,
+            pipelines: s.pipelines as f64,
         }
     }
 }

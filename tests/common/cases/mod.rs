@@ -4,6 +4,7 @@
 //! that binary and panics on failure.
 
 mod aliasing;
+mod attention;
 mod elementwise;
 mod layout;
 mod lifecycle;

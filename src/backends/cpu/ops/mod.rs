@@ -2,6 +2,7 @@
 //! files for ops that share a kernel: element-wise, layout, conversions), and [`kernel`] maps
 //! an `Op` to it, derived from the program's one op list.
 
+mod attention;
 mod convert;
 pub(crate) mod elementwise;
 mod l2_normalize;

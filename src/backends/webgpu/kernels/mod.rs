@@ -18,6 +18,7 @@
 //! - Every workgroup size fits the device's `maxComputeInvocationsPerWorkgroup`, which the
 //!   backend queries (SwiftShader in headless Chromium allows 256).
 
+pub(crate) mod attention;
 pub(crate) mod convert;
 pub(crate) mod elementwise;
 pub(crate) mod gather;

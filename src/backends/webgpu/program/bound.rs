@@ -46,6 +46,7 @@ fn allocation_error(status: &Status) -> Error {
 struct Placements<'a> {
     arena: Option<&'a GpuBuffer>,
     params: Option<&'a [ParamStorage]>,
+    states: Option<&'a [GpuBuffer]>,
     status: Option<&'a GpuBuffer>,
 }
 
@@ -75,6 +76,13 @@ impl Placements<'_> {
                             .ok_or_else(|| Error::internal(format!("no parameter slot {slot}")))?;
                         (param.gpu()?, param.offset, param.bytes)
                     }
+                    Storage::State(slot) => {
+                        let state = self
+                            .states
+                            .and_then(|states| states.get(slot))
+                            .ok_or_else(|| Error::internal(format!("no state slot {slot}")))?;
+                        (state, 0, placement.bytes)
+                    }
                 }
             }
         };
@@ -91,7 +99,7 @@ impl Placements<'_> {
 
 impl BoundPlan {
     /// Creates the GPU resources of `program`'s `plan` on the device of `ctx`, against `arena`
-    /// (of `generation`) and `params`.
+    /// (of `generation`), `params` and `states`.
     ///
     /// # Errors
     /// `MemoryAllocationFailed` for buffers the device refuses; `Internal` for a kernel that was
@@ -102,6 +110,7 @@ impl BoundPlan {
         plan: ShapePlan,
         arena: Option<&GpuBuffer>,
         params: Option<&[ParamStorage]>,
+        states: Option<&[GpuBuffer]>,
         generation: u64,
     ) -> Result<Self> {
         let align = ctx.uniform_alignment();
@@ -144,6 +153,7 @@ impl BoundPlan {
         let placements = Placements {
             arena,
             params,
+            states,
             status: status.as_ref(),
         };
         let mut ops = Vec::with_capacity(plan.ops.len());

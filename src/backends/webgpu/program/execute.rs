@@ -22,6 +22,34 @@ use crate::evalue::EValue;
 use crate::program::{BoundShapes, Op, Program, TensorId, ops};
 use std::sync::Arc;
 
+/// Attention positions that are a program input must lie in the cache, without repeats,
+/// before anything runs (so a bad position never touches the cache).
+fn check_input_positions(
+    args: &[EValue],
+    shapes: &BoundShapes,
+    input_position: &[Option<usize>],
+    index: usize,
+    op: &ops::Attention,
+) -> Result<()> {
+    let Some(position) = input_position.get(op.positions as usize).copied().flatten() else {
+        return Ok(());
+    };
+    let cache = shapes
+        .shapes
+        .get(op.k_cache as usize)
+        .and_then(|s| s.first())
+        .copied()
+        .unwrap_or(0);
+    if let Some(crate::evalue::TensorData::Int32(values)) = args
+        .get(position)
+        .and_then(EValue::as_tensor)
+        .map(|t| t.data())
+    {
+        op.check_positions(index, values, cache)?;
+    }
+    Ok(())
+}
+
 /// Gather ids that are program inputs must lie in the table before anything runs.
 fn check_input_ids(program: &Program, args: &[EValue], shapes: &BoundShapes) -> Result<()> {
     let mut input_position = vec![None; program.tensors.len()];
@@ -31,6 +59,10 @@ fn check_input_ids(program: &Program, args: &[EValue], shapes: &BoundShapes) -> 
         }
     }
     for (index, op) in program.ops.iter().enumerate() {
+        if let Op::Attention(attention) = op {
+            check_input_positions(args, shapes, &input_position, index, attention)?;
+            continue;
+        }
         let Op::Gather(ops::Gather { table, ids, .. }) = op else {
             continue;
         };
@@ -156,6 +188,11 @@ pub(crate) async fn run(
                 .get(slot)
                 .map(|(b, o)| (b, *o))
                 .ok_or_else(|| Error::internal("no parameter slot"))?,
+            Storage::State(_) => {
+                return Err(Error::internal(
+                    "a state is an output (validation refuses that)",
+                ));
+            }
         };
         encoder.copy_buffer_to_buffer(source, source_offset, bound.readback.raw(), offset, bytes);
     }
@@ -192,9 +229,14 @@ pub(crate) async fn run(
             .unwrap_or(0);
         if word != 0 {
             let index = word as usize - 1;
-            return Err(Error::invalid_argument(format!(
-                "op {index} (gather): an id computed on the GPU lies outside the table"
-            )));
+            let what = match program.ops.get(index) {
+                Some(Op::Attention(_)) => {
+                    "attention: a position computed on the GPU lies outside the cache (nothing \
+                     was stored for it)"
+                }
+                _ => "gather: an id computed on the GPU lies outside the table",
+            };
+            return Err(Error::invalid_argument(format!("op {index} ({what})")));
         }
     }
     let mut outputs = Vec::with_capacity(output_ids.len());

@@ -32,13 +32,16 @@ pub(crate) mod profiling;
 pub(crate) mod residency;
 
 use crate::backends::parameters;
+use crate::backends::webgpu::buffers::GpuBuffer;
 use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::kernels::source::{invocations, source, workgroup_storage_bytes};
 use crate::backends::webgpu::kernels::{KernelConfig, KernelKey};
 use crate::backends::webgpu::plan::{self, gpu_bytes};
 use crate::backends::webgpu::program::params::resolve_params;
 use crate::backends::webgpu::program::profiling::Profile;
-use crate::backends::webgpu::program::residency::{Release, ResidencySlot, Resident, Residents};
+use crate::backends::webgpu::program::residency::{
+    Release, ResidencySlot, Resident, Residents, allocate_states,
+};
 use crate::browser::gpu::{self, BackgroundCompile};
 use crate::error::{Error, Result};
 use crate::evalue::EValue;
@@ -75,6 +78,22 @@ pub struct ProgramStats {
     pub param_loads: u64,
     /// Times the program moved to a new device after losing one.
     pub device_recoveries: u64,
+    /// State tensors of the program.
+    pub states: usize,
+    /// Bytes of state on the GPU (0 while dropped).
+    pub state_bytes: u64,
+    /// Whether the states are on the GPU (false after a device loss or a `LowMemory` that
+    /// was allowed to drop them, until `reset_state`).
+    pub states_resident: bool,
+    /// Times the state was reset.
+    pub state_resets: u64,
+    /// Plans bound so far (a new symbol tuple, or a rebind after the arena grew or a release):
+    /// a decode loop planned once adds none after its first step.
+    pub plans_built: u64,
+    /// Bind groups created so far (one per dispatch of each bound plan).
+    pub bind_groups_created: u64,
+    /// Pipelines compiled on the device (shared by every program on it).
+    pub pipelines: usize,
 }
 
 /// The state behind a WebGPU delegate handle.
@@ -88,6 +107,8 @@ pub struct LoadedProgram {
     pub(crate) last_profile: Option<Profile>,
     pub(crate) param_loads: u64,
     pub(crate) device_recoveries: u64,
+    /// Times the state was reset.
+    pub(crate) state_resets: u64,
     /// Whether every kernel is compiled and checked on the current device.
     pub(crate) compiled: bool,
     /// Background compiles still running (only ever in the browser).
@@ -203,8 +224,16 @@ impl LoadedProgram {
             other => other,
         };
         ctx.program_started();
+        let states = match allocate_states(&ctx, &program) {
+            Ok(states) => states,
+            Err(error) => {
+                ctx.program_ended();
+                return Err(error);
+            }
+        };
         let mut resident = Resident {
             params: Some(params),
+            states: Some(states),
             ..Resident::default()
         };
         if program.symbols.is_empty() {
@@ -226,6 +255,7 @@ impl LoadedProgram {
             last_profile: None,
             param_loads: 1,
             device_recoveries: 0,
+            state_resets: 0,
             compiled: compiling.is_none(),
             compiling,
             kernels: keys.len(),
@@ -296,6 +326,43 @@ impl LoadedProgram {
         Ok(())
     }
 
+    /// Sets every state tensor back to zero, re-creating states that were dropped (see
+    /// [`Release::Everything`]).
+    ///
+    /// # Errors
+    /// `InvalidState` when the device is lost; `MemoryAllocationFailed` when a state cannot be
+    /// re-created.
+    pub(crate) fn reset_state(&mut self) -> Result<()> {
+        self.ctx.check_events("before resetting state")?;
+        let mut resident = self.slot.checkout();
+        let result = match resident.states.as_ref() {
+            Some(states) => {
+                let mut encoder =
+                    self.ctx
+                        .device
+                        .create_command_encoder(&wgpu::CommandEncoderDescriptor {
+                            label: Some("reset state"),
+                        });
+                for state in states {
+                    encoder.clear_buffer(state.raw(), 0, None);
+                }
+                self.ctx.queue.submit([encoder.finish()]);
+                Ok(())
+            }
+            None => allocate_states(&self.ctx, &self.program).map(|states| {
+                // Plans bound to the dropped buffers are stale.
+                resident.plans.clear();
+                resident.states = Some(states);
+            }),
+        };
+        if result.is_ok() {
+            resident.states_dropped = None;
+            self.state_resets += 1;
+        }
+        self.slot.checkin(resident);
+        result
+    }
+
     /// Why the current device was lost, if it was.
     pub(crate) fn device_lost(&self) -> Option<String> {
         self.ctx.lost()
@@ -330,6 +397,13 @@ impl LoadedProgram {
     ) -> Result<Option<Profile>> {
         let ctx = self.ctx.clone();
         ctx.check_events("before executing")?;
+        if !self.program.states.is_empty() && resident.states.is_none() {
+            return Err(Error::invalid_state(format!(
+                "the program's state (its KV cache) was dropped: {}; reset it (reset_state) and \
+                 run the sequence again from its first position",
+                resident.states_dropped.unwrap_or("reason unknown")
+            )));
+        }
         self.ensure_compiled().await?;
         self.ensure_params(resident).await?;
         execute::run(&ctx, &self.program, self.config, resident, args, profiling).await
@@ -341,6 +415,9 @@ impl LoadedProgram {
             kernels: self.kernels,
             param_loads: self.param_loads,
             device_recoveries: self.device_recoveries,
+            states: self.program.states.len(),
+            state_resets: self.state_resets,
+            pipelines: self.ctx.pipelines.len(),
             ..ProgramStats::default()
         };
         self.slot
@@ -357,6 +434,13 @@ impl LoadedProgram {
                     dispatches: recent
                         .map_or(0, |p| p.ops.iter().map(|o| o.dispatches.len()).sum()),
                     params_resident: resident.params.is_some(),
+                    state_bytes: resident
+                        .states
+                        .as_deref()
+                        .map_or(0, |s| s.iter().map(GpuBuffer::allocated).sum()),
+                    states_resident: resident.states.is_some(),
+                    plans_built: resident.plans_built,
+                    bind_groups_created: resident.bind_groups_created,
                     ..base.clone()
                 }
             })

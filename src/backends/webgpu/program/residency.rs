@@ -7,7 +7,9 @@
 //! through its [`Residents`] registry, so a signal frees memory at once, not at the next
 //! execution. `Suspend` releases the transient part (arena and plans) and keeps it released
 //! while the host stays suspended; `LowMemory` also releases the parameters, which the program
-//! fetches again from its provider on its next execution.
+//! fetches again from its provider on its next execution. State buffers (a KV cache) cannot be
+//! fetched again: they survive `Suspend` and `LowMemory`, unless the backend was told it may
+//! drop state under memory pressure; a lost device loses them.
 //!
 //! An execution checks the state out of its slot and back in when it ends. A release that
 //! arrives meanwhile is recorded and applied at check-in, so a signal never pulls a buffer from
@@ -20,7 +22,7 @@ use crate::backends::webgpu::plan::{self, PlanLimits};
 use crate::backends::webgpu::program::bound::BoundPlan;
 use crate::backends::webgpu::program::params::ParamStorage;
 use crate::error::{Error, Result};
-use crate::program::{BoundShapes, Program};
+use crate::program::{BoundShapes, Dim, Program};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, Weak};
 
@@ -32,7 +34,11 @@ pub const MAX_CACHED_PLANS: usize = 8;
 pub(crate) enum Release {
     /// The activation arena and every bound plan (re-created by the next execution).
     Transients,
-    /// Transients and the parameters (fetched again from the provider).
+    /// Transients and the parameters (fetched again from the provider); states are kept.
+    Params,
+    /// Everything, states included: a state cannot be fetched again, so the next execution
+    /// fails with `InvalidState` until the state is reset (`LowMemory` when the app allows
+    /// dropping state, a lost device, the program's end).
     Everything,
 }
 
@@ -84,12 +90,64 @@ impl Drop for ActivationArena {
 pub(crate) struct Resident {
     /// Parameter storage in `program.params` order; `None` once released.
     pub params: Option<Vec<ParamStorage>>,
+    /// State buffers in `program.states` order (zero at creation); `None` once dropped.
+    pub states: Option<Vec<GpuBuffer>>,
+    /// Why the states were dropped, when they were (reported by the next execution).
+    pub states_dropped: Option<&'static str>,
     /// The activation arena (the largest plan's size).
     pub arena: Option<ActivationArena>,
     /// Bumped whenever the arena is replaced: plans bound to an older one are rebound.
     pub arena_generation: u64,
     /// Bound plans per tuple of symbol values, most recently used last.
     pub plans: Vec<(Vec<usize>, BoundPlan)>,
+    /// Plans bound so far (each binding creates one bind group per dispatch).
+    pub plans_built: u64,
+    /// Bind groups created so far.
+    pub bind_groups_created: u64,
+}
+
+/// Zeroed state buffers of `program` on the device of `ctx`, in `program.states` order
+/// (WebGPU zero-fills new buffers).
+///
+/// # Errors
+/// `MemoryAllocationFailed` when the device cannot hold one; `InvalidProgram` for a state that
+/// is not a declared fixed-shape tensor (validation rules it out).
+pub(crate) fn allocate_states(ctx: &Arc<GpuContext>, program: &Program) -> Result<Vec<GpuBuffer>> {
+    program
+        .states
+        .iter()
+        .map(|&id| {
+            let decl = program
+                .tensors
+                .get(id as usize)
+                .ok_or_else(|| Error::invalid_program(format!("state names tensor {id}")))?;
+            let shape = decl
+                .shape
+                .iter()
+                .map(|dim| match *dim {
+                    Dim::Fixed(n) => usize::try_from(n).ok(),
+                    Dim::Symbol(_) => None,
+                })
+                .collect::<Option<Vec<usize>>>()
+                .ok_or_else(|| Error::invalid_program(format!("state {id} is not fixed")))?;
+            let bytes = plan::gpu_bytes(decl.dtype, &shape)?;
+            if bytes > ctx.limits.max_storage_buffer_binding_size {
+                return Err(Error::out_of_resources(format!(
+                    "state {id} ({}) needs {bytes} bytes; this device binds at most {}",
+                    decl.name, ctx.limits.max_storage_buffer_binding_size
+                )));
+            }
+            GpuBuffer::new(
+                ctx,
+                bytes.max(4),
+                wgpu::BufferUsages::STORAGE
+                    | wgpu::BufferUsages::COPY_DST
+                    | wgpu::BufferUsages::COPY_SRC,
+                &decl.name,
+            )
+            .map_err(|s| Error::memory_allocation_failed(s.to_string()))
+        })
+        .collect()
 }
 
 /// The planning limits of the device of `ctx`.
@@ -110,8 +168,11 @@ impl Resident {
         if self.arena.take().is_some() {
             self.arena_generation += 1;
         }
-        if level == Release::Everything {
+        if level >= Release::Params {
             self.params = None;
+        }
+        if level == Release::Everything && self.states.take().is_some() {
+            self.states_dropped = Some("its memory was released (LowMemory, or a lost device)");
         }
     }
 
@@ -166,8 +227,11 @@ impl Resident {
             shape_plan,
             self.arena.as_ref().map(ActivationArena::buffer),
             self.params.as_deref(),
+            self.states.as_deref(),
             self.arena_generation,
         )?;
+        self.plans_built += 1;
+        self.bind_groups_created += entry.ops.iter().map(Vec::len).sum::<usize>() as u64;
         if self.plans.len() >= MAX_CACHED_PLANS {
             self.plans.remove(0);
         }

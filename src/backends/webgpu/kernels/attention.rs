@@ -1,0 +1,397 @@
+//! `Attention` on the GPU, two dispatches: `KvStoreKey` writes this execution's keys and
+//! values into the cache (state buffers; a position outside the cache is never written and
+//! raises the op's tag in the status word), then `AttendKey` runs one workgroup per (head,
+//! row): the query in workgroup memory, the visible cache positions in tiles of `wg` keys (one
+//! per thread), an online softmax (running max and sum, the accumulator rescaled per tile) and
+//! `ceil(Dv / wg)` output dims per thread. A dispatch boundary orders the two: WebGPU makes a
+//! dispatch's storage writes visible to the next one in the pass.
+//!
+//! Positions are read on the device (`workgroupUniformLoad`, so the tile loop is uniform):
+//! a decode step reads `p + 1` cache rows, and nothing is planned from them, so every step of a
+//! decode loop reuses one plan and its bind groups.
+
+use crate::backends::webgpu::kernels::{
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
+    to_u32,
+};
+use crate::error::{Error, Result};
+use crate::program::TensorDecl;
+use crate::program::ops::Attention;
+
+const KV_STORE: &str = r"
+// cache[positions[s]] = rows[s] for the keys and the values of this execution.
+struct Params {
+    // x: S * k_row, y: k_row (Hkv * D), z: v_row (Hkv * Dv), w: C
+    head: vec4<u32>,
+    // x: S * (k_row + v_row), y: op tag
+    tail: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> k: array<f32>;
+@group(0) @binding(2) var<storage, read_write> v: array<f32>;
+@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(5) var<storage, read_write> positions: array<u32>;
+@group(0) @binding(6) var<storage, read_write> status: array<atomic<u32>>;
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let i = flat_group(wid, nwg) * {{WG}}u + lid;
+    if (i >= p.tail.x) {
+        return;
+    }
+    let k_elems = p.head.x;
+    var s: u32;
+    if (i < k_elems) {
+        s = i / p.head.y;
+    } else {
+        s = (i - k_elems) / p.head.z;
+    }
+    let position = bitcast<i32>(positions[s]);
+    if (position < 0 || u32(position) >= p.head.w) {
+        atomicMax(&status[0], p.tail.y);
+        return;
+    }
+    let pos = u32(position);
+    if (i < k_elems) {
+        let e = i % p.head.y;
+        k_cache[pos * p.head.y + e] = k[i];
+    } else {
+        let j = i - k_elems;
+        let e = j % p.head.z;
+        v_cache[pos * p.head.z + e] = v[j];
+    }
+}
+";
+
+const ATTEND: &str = r"
+// out[s, h] = softmax(scale * q[s, h] . k_cache[lo..=p, g]) . v_cache[lo..=p, g],
+// p = positions[s], g = h / (Hq / Hkv); one workgroup per (h, s).
+struct Params {
+    // x: Hq, y: Hkv, z: C, w: window (0 = none)
+    head: vec4<u32>,
+    // x: scale bits, y: softcap bits (0 = none), z: S
+    tail: vec4<u32>,
+}
+
+const WG: u32 = {{WG}}u;
+const D: u32 = {{D}}u;
+const DV: u32 = {{DV}}u;
+const PER: u32 = {{PER}}u;
+const LOWEST: f32 = -3.0e38;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> q: array<f32>;
+@group(0) @binding(2) var<storage, read_write> k_cache: array<f32>;
+@group(0) @binding(3) var<storage, read_write> v_cache: array<f32>;
+@group(0) @binding(4) var<storage, read_write> positions: array<u32>;
+@group(0) @binding(5) var<storage, read_write> out: array<f32>;
+
+var<workgroup> query: array<f32, D>;
+var<workgroup> weights: array<f32, WG>;
+var<workgroup> scratch: array<f32, WG>;
+var<workgroup> position: i32;
+
+fn reduce_max(lid: u32, value: f32) -> f32 {
+    scratch[lid] = value;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        if (lid < stride) {
+            scratch[lid] = max(scratch[lid], scratch[lid + stride]);
+        }
+        workgroupBarrier();
+    }
+    let result = scratch[0];
+    workgroupBarrier();
+    return result;
+}
+
+fn reduce_add(lid: u32, value: f32) -> f32 {
+    scratch[lid] = value;
+    workgroupBarrier();
+    for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
+        if (lid < stride) {
+            scratch[lid] = scratch[lid] + scratch[lid + stride];
+        }
+        workgroupBarrier();
+    }
+    let result = scratch[0];
+    workgroupBarrier();
+    return result;
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wid.x;
+    let s = wid.y;
+    let heads = p.head.x;
+    let kv_heads = p.head.y;
+    let cache = p.head.z;
+    let window = p.head.w;
+    let scale = bitcast<f32>(p.tail.x);
+    let softcap = bitcast<f32>(p.tail.y);
+    let g = h / (heads / kv_heads);
+    let out_base = (s * heads + h) * DV;
+    if (lid == 0u) {
+        position = bitcast<i32>(positions[s]);
+    }
+    let at = workgroupUniformLoad(&position);
+    if (at < 0 || u32(at) >= cache) {
+        // The store dispatch flagged it; the execution fails. Write zeros, read nothing.
+        for (var t = 0u; t < PER; t = t + 1u) {
+            let d = lid + t * WG;
+            if (d < DV) {
+                out[out_base + d] = 0.0;
+            }
+        }
+        return;
+    }
+    let last = u32(at);
+    var first = 0u;
+    if (window > 0u && last + 1u > window) {
+        first = last + 1u - window;
+    }
+    for (var i = lid; i < D; i = i + WG) {
+        query[i] = q[(s * heads + h) * D + i];
+    }
+    workgroupBarrier();
+    var running_max = LOWEST;
+    var running_sum = 0.0;
+    var acc: array<f32, PER>;
+    for (var t = 0u; t < PER; t = t + 1u) {
+        acc[t] = 0.0;
+    }
+    for (var base = first; base <= last; base = base + WG) {
+        let j = base + lid;
+        let live = j <= last;
+        var logit = LOWEST;
+        if (live) {
+            let key = (j * kv_heads + g) * D;
+            var dot = 0.0;
+            for (var i = 0u; i < D; i = i + 1u) {
+                dot = dot + query[i] * k_cache[key + i];
+            }
+            logit = scale * dot;
+            if (softcap > 0.0) {
+                logit = softcap * tanh(logit / softcap);
+            }
+        }
+        let new_max = max(running_max, reduce_max(lid, logit));
+        let rescale = exp(running_max - new_max);
+        var e = 0.0;
+        if (live) {
+            e = exp(logit - new_max);
+        }
+        weights[lid] = e;
+        running_sum = running_sum * rescale + reduce_add(lid, e);
+        running_max = new_max;
+        let count = min(WG, last + 1u - base);
+        for (var t = 0u; t < PER; t = t + 1u) {
+            let d = lid + t * WG;
+            if (d < DV) {
+                var a = acc[t] * rescale;
+                for (var k = 0u; k < count; k = k + 1u) {
+                    a = a + weights[k] * v_cache[((base + k) * kv_heads + g) * DV + d];
+                }
+                acc[t] = a;
+            }
+        }
+        workgroupBarrier();
+    }
+    for (var t = 0u; t < PER; t = t + 1u) {
+        let d = lid + t * WG;
+        if (d < DV) {
+            out[out_base + d] = acc[t] / running_sum;
+        }
+    }
+}
+";
+
+/// The cache-store kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct KvStoreKey {
+    /// Invocations per workgroup.
+    pub wg: u32,
+}
+
+impl Kernel for KvStoreKey {
+    fn storage_bindings(&self) -> u32 {
+        6
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        crate::backends::webgpu::kernels::source::with_wg(KV_STORE, self.wg)
+    }
+}
+
+/// The attend kernel for head dims `d` (keys) and `dv` (values).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct AttendKey {
+    /// Invocations per workgroup (keys per tile).
+    pub wg: u32,
+    /// Key head dim.
+    pub d: u32,
+    /// Value head dim.
+    pub dv: u32,
+}
+
+impl Kernel for AttendKey {
+    fn storage_bindings(&self) -> u32 {
+        5
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn workgroup_storage_bytes(&self) -> u32 {
+        (self.d + 2 * self.wg + 1) * 4
+    }
+
+    fn body(&self) -> String {
+        ATTEND
+            .replace("{{WG}}", &self.wg.to_string())
+            .replace("{{D}}", &self.d.max(1).to_string())
+            .replace("{{DV}}", &self.dv.to_string())
+            .replace("{{PER}}", &self.dv.div_ceil(self.wg).max(1).to_string())
+    }
+}
+
+/// Keys per tile: 64 threads (fits every device's 256-invocation floor).
+const ATTEND_WG: u32 = 64;
+
+/// The extents of one attention.
+struct Extents {
+    rows: usize,
+    heads: usize,
+    kv_heads: usize,
+    head_dim: usize,
+    value_dim: usize,
+    cache: usize,
+}
+
+fn extents(op: &Attention, ctx: &PlanContext<'_>) -> Result<Extents> {
+    let three = |id, what: &str| -> Result<[usize; 3]> {
+        <[usize; 3]>::try_from(ctx.shape(id)?)
+            .map_err(|_| Error::invalid_program(format!("attention {what} is not rank 3")))
+    };
+    let [rows, heads, head_dim] = three(op.q, "q")?;
+    let [cache, kv_heads, value_dim] = three(op.v_cache, "v_cache")?;
+    if kv_heads == 0 || heads % kv_heads != 0 {
+        return Err(Error::invalid_program(
+            "attention KV heads must divide the query heads",
+        ));
+    }
+    Ok(Extents {
+        rows,
+        heads,
+        kv_heads,
+        head_dim,
+        value_dim,
+        cache,
+    })
+}
+
+fn attend_key(tensors: &[TensorDecl], op: &Attention) -> Option<AttendKey> {
+    let dim = |id: u32| -> Option<u32> {
+        match tensors.get(id as usize)?.shape.get(2)? {
+            crate::program::Dim::Fixed(n) => u32::try_from(*n).ok(),
+            crate::program::Dim::Symbol(_) => None,
+        }
+    };
+    Some(AttendKey {
+        wg: ATTEND_WG,
+        d: dim(op.q)?,
+        dv: dim(op.v_cache)?,
+    })
+}
+
+impl GpuOp for Attention {
+    fn dispatches(&self, ctx: &PlanContext<'_>, index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.q, self.k, self.v, self.k_cache, self.v_cache, self.out])?;
+        let e = extents(self, ctx)?;
+        if e.rows == 0 {
+            return Ok(Vec::new());
+        }
+        let k_row = e.kv_heads * e.head_dim;
+        let v_row = e.kv_heads * e.value_dim;
+        let stored = e.rows * (k_row + v_row);
+        let wg = ctx.config.workgroup_size;
+        let mut dispatches = Vec::with_capacity(2);
+        if let Some(workgroups) = grid_1d(stored.div_ceil(wg as usize), ctx.max_workgroups)? {
+            dispatches.push(Dispatch {
+                key: KernelKey::new(KvStoreKey { wg }),
+                uniforms: Uniforms::new()
+                    .vec4([
+                        to_u32(e.rows * k_row, "stored keys")?,
+                        to_u32(k_row, "key row")?,
+                        to_u32(v_row, "value row")?,
+                        to_u32(e.cache, "cache length")?,
+                    ])
+                    .vec4([
+                        to_u32(stored, "stored elements")?,
+                        to_u32(index + 1, "op index")?,
+                        0,
+                        0,
+                    ])
+                    .finish(),
+                bindings: vec![
+                    Binding::Tensor(self.k),
+                    Binding::Tensor(self.v),
+                    Binding::Tensor(self.k_cache),
+                    Binding::Tensor(self.v_cache),
+                    Binding::Tensor(self.positions),
+                    Binding::Status,
+                ],
+                workgroups,
+            });
+        }
+        let heads = to_u32(e.heads, "query heads")?;
+        let rows = to_u32(e.rows, "rows")?;
+        if heads > ctx.max_workgroups || rows > ctx.max_workgroups {
+            return Err(Error::out_of_resources(format!(
+                "attention over {} rows x {} heads exceeds {} workgroups per dimension",
+                e.rows, e.heads, ctx.max_workgroups
+            )));
+        }
+        dispatches.push(Dispatch {
+            key: KernelKey::new(AttendKey {
+                wg: ATTEND_WG,
+                d: to_u32(e.head_dim, "head dim")?,
+                dv: to_u32(e.value_dim, "value head dim")?,
+            }),
+            uniforms: Uniforms::new()
+                .vec4([
+                    heads,
+                    to_u32(e.kv_heads, "KV heads")?,
+                    to_u32(e.cache, "cache length")?,
+                    self.window,
+                ])
+                .vec4([self.scale.to_bits(), self.softcap.to_bits(), rows, 0])
+                .finish(),
+            bindings: vec![
+                Binding::Tensor(self.q),
+                Binding::Tensor(self.k_cache),
+                Binding::Tensor(self.v_cache),
+                Binding::Tensor(self.positions),
+                Binding::Tensor(self.out),
+            ],
+            workgroups: [heads, rows, 1],
+        });
+        Ok(dispatches)
+    }
+
+    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+        let mut keys = vec![KernelKey::new(KvStoreKey {
+            wg: config.workgroup_size,
+        })];
+        keys.extend(attend_key(tensors, self).map(KernelKey::new));
+        keys
+    }
+}
