@@ -59,6 +59,45 @@ fn every_op() -> Program {
     b.finish().unwrap()
 }
 
+/// A decoder step: state tensors (the KV cache), attention with grouped heads and a window,
+/// positions as an input, and a block-format (Q8_0) parameter.
+fn decoder_step() -> Program {
+    use webdelegate::program::BlockFormat;
+    use webdelegate::program::ops::Attention;
+    let mut b = ProgramBuilder::new();
+    let rows = b.symbol("rows");
+    let f = |n: u64| Dim::Fixed(n);
+    let q = b.input("q", DType::F32, vec![rows, f(2), f(4)]);
+    let k = b.input("k", DType::F32, vec![rows, f(1), f(4)]);
+    let v = b.input("v", DType::F32, vec![rows, f(1), f(4)]);
+    let positions = b.input("positions", DType::I32, vec![rows]);
+    b.param(
+        "embd",
+        DType::Block(BlockFormat::Q8_0),
+        vec![f(3), f(32)],
+        "s",
+        "embd",
+    );
+    let k_cache = b.state("k_cache", DType::F32, vec![f(6), f(1), f(4)]);
+    let v_cache = b.state("v_cache", DType::F32, vec![f(6), f(1), f(4)]);
+    let out = b
+        .push(|out| Attention {
+            q,
+            k,
+            v,
+            k_cache,
+            v_cache,
+            positions,
+            scale: 0.5,
+            window: 3,
+            softcap: 2.0,
+            out,
+        })
+        .unwrap();
+    b.output(out);
+    b.finish().unwrap()
+}
+
 fn seeds() -> Vec<Program> {
     let tiny = samples::EncoderShape {
         vocab: 20,
@@ -70,6 +109,7 @@ fn seeds() -> Vec<Program> {
     };
     vec![
         every_op(),
+        decoder_step(),
         samples::matmul(3, 5, 7, true).unwrap(),
         samples::encoder(tiny).unwrap(),
         Program::default(),

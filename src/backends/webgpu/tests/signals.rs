@@ -328,3 +328,108 @@ fn a_new_power_preference_takes_effect_at_the_first_init_without_live_programs()
     backend.destroy(third);
     assert_eq!(backend.live_buffers(), 0);
 }
+
+/// `y = attention(q, k, v)` of one head over a KV cache of 4 positions (D = 2), one row per
+/// execution.
+fn state_program() -> crate::program::Program {
+    use crate::program::ops::Attention;
+    use crate::program::{DType, Dim, ProgramBuilder};
+    let mut b = ProgramBuilder::new();
+    let f = |n: u64| Dim::Fixed(n);
+    let q = b.input("q", DType::F32, vec![f(1), f(1), f(2)]);
+    let k = b.input("k", DType::F32, vec![f(1), f(1), f(2)]);
+    let v = b.input("v", DType::F32, vec![f(1), f(1), f(2)]);
+    let positions = b.input("positions", DType::I32, vec![f(1)]);
+    let k_cache = b.state("k_cache", DType::F32, vec![f(4), f(1), f(2)]);
+    let v_cache = b.state("v_cache", DType::F32, vec![f(4), f(1), f(2)]);
+    let out = b
+        .push(|out| Attention {
+            q,
+            k,
+            v,
+            k_cache,
+            v_cache,
+            positions,
+            scale: 1.0,
+            window: 0,
+            softcap: 0.0,
+            out,
+        })
+        .unwrap();
+    b.output(out);
+    b.finish().unwrap()
+}
+
+/// One attention step at `position` with value row `[value, value]` (q = k = 0: equal weights,
+/// so the output is the mean of the values stored so far).
+fn state_step(
+    backend: &WebGpuBackend,
+    handle: &mut DelegateHandle,
+    position: i32,
+    value: f32,
+) -> crate::error::Result<Vec<f32>> {
+    let tensor =
+        |values: Vec<f32>| EValue::Tensor(Tensor::from_f32(vec![1, 1, 2], values).unwrap());
+    let mut args = vec![
+        tensor(vec![0.0, 0.0]),
+        tensor(vec![0.0, 0.0]),
+        tensor(vec![value, value]),
+        EValue::Tensor(Tensor::new(vec![1], TensorData::Int32(vec![position])).unwrap()),
+        EValue::None,
+    ];
+    pollster::block_on(backend.execute(&BackendExecutionContext::default(), handle, &mut args))?;
+    Ok(args[4].as_tensor().unwrap().as_f32().unwrap().to_vec())
+}
+
+#[test]
+fn state_survives_signals_is_lost_with_the_device_and_reset_brings_it_back() {
+    let backend = new_backend();
+    let blob = encode(&state_program()).unwrap();
+    let mut handle = pollster::block_on(backend.init(
+        &BackendInitContext::new(),
+        FreeableBuffer::new(blob),
+        &[],
+    ))
+    .unwrap();
+    let state_bytes = stats(&backend, &handle).state_bytes;
+    assert_eq!(state_bytes, 2 * 4 * 2 * 4, "two caches of 4 x 1 x 2 f32");
+    assert_eq!(
+        state_step(&backend, &mut handle, 0, 2.0).unwrap(),
+        [2.0, 2.0]
+    );
+    backend.notify(Signal::Suspend);
+    backend.notify(Signal::Resume);
+    backend.notify(Signal::LowMemory);
+    let after = stats(&backend, &handle);
+    assert!(after.states_resident, "LowMemory keeps state by default");
+    assert_eq!(after.state_bytes, state_bytes);
+    // Mean of 2 and 4: the cache row from before the signals is still there.
+    assert_eq!(
+        state_step(&backend, &mut handle, 1, 4.0).unwrap(),
+        [3.0, 3.0]
+    );
+
+    assert!(backend.destroy_device());
+    let error = state_step(&backend, &mut handle, 2, 6.0).unwrap_err();
+    assert_eq!(
+        error.code(),
+        crate::error::ErrorCode::InvalidState,
+        "{error}"
+    );
+    assert!(error.message().contains("dropped"), "{error}");
+    assert!(!stats(&backend, &handle).states_resident);
+    backend.reset_state(&mut handle).unwrap();
+    let after = stats(&backend, &handle);
+    assert!(after.states_resident);
+    assert_eq!(after.device_recoveries, 1);
+    assert_eq!(
+        state_step(&backend, &mut handle, 0, 8.0).unwrap(),
+        [8.0, 8.0]
+    );
+    backend.destroy(handle);
+    assert_eq!(
+        backend.live_buffers(),
+        0,
+        "destroy frees the state buffers too"
+    );
+}
