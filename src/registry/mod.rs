@@ -11,6 +11,7 @@ mod context;
 mod delegate;
 mod global;
 mod interface;
+mod named_data;
 mod options;
 mod table;
 
@@ -23,6 +24,7 @@ pub use global::{
 pub use interface::{
     BackendInterface, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, MaybeSendSync,
 };
+pub use named_data::{NamedDataMap, ScalarType, TensorLayout};
 pub use options::{
     BackendOption, BackendOptions, LoadBackendOptionsMap, MAX_BACKEND_ID_BYTES,
     MAX_LOAD_OPTION_BACKENDS, MAX_OPTION_KEY_BYTES, MAX_OPTION_STRING_BYTES, OptionType,
