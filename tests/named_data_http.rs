@@ -2,7 +2,7 @@
 //! peers' own tools, scripts/make-format-fixtures.py) served by nginx is read through the map
 //! an init context hands a backend. Oracle: the fixtures' manifest (keys, dtypes, shapes in
 //! the file's own order, bytes); the layout expected for each dtype is written out here
-//! independently of the map's code (upstream's `ScalarType` codes; ggml's block formats we
+//! independently of the map's code (upstream's `LayoutScalarType` codes; ggml's block formats we
 //! support; everything else `NotSupported`). Bytes compare exactly.
 
 #![cfg(not(target_arch = "wasm32"))]

@@ -24,7 +24,7 @@ pub use global::{
 pub use interface::{
     BackendInterface, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, MaybeSendSync,
 };
-pub use named_data::{NamedDataMap, ScalarType, TensorLayout};
+pub use named_data::{LayoutScalarType, NamedDataMap, TensorLayout};
 pub use options::{
     BackendOption, BackendOptions, LoadBackendOptionsMap, MAX_BACKEND_ID_BYTES,
     MAX_LOAD_OPTION_BACKENDS, MAX_OPTION_KEY_BYTES, MAX_OPTION_STRING_BYTES, OptionType,

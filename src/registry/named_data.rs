@@ -5,7 +5,7 @@
 //!
 //! | upstream | here | errors (upstream's codes) |
 //! |---|---|---|
-//! | `get_tensor_layout(key)` | [`NamedDataMap::get_tensor_layout`] | `NotFound` unknown key; `NotImplemented` when the file records no dtype or shape (IRPA: opaque bytes, as upstream's `PteDataMap`); `NotSupported` for a dtype with neither a `ScalarType` nor a ggml block format, or a dimension over `i32::MAX`; `InvalidExternalData` when the file's byte length disagrees with its shape and dtype |
+//! | `get_tensor_layout(key)` | [`NamedDataMap::get_tensor_layout`] | `NotFound` unknown key; `NotImplemented` when the file records no dtype or shape (IRPA: opaque bytes, as upstream's `PteDataMap`); `NotSupported` for a dtype with neither an upstream `ScalarType` nor a ggml block format, or a dimension over `i32::MAX`; `InvalidExternalData` when the file's byte length disagrees with its shape and dtype |
 //! | `get_data(key)` | [`NamedDataMap::get_data`] (async) | `NotFound` unknown key; provider failures (see below) |
 //! | `load_data_into(key, buffer, size)` | [`NamedDataMap::load_data_into`] (async; `size` is the slice's length) | `NotFound` unknown key; `InvalidArgument` when the buffer is smaller than the data; provider failures |
 //! | `get_num_keys()` | [`NamedDataMap::get_num_keys`] | `NotImplemented` when the provider cannot enumerate the scope |
@@ -31,8 +31,9 @@
 //! [`TensorLayout`]: sizes are outermost first and the dim order is `0..rank` (every format we
 //! read is dense row-major); a GGUF shape, which the index lists innermost first, is reversed
 //! (a GGUF `[640, 262144]` lm_head is `sizes [262144, 640]`). The scalar type is upstream's
-//! [`ScalarType`] (with its numeric codes) for the file dtypes that have one. ggml's block
-//! formats (`Q8_0`, `Q4_K`, ...) have none: their layout has `scalar_type() == None`,
+//! `ScalarType` ([`LayoutScalarType`], with its numeric codes) for the file dtypes that have
+//! one. ggml's block formats (`Q8_0`, `Q4_K`, ...) have none: their layout has
+//! `scalar_type() == None`,
 //! `block_format()` naming the [`BlockFormat`], the sizes in elements and `nbytes` the packed
 //! byte length (per block, as ggml lays it out). `file_dtype()` always gives the file's own name.
 
@@ -42,11 +43,12 @@ use crate::params::{HostBuffer, ParameterInfo, SharedProvider, SpanRequest};
 use crate::quant::BlockFormat;
 use crate::registry::interface::FreeableBuffer;
 
-/// Upstream's `executorch::aten::ScalarType`, with its numeric codes (`scalar_type.fbs`), for the
-/// element types a weights file can name.
+/// Upstream's `executorch::aten::ScalarType` as a `TensorLayout` carries it, with its numeric
+/// codes (`scalar_type.fbs`), for the element types a weights file can name. (Named apart from
+/// [`crate::ScalarType`], the element types an `EValue` tensor holds.)
 #[repr(u8)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum ScalarType {
+pub enum LayoutScalarType {
     /// `uint8_t`.
     Byte = 0,
     /// `int8_t`.
@@ -79,7 +81,7 @@ pub enum ScalarType {
     UInt64 = 29,
 }
 
-impl ScalarType {
+impl LayoutScalarType {
     /// Upstream's name (`c10::toString`), e.g. `"Float"`, `"BFloat16"`, `"Float8_e5m2"`.
     pub const fn name(self) -> &'static str {
         match self {
@@ -149,7 +151,7 @@ impl ScalarType {
 pub struct TensorLayout {
     sizes: Vec<i32>,
     dim_order: Vec<u8>,
-    scalar_type: Option<ScalarType>,
+    scalar_type: Option<LayoutScalarType>,
     block_format: Option<BlockFormat>,
     file_dtype: String,
     nbytes: u64,
@@ -167,7 +169,7 @@ impl TensorLayout {
     }
 
     /// The element type, or `None` for a block format (see [`TensorLayout::block_format`]).
-    pub fn scalar_type(&self) -> Option<ScalarType> {
+    pub fn scalar_type(&self) -> Option<LayoutScalarType> {
         self.scalar_type
     }
 
@@ -298,7 +300,9 @@ impl NamedDataMap {
             ))
         };
         let numel = dims.iter().try_fold(1u64, |n, &d| n.checked_mul(d));
-        let (scalar_type, block_format) = if let Some(scalar) = ScalarType::from_file_dtype(dtype) {
+        let (scalar_type, block_format) = if let Some(scalar) =
+            LayoutScalarType::from_file_dtype(dtype)
+        {
             let expected = numel.and_then(|n| n.checked_mul(scalar.element_size()));
             if expected != Some(info.length) {
                 return Err(mismatch(expected));
@@ -496,14 +500,14 @@ mod tests {
         let w = map.get_tensor_layout("w").unwrap();
         assert_eq!(w.sizes(), [2, 3]);
         assert_eq!(w.dim_order(), [0, 1]);
-        assert_eq!(w.scalar_type(), Some(ScalarType::Float));
-        assert_eq!(w.scalar_type().map(ScalarType::code), Some(6));
+        assert_eq!(w.scalar_type(), Some(LayoutScalarType::Float));
+        assert_eq!(w.scalar_type().map(LayoutScalarType::code), Some(6));
         assert_eq!(w.block_format(), None);
         assert_eq!((w.file_dtype(), w.nbytes()), ("F32", 24));
         let ids = map.get_tensor_layout("ids").unwrap();
         assert_eq!(
             (ids.sizes(), ids.scalar_type(), ids.nbytes()),
-            (&[2][..], Some(ScalarType::Long), 16)
+            (&[2][..], Some(LayoutScalarType::Long), 16)
         );
         // A memory scope lists shapes outermost first, as they are.
         let q = map.get_tensor_layout("q").unwrap();
@@ -655,20 +659,24 @@ mod tests {
     #[test]
     fn file_dtype_names() {
         for (name, scalar) in [
-            ("F32", ScalarType::Float),
-            ("float32", ScalarType::Float),
-            ("f16", ScalarType::Half),
-            ("BF16", ScalarType::BFloat16),
-            ("I32", ScalarType::Int),
-            ("I64", ScalarType::Long),
-            ("U8", ScalarType::Byte),
-            ("BOOL", ScalarType::Bool),
-            ("F8_E4M3", ScalarType::Float8E4m3fn),
+            ("F32", LayoutScalarType::Float),
+            ("float32", LayoutScalarType::Float),
+            ("f16", LayoutScalarType::Half),
+            ("BF16", LayoutScalarType::BFloat16),
+            ("I32", LayoutScalarType::Int),
+            ("I64", LayoutScalarType::Long),
+            ("U8", LayoutScalarType::Byte),
+            ("BOOL", LayoutScalarType::Bool),
+            ("F8_E4M3", LayoutScalarType::Float8E4m3fn),
         ] {
-            assert_eq!(ScalarType::from_file_dtype(name), Some(scalar), "{name}");
+            assert_eq!(
+                LayoutScalarType::from_file_dtype(name),
+                Some(scalar),
+                "{name}"
+            );
         }
-        assert_eq!(ScalarType::from_file_dtype("Q8_0"), None);
-        assert_eq!(ScalarType::BFloat16.code(), 15);
-        assert_eq!(ScalarType::UInt16.name(), "UInt16");
+        assert_eq!(LayoutScalarType::from_file_dtype("Q8_0"), None);
+        assert_eq!(LayoutScalarType::BFloat16.code(), 15);
+        assert_eq!(LayoutScalarType::UInt16.name(), "UInt16");
     }
 }
