@@ -73,7 +73,10 @@ fn prop(object: &JsValue, key: &str) -> JsValue {
 }
 
 fn numbers(value: &JsValue) -> Vec<f64> {
-    Array::from(value).iter().map(|v| v.as_f64().unwrap()).collect()
+    Array::from(value)
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect()
 }
 
 /// The fixture's bytes of `key`.
@@ -205,7 +208,9 @@ async fn without_a_named_scope_the_map_is_null_and_an_unserved_one_is_not_found(
     assert_eq!(map.key(0.0).unwrap(), "token_embd.weight");
     let bytes = Uint8Array::from(JsFuture::from(map.data("blk.0.bf16".into())).await.unwrap());
     assert_eq!(bytes.to_vec(), file_bytes("blk.0.bf16"));
-    let error = JsNamedDataMap::open(JsValue::from(1), "gguf").err().unwrap();
+    let error = JsNamedDataMap::open(JsValue::from(1), "gguf")
+        .err()
+        .unwrap();
     assert_eq!(
         prop(&error, "code").as_string().as_deref(),
         Some(ErrorCode::InvalidArgument.name())
