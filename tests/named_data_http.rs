@@ -17,7 +17,7 @@ use support::TempDir;
 use support::nginx::Nginx;
 use webdelegate::ErrorCode;
 use webdelegate::params::http::{HttpProvider, HttpProviderOptions, NativeTransport, ScopeOptions};
-use webdelegate::params::{MemoryProvider, ProviderList, SharedProvider};
+use webdelegate::params::{BufferAllocator, MemoryProvider, ProviderList, SharedProvider};
 use webdelegate::registry::{BackendInitContext, NamedDataMap};
 
 fn fixtures() -> PathBuf {
@@ -183,6 +183,25 @@ fn every_fixture_reads_through_the_named_data_map() {
         let map = context.get_named_data_map().expect("map").expect("a scope");
         assert_eq!(map.scope(), name);
         check_map(name, &map, file);
+    }
+
+    // Into GPU buffers (lavapipe), which the provider writes without a host copy.
+    let backend = support::gpu_backend();
+    let gpu = backend.allocator().expect("GPU allocator");
+    let map = NamedDataMap::new(http.clone(), "mixed_v3.gguf").expect("map");
+    for entry in files["mixed_v3.gguf"]["entries"]
+        .as_array()
+        .expect("entries")
+    {
+        let key = entry["key"].as_str().expect("key");
+        let bytes = entry_bytes(entry);
+        let size = (bytes.len() as u64 + 4).next_multiple_of(4);
+        let buffer = gpu.allocate(size, key).expect("GPU buffer");
+        let length = pollster::block_on(map.load_data_into_buffer(key, &*buffer, 4))
+            .unwrap_or_else(|e| panic!("{key}: {e}"));
+        assert_eq!(length, bytes.len() as u64);
+        let back = pollster::block_on(buffer.read(4, length)).expect("read back");
+        assert!(back == bytes, "GPU bytes of {key}");
     }
 
     // Through a provider list (memory first, then HTTP): keys and the GGUF order forward.

@@ -8,6 +8,7 @@
 //! | `get_tensor_layout(key)` | [`NamedDataMap::get_tensor_layout`] | `NotFound` unknown key; `NotImplemented` when the file records no dtype or shape (IRPA: opaque bytes, as upstream's `PteDataMap`); `NotSupported` for a dtype with neither an upstream `ScalarType` nor a ggml block format, or a dimension over `i32::MAX`; `InvalidExternalData` when the file's byte length disagrees with its shape and dtype |
 //! | `get_data(key)` | [`NamedDataMap::get_data`] (async) | `NotFound` unknown key; provider failures (see below) |
 //! | `load_data_into(key, buffer, size)` | [`NamedDataMap::load_data_into`] (async; `size` is the slice's length) | `NotFound` unknown key; `InvalidArgument` when the buffer is smaller than the data; provider failures |
+//! | (none) | [`NamedDataMap::load_data_into_buffer`] (async): into a provider buffer at an offset, e.g. a GPU buffer | as `load_data_into` |
 //! | `get_num_keys()` | [`NamedDataMap::get_num_keys`] | `NotImplemented` when the provider cannot enumerate the scope |
 //! | `get_key(index)` | [`NamedDataMap::get_key`] | `InvalidArgument` for an index `>= get_num_keys()`; `NotImplemented` as above |
 //!
@@ -39,7 +40,9 @@
 
 use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
 use crate::params::formats::Format;
-use crate::params::{HostBuffer, ParameterInfo, SharedProvider, SpanRequest};
+use crate::params::{
+    HostBuffer, ParameterBuffer, ParameterInfo, SharedProvider, Span, SpanRequest,
+};
 use crate::quant::BlockFormat;
 use crate::registry::interface::FreeableBuffer;
 
@@ -381,6 +384,46 @@ impl NamedDataMap {
         Ok(())
     }
 
+    /// Loads all of `key` into `target` at `offset` and returns its length (not in upstream:
+    /// `load_data_into` for a provider buffer, e.g. a WebGPU backend's GPU buffer, which the
+    /// HTTP provider writes fetched chunks into without a host copy).
+    ///
+    /// # Errors
+    /// `NotFound` for an unknown key; `InvalidArgument` when the data does not fit `target`
+    /// from `offset` (nothing is fetched then); provider failures as the module docs say.
+    pub async fn load_data_into_buffer(
+        &self,
+        key: &str,
+        target: &dyn ParameterBuffer,
+        offset: u64,
+    ) -> Result<u64> {
+        let info = self.info(key)?;
+        if offset
+            .checked_add(info.length)
+            .is_none_or(|end| end > target.size())
+        {
+            return Err(Error::invalid_argument(format!(
+                "{}: {} bytes at offset {offset} do not fit a buffer of {}",
+                self.what(key),
+                info.length,
+                target.size()
+            )));
+        }
+        let request = SpanRequest {
+            key: key.to_owned(),
+            span: Span {
+                parameter_offset: 0,
+                buffer_offset: offset,
+                length: info.length,
+            },
+        };
+        self.provider
+            .gather(&self.scope, target, &[request])
+            .await
+            .map_err(|status| status_error(&status, &self.what(key)))?;
+        Ok(info.length)
+    }
+
     fn keys(&self) -> Result<&[String]> {
         self.keys.as_deref().ok_or_else(|| {
             Error::not_implemented(format!(
@@ -557,6 +600,24 @@ mod tests {
         assert_eq!(smaller, [0; 15]);
         let error = pollster::block_on(map.load_data_into("absent", &mut larger)).unwrap_err();
         assert_eq!(error.code(), ErrorCode::NotFound);
+
+        let target = HostBuffer::from_bytes(vec![0xEE; 20]);
+        let length = pollster::block_on(map.load_data_into_buffer("ids", &target, 3)).unwrap();
+        assert_eq!(length, 16);
+        let bytes = target.to_vec();
+        assert_eq!(
+            (&bytes[..3], &bytes[3..19], bytes[19]),
+            (&[0xEE; 3][..], &[7; 16][..], 0xEE)
+        );
+        for (key, offset, code) in [
+            ("ids", 5, ErrorCode::InvalidArgument),
+            ("ids", u64::MAX, ErrorCode::InvalidArgument),
+            ("absent", 0, ErrorCode::NotFound),
+        ] {
+            let error =
+                pollster::block_on(map.load_data_into_buffer(key, &target, offset)).unwrap_err();
+            assert_eq!(error.code(), code, "{key} at {offset}: {error}");
+        }
     }
 
     /// A provider that cannot enumerate its keys (the trait's default), over a memory one.
