@@ -34,7 +34,7 @@ export function makeWeightsBackend(log) {
     isAvailable() { return true; },
     async init(processed, compileSpecs, context) {
       const map = context.namedDataMap;
-      log.hadMap = map !== null && map !== undefined;
+      log.hadMap = 'namedDataMap' in context;
       if (!log.hadMap) { return null; }
       log.scope = map.scope;
       const n = map.numKeys();
@@ -187,7 +187,7 @@ async fn a_javascript_backend_reads_its_weights_through_the_named_data_map() {
 }
 
 #[wasm_bindgen_test]
-async fn without_a_named_scope_the_map_is_null_and_an_unserved_one_is_not_found() {
+async fn without_a_named_scope_there_is_no_map_and_an_unserved_one_is_not_found() {
     let log = Object::new();
     api::register_backend("web-named-data-none", make_weights_backend(&log)).unwrap();
     let provider = provider().await;

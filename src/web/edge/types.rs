@@ -53,8 +53,8 @@ export interface DelegateInitOptions {
 export interface BackendCallContext {
   methodName: string | null;
   runtimeSpecs?: BackendOptionEntry[];
-  /** `init` only: the named data of `DelegateInitOptions.namedDataScope`, or null. */
-  namedDataMap?: NamedDataMap | null;
+  /** `init` only: the named data of `DelegateInitOptions.namedDataScope` (absent without one). */
+  namedDataMap?: NamedDataMap;
 }
 
 /**

@@ -2,7 +2,7 @@
 //! delegate loader treat it exactly like a Rust one.
 //!
 //! `init`'s context carries `namedDataMap`: ExecuTorch's named data map of the delegate's
-//! named-data scope (a `NamedDataMap`, see `named_data`), or null when the caller named none;
+//! named-data scope (a `NamedDataMap`, see `named_data`); absent when the caller named none;
 //! a named scope the provider does not serve fails `init` with `NotFound` before the backend
 //! is called.
 //!
@@ -165,11 +165,11 @@ impl BackendInterface for JsBackend {
                 &options_to_js(context.runtime_specs())?,
             )
             .map_err(|e| Error::internal(format!("cannot build context: {e:?}")))?;
-            let named_data = context
-                .get_named_data_map()?
-                .map_or(JsValue::NULL, |map| JsNamedDataMap::new(map).into());
-            Reflect::set(&js_context, &JsValue::from_str("namedDataMap"), &named_data)
-                .map_err(|e| Error::internal(format!("cannot build context: {e:?}")))?;
+            if let Some(map) = context.get_named_data_map()? {
+                let map: JsValue = JsNamedDataMap::new(map).into();
+                Reflect::set(&js_context, &JsValue::from_str("namedDataMap"), &map)
+                    .map_err(|e| Error::internal(format!("cannot build context: {e:?}")))?;
+            }
             let handle = self
                 .call_async("init", &[blob.into(), specs.into(), js_context.into()])
                 .await?;
