@@ -2,7 +2,9 @@
 //! the CPU): the device and adapter report, the 32 x 32 matmul tiling (the op suite in
 //! ops_webgpu.rs runs the default one), gather range checks on host and GPU, the life cycle
 //! through the registry with live buffers back to zero, profiling, and unaligned parameter
-//! writes. Small shapes: SwiftShader is slow; big shapes live in the benchmarks.
+//! writes, and the device's limits (the adapter's own, as the page's `GPUAdapter.limits` says;
+//! a forced smaller binding cap enforced). Small shapes: SwiftShader is slow; big shapes live
+//! in the benchmarks.
 //!
 //! Tolerances as in the native kernel tests: matmul 2e-6 * sum|a b| + 1e-6; casts and data
 //! movement exact.
@@ -21,6 +23,20 @@ use webdelegate::registry::{
 use webdelegate::{EValue, ErrorCode, Result, Tensor, TensorData};
 
 wasm_bindgen_test_configure!(run_in_browser);
+
+#[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
+export async function adapterLimits() {
+  const adapter = await navigator.gpu.requestAdapter();
+  const l = adapter.limits;
+  return [l.maxBufferSize, l.maxStorageBufferBindingSize, l.maxComputeInvocationsPerWorkgroup,
+          l.maxComputeWorkgroupSizeX, l.maxComputeWorkgroupSizeY,
+          l.maxComputeWorkgroupStorageSize, l.maxStorageBuffersPerShaderStage];
+}
+"#)]
+extern "C" {
+    #[wasm_bindgen(js_name = adapterLimits)]
+    async fn adapter_limits() -> wasm_bindgen::JsValue;
+}
 
 fn dims(shape: &[usize]) -> Vec<Dim> {
     shape.iter().map(|&d| Dim::Fixed(d as u64)).collect()
@@ -391,4 +407,72 @@ async fn unaligned_parameter_writes_land_exactly() {
     }
     assert_eq!(buffer.read(0, 23).await.unwrap(), bytes);
     assert_eq!(buffer.read(6, 5).await.unwrap(), bytes[6..11]);
+}
+
+fn int_option(backend: &WebGpuBackend, key: &str) -> i64 {
+    let mut options = [BackendOption::new(key, 0).unwrap()];
+    backend
+        .get_option(&mut BackendOptionContext::default(), &mut options)
+        .unwrap();
+    match options[0].value() {
+        OptionValue::Int(n) => *n,
+        other => panic!("{key}: {other:?}"),
+    }
+}
+
+/// `y = relu(x)` over `n` floats.
+fn relu(n: usize) -> ProgramBuilder {
+    let mut p = ProgramBuilder::new();
+    p.input("x", DType::F32, dims(&[n]));
+    p.tensor("y", DType::F32, dims(&[n]));
+    p.op(Op::Unary(ops::Unary {
+        op: UnaryOp::Relu,
+        x: 0,
+        out: 1,
+    }))
+    .output(1);
+    p
+}
+
+#[wasm_bindgen_test]
+async fn the_device_has_the_adapters_limits_and_a_forced_cap_is_enforced() {
+    let backend = backend().await;
+    let page: Vec<f64> = js_sys::Array::from(&adapter_limits().await)
+        .iter()
+        .map(|v| v.as_f64().unwrap())
+        .collect();
+    let keys = [
+        "limits.max_buffer_size",
+        "limits.max_storage_buffer_binding_size",
+        "limits.max_compute_invocations_per_workgroup",
+        "limits.max_compute_workgroup_size_x",
+        "limits.max_compute_workgroup_size_y",
+        "limits.max_compute_workgroup_storage_size",
+        "limits.max_storage_buffers_per_shader_stage",
+    ];
+    for (key, adapter) in keys.iter().zip(&page) {
+        assert_eq!(int_option(&backend, key) as f64, *adapter, "{key}");
+    }
+    assert_eq!(
+        int_option(&backend, "adapter_limits.max_storage_buffer_binding_size") as f64,
+        page[1]
+    );
+
+    let cap = 64 << 10;
+    let option = BackendOption::new("max_storage_binding_bytes", cap).unwrap();
+    backend
+        .set_option(&mut BackendOptionContext::default(), &[option])
+        .unwrap();
+    let n = 16 << 10;
+    let x = Tensor::from_f32(vec![n], vec![1.0; n]).unwrap();
+    run(&backend, &relu(n), &[], vec![x], &[]).await.unwrap();
+    assert_eq!(
+        int_option(&backend, "limits.max_storage_buffer_binding_size"),
+        cap
+    );
+    let x = Tensor::from_f32(vec![n + 1], vec![1.0; n + 1]).unwrap();
+    let error = run(&backend, &relu(n + 1), &[], vec![x], &[])
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), ErrorCode::OutOfResources, "{error}");
 }

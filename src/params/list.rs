@@ -4,6 +4,7 @@
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer};
+use crate::params::formats::Format;
 use crate::params::provider::{
     LoadedSpan, ParameterInfo, ParameterProvider, SharedProvider, Signal, SpanRequest,
 };
@@ -73,6 +74,15 @@ impl ParameterProvider for ProviderList {
 
     fn describe(&self, scope: &str, key: &str) -> Option<ParameterInfo> {
         self.provider_for(scope).ok()?.describe(scope, key)
+    }
+
+    /// The keys of `scope` as the first provider serving it lists them.
+    fn list_keys(&self, scope: &str) -> Option<Vec<String>> {
+        self.provider_for(scope).ok()?.list_keys(scope)
+    }
+
+    fn scope_format(&self, scope: &str) -> Option<Format> {
+        self.provider_for(scope).ok()?.scope_format(scope)
     }
 
     fn load<'a>(

@@ -5,7 +5,7 @@ use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer};
 use crate::params::provider::{
-    LoadedSpan, ParameterInfo, ParameterProvider, ShapeOrder, Signal, SpanRequest,
+    LoadedSpan, ParameterInfo, ParameterProvider, ShapeOrder, Signal, SpanRequest, unique_keys,
 };
 use crate::params::span::check_span;
 use crate::send_sync::LocalBoxFuture;
@@ -199,6 +199,13 @@ impl ParameterProvider for MemoryProvider {
             shape: entry.shape.clone(),
             shape_order: ShapeOrder::RowMajor,
         })
+    }
+
+    /// The scope's keys in insertion order, a key inserted twice once (the first is served).
+    fn list_keys(&self, scope: &str) -> Option<Vec<String>> {
+        let scopes = self.lock();
+        let found = scopes.iter().find(|s| s.name == scope)?;
+        Some(unique_keys(found.entries.iter().map(|e| e.key.as_str())))
     }
 
     fn load<'a>(

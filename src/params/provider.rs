@@ -3,6 +3,7 @@
 pub use crate::lifecycle::Signal;
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer, SharedBuffer};
+use crate::params::formats::Format;
 use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 use std::sync::Arc;
 
@@ -96,6 +97,16 @@ impl std::fmt::Debug for LoadedSpan {
     }
 }
 
+/// `keys` in order, each once (its first occurrence): what [`ParameterProvider::list_keys`]
+/// returns for an index that repeats a key.
+pub(crate) fn unique_keys<'a>(keys: impl IntoIterator<Item = &'a str>) -> Vec<String> {
+    let mut seen = std::collections::HashSet::new();
+    keys.into_iter()
+        .filter(|key| seen.insert(*key))
+        .map(str::to_owned)
+        .collect()
+}
+
 /// A provider shared by the programs that use it.
 pub type SharedProvider = Arc<dyn ParameterProvider>;
 
@@ -116,6 +127,24 @@ pub trait ParameterProvider: MaybeSendSync {
 
     /// What the provider knows of `key` in `scope`, or `None` when it does not have it.
     fn describe(&self, scope: &str, key: &str) -> Option<ParameterInfo>;
+
+    /// The keys of `scope`, each once (the first of a repeated key, the one lookups find), in
+    /// the provider's order (file order for a file), or `None` when the provider does not serve
+    /// `scope` or cannot enumerate it (the default).
+    ///
+    /// Not in upstream: IREE's provider interface has no enumeration (its index has, but the
+    /// provider hides it). It is what ExecuTorch's `NamedDataMap::get_num_keys` / `get_key`
+    /// need (`registry::NamedDataMap`).
+    fn list_keys(&self, _scope: &str) -> Option<Vec<String>> {
+        None
+    }
+
+    /// The file format serving `scope`, when a weights file does (`None`, the default, for
+    /// in-memory scopes and providers that do not say). Not in upstream; it tells in which
+    /// order [`ParameterInfo::shape`] lists dimensions (GGUF: innermost first).
+    fn scope_format(&self, _scope: &str) -> Option<Format> {
+        None
+    }
 
     /// Loads each span into a buffer from `allocator`, one result per request, in order.
     /// Results may be sub-spans of one shared allocation.

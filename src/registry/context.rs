@@ -6,7 +6,9 @@
 //! map is the parameter provider here: programs reference weights by (scope, key) and the
 //! backend asks the provider in the init context for them.
 
+use crate::error::{Error, Result};
 use crate::params::SharedProvider;
+use crate::registry::named_data::NamedDataMap;
 use crate::registry::options::{BackendOption, LoadBackendOptionsMap};
 
 /// What `init` knows besides the blob and compile specs.
@@ -15,6 +17,7 @@ pub struct BackendInitContext {
     method_name: Option<String>,
     runtime_specs: Vec<BackendOption>,
     parameters: Option<SharedProvider>,
+    named_data_scope: Option<String>,
 }
 
 impl std::fmt::Debug for BackendInitContext {
@@ -23,6 +26,7 @@ impl std::fmt::Debug for BackendInitContext {
             .field("method_name", &self.method_name)
             .field("runtime_specs", &self.runtime_specs)
             .field("parameters", &self.parameters.is_some())
+            .field("named_data_scope", &self.named_data_scope)
             .finish()
     }
 }
@@ -44,6 +48,7 @@ impl BackendInitContext {
             method_name: method_name.map(str::to_owned),
             runtime_specs: load_options.get_options(backend_id).to_vec(),
             parameters: None,
+            named_data_scope: None,
         }
     }
 
@@ -63,6 +68,43 @@ impl BackendInitContext {
     pub fn with_parameters(mut self, parameters: SharedProvider) -> Self {
         self.parameters = Some(parameters);
         self
+    }
+
+    /// Names the provider scope that [`BackendInitContext::get_named_data_map`] reads.
+    pub fn with_named_data_scope(mut self, scope: impl Into<String>) -> Self {
+        self.named_data_scope = Some(scope.into());
+        self
+    }
+
+    /// The named-data scope, if the caller named one.
+    pub fn named_data_scope(&self) -> Option<&str> {
+        self.named_data_scope.as_deref()
+    }
+
+    /// The named data map of the named-data scope (upstream's `get_named_data_map`, which
+    /// returns null when the method has none): `Ok(None)` when no scope was named.
+    ///
+    /// # Errors
+    /// `NotFound` when a scope was named but the context has no provider or the provider does
+    /// not serve it.
+    pub fn get_named_data_map(&self) -> Result<Option<NamedDataMap>> {
+        self.named_data_scope
+            .as_deref()
+            .map(|scope| self.named_data_map(scope))
+            .transpose()
+    }
+
+    /// The named data map of any `scope` of the context's provider (not in upstream).
+    ///
+    /// # Errors
+    /// `NotFound` when the context has no provider or the provider does not serve `scope`.
+    pub fn named_data_map(&self, scope: &str) -> Result<NamedDataMap> {
+        let provider = self.parameters.clone().ok_or_else(|| {
+            Error::not_found(format!(
+                "named data scope {scope:?}: the init context has no parameter provider"
+            ))
+        })?;
+        NamedDataMap::new(provider, scope)
     }
 
     /// The name of the method being loaded, if known.

@@ -1,6 +1,8 @@
 //! ExecuTorch's backend registry (`runtime/backend/interface.h`): the [`BackendInterface`] a
 //! delegate backend implements, the 16-slot process-wide table of named backends, backend options,
-//! and the method loader's rules for initialising, running and destroying delegates.
+//! the method loader's rules for initialising, running and destroying delegates, and the
+//! `NamedDataMap` (`runtime/core/named_data_map.h`) a backend reads external weights through,
+//! over a parameter-provider scope.
 //!
 //! Semantics are upstream's, code for code (see `SEMANTICS.md` in the project's shared notes);
 //! where this module differs on purpose, the item's docs say so: async `init`/`execute`, option
@@ -11,6 +13,7 @@ mod context;
 mod delegate;
 mod global;
 mod interface;
+mod named_data;
 mod options;
 mod table;
 
@@ -23,6 +26,7 @@ pub use global::{
 pub use interface::{
     BackendInterface, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, MaybeSendSync,
 };
+pub use named_data::{LayoutScalarType, NamedDataMap, TensorLayout};
 pub use options::{
     BackendOption, BackendOptions, LoadBackendOptionsMap, MAX_BACKEND_ID_BYTES,
     MAX_LOAD_OPTION_BACKENDS, MAX_OPTION_KEY_BYTES, MAX_OPTION_STRING_BYTES, OptionType,

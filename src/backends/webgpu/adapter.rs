@@ -89,7 +89,7 @@ impl AdapterReport {
 }
 
 /// The `get_option` keys that describe the adapter and device, in documentation order.
-pub const ADAPTER_KEYS: [&str; 16] = [
+pub const ADAPTER_KEYS: [&str; 18] = [
     "adapter.vendor",
     "adapter.architecture",
     "adapter.device",
@@ -100,6 +100,8 @@ pub const ADAPTER_KEYS: [&str; 16] = [
     "limits.max_storage_buffer_binding_size",
     "limits.max_compute_invocations_per_workgroup",
     "limits.max_compute_workgroup_size_x",
+    "limits.max_compute_workgroup_size_y",
+    "limits.max_compute_workgroup_size_z",
     "limits.max_compute_workgroups_per_dimension",
     "limits.max_compute_workgroup_storage_size",
     "limits.min_storage_buffer_offset_alignment",
@@ -129,6 +131,8 @@ pub(crate) fn adapter_option(
             int(limits.max_compute_invocations_per_workgroup.into())
         }
         "limits.max_compute_workgroup_size_x" => int(limits.max_compute_workgroup_size_x.into()),
+        "limits.max_compute_workgroup_size_y" => int(limits.max_compute_workgroup_size_y.into()),
+        "limits.max_compute_workgroup_size_z" => int(limits.max_compute_workgroup_size_z.into()),
         "limits.max_compute_workgroups_per_dimension" => {
             int(limits.max_compute_workgroups_per_dimension.into())
         }

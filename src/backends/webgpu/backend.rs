@@ -6,13 +6,21 @@
 //! available), `power_preference` (string), `device_power_preference` (string: what the current
 //! device was acquired with), `profiling` (bool), `live_buffers`, `live_buffer_bytes`,
 //! `arena_bytes` (activation arenas of live programs), `programs` and `pipelines` (ints),
-//! `suspended` (bool) and `device_generation` (int: devices acquired so far, so a replaced
-//! device shows).
+//! `suspended` (bool), `device_generation` (int: devices acquired so far, so a replaced
+//! device shows), and `max_storage_binding_bytes` / `max_buffer_bytes` (int: the caps set, 0
+//! for none), `adapter_limits.max_storage_buffer_binding_size` and
+//! `adapter_limits.max_buffer_size` (int: the adapter's own, before caps). The `limits.*` keys are the limits the backend uses on the current device: the
+//! adapter's own (requested at device creation, natively and in the browser), lowered to the
+//! caps the device was acquired with.
 //!
-//! `set_option` keys: `power_preference` (`"none"`, `"low-power"`, `"high-performance"`: the
-//! next `init` that finds no program alive on the current device acquires a device with it; see
-//! also [`WebGpuBackend::reacquire`]) and `profiling` (bool). Any other key, or a value of the
-//! wrong type, is `InvalidArgument`; `set_option` checks every option before applying any.
+//! `set_option` keys: `power_preference` (`"none"`, `"low-power"`, `"high-performance"`),
+//! `max_storage_binding_bytes` and `max_buffer_bytes` (int: cap `maxStorageBufferBindingSize` /
+//! `maxBufferSize` at that many bytes, a positive multiple of 4, or 0 for the adapter's own; a
+//! cap above the adapter's changes nothing; for tests of what a smaller device must do). All
+//! three apply to the device: the next `init` that finds no program alive on the current device
+//! acquires one with them (see also [`WebGpuBackend::reacquire`]). And `profiling` (bool). Any
+//! other key, or a value of the wrong type or range, is `InvalidArgument`; `set_option` checks
+//! every option before applying any.
 //!
 //! A backend whose device was lost and cannot be replaced is unavailable again
 //! (`is_available` false, `init` gives `NotFound` as the registry does for such backends).
@@ -26,7 +34,7 @@
 
 use crate::backends::webgpu::adapter::{ADAPTER_KEYS, AdapterReport, adapter_option, clip};
 use crate::backends::webgpu::buffers::GpuAllocator;
-use crate::backends::webgpu::device::{GpuContext, share, unavailable};
+use crate::backends::webgpu::device::{GpuContext, LimitCaps, share, unavailable};
 use crate::backends::webgpu::program::profiling::Profile;
 use crate::backends::webgpu::program::residency::{Release, Residents};
 use crate::backends::webgpu::program::{LoadedProgram, ProgramStats};
@@ -43,7 +51,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// Backend-wide `get_option` keys (besides [`ADAPTER_KEYS`]).
-pub const BACKEND_KEYS: [&str; 12] = [
+pub const BACKEND_KEYS: [&str; 16] = [
     "available",
     "unavailable_reason",
     "power_preference",
@@ -56,6 +64,10 @@ pub const BACKEND_KEYS: [&str; 12] = [
     "pipelines",
     "suspended",
     "device_generation",
+    "max_storage_binding_bytes",
+    "max_buffer_bytes",
+    "adapter_limits.max_storage_buffer_binding_size",
+    "adapter_limits.max_buffer_size",
 ];
 
 struct State {
@@ -65,6 +77,9 @@ struct State {
     power: wgpu::PowerPreference,
     /// The preference the current device was acquired with.
     device_power: wgpu::PowerPreference,
+    /// The limit caps the next acquisition applies (`set_option`); the current device's are
+    /// `GpuContext::caps`.
+    caps: LimitCaps,
     /// Devices acquired so far.
     generation: u64,
 }
@@ -109,6 +124,21 @@ fn power_from(name: &str) -> Option<wgpu::PowerPreference> {
     })
 }
 
+/// A limit cap from option `key`: `None` for 0, else a positive multiple of 4.
+///
+/// # Errors
+/// `InvalidArgument` for a negative value or one that is not a multiple of 4 (WebGPU's
+/// alignment of these limits).
+fn limit_cap(key: &str, bytes: i64) -> Result<Option<u64>> {
+    match u64::try_from(bytes) {
+        Ok(0) => Ok(None),
+        Ok(bytes) if bytes % 4 == 0 => Ok(Some(bytes)),
+        _ => Err(Error::invalid_argument(format!(
+            "{key} {bytes}: expected 0 (the adapter's limit) or a positive multiple of 4"
+        ))),
+    }
+}
+
 /// The message for a handle another backend made.
 const NOT_OURS: &str = "the handle was not made by the webgpu backend";
 
@@ -131,7 +161,7 @@ impl WebGpuBackend {
 
     /// As [`new`](Self::new), asking for an adapter with the given power preference.
     pub async fn with_power_preference(power: wgpu::PowerPreference) -> Self {
-        let (ctx, failure) = match GpuContext::acquire(power).await {
+        let (ctx, failure) = match GpuContext::acquire(power, LimitCaps::default()).await {
             Ok(ctx) => (Some(share(ctx)), None),
             Err(reason) => (None, Some(reason)),
         };
@@ -142,6 +172,7 @@ impl WebGpuBackend {
                 failure,
                 power,
                 device_power: power,
+                caps: LimitCaps::default(),
             }),
             profiling: AtomicBool::new(false),
             drop_state_on_low_memory: AtomicBool::new(false),
@@ -160,6 +191,7 @@ impl WebGpuBackend {
                 failure: Some("the WebGPU device is still being acquired".to_owned()),
                 power: wgpu::PowerPreference::None,
                 device_power: wgpu::PowerPreference::None,
+                caps: LimitCaps::default(),
                 generation: 0,
             }),
             profiling: AtomicBool::new(false),
@@ -178,7 +210,8 @@ impl WebGpuBackend {
         self.state().ctx.clone()
     }
 
-    /// Acquires a new device with the current power preference, replacing the current one.
+    /// Acquires a new device with the current power preference and limit caps, replacing the
+    /// current one.
     ///
     /// # Errors
     /// `InvalidState` while programs initialised on the current (not lost) device are alive,
@@ -190,7 +223,7 @@ impl WebGpuBackend {
 
     /// [`reacquire`](Self::reacquire) with `acquiring` held by the caller.
     async fn reacquire_locked(&self) -> Result<()> {
-        let power = {
+        let (power, caps) = {
             let state = self.state();
             if let Some(ctx) = &state.ctx
                 && ctx.lost().is_none()
@@ -200,9 +233,9 @@ impl WebGpuBackend {
                     "programs are still initialised on the current device; destroy them first",
                 ));
             }
-            state.power
+            (state.power, state.caps)
         };
-        let acquired = GpuContext::acquire(power).await;
+        let acquired = GpuContext::acquire(power, caps).await;
         let mut state = self.state();
         match acquired {
             Ok(ctx) => {
@@ -300,11 +333,12 @@ impl WebGpuBackend {
     }
 
     /// The current device when a program may use it as it is: not lost, and no new power
-    /// preference waiting for a moment without live programs.
+    /// preference or limit caps waiting for a moment without live programs.
     fn usable_device(&self) -> Option<Arc<GpuContext>> {
         let state = self.state();
         let ctx = state.ctx.as_ref()?;
-        let switch = state.power != state.device_power && ctx.programs.load(Ordering::Relaxed) == 0;
+        let changed = state.power != state.device_power || state.caps != ctx.caps;
+        let switch = changed && ctx.programs.load(Ordering::Relaxed) == 0;
         (ctx.lost().is_none() && !switch).then(|| Arc::clone(ctx))
     }
 
@@ -392,6 +426,16 @@ impl WebGpuBackend {
             "pipelines" => with_ctx(&|c| int(c.pipelines.len() as u64)),
             "suspended" => Ok(OptionValue::Bool(self.residents.is_suspended())),
             "device_generation" => Ok(int(self.state().generation)),
+            "max_storage_binding_bytes" => {
+                Ok(int(self.state().caps.max_storage_binding.unwrap_or(0)))
+            }
+            "max_buffer_bytes" => Ok(int(self.state().caps.max_buffer.unwrap_or(0))),
+            "adapter_limits.max_storage_buffer_binding_size" => {
+                with_ctx(&|c| int(c.adapter_limits.max_storage_buffer_binding_size))
+            }
+            "adapter_limits.max_buffer_size" => {
+                with_ctx(&|c| int(c.adapter_limits.max_buffer_size))
+            }
             _ if ADAPTER_KEYS.contains(&key) => {
                 let ctx = ctx.ok_or_else(|| unavailable(&format!("cannot report {key}")))?;
                 adapter_option(key, &ctx.adapter, &ctx.limits, ctx.features)
@@ -458,8 +502,15 @@ impl BackendInterface for WebGpuBackend {
         let mut power = None;
         let mut profiling = None;
         let mut drop_state = None;
+        let mut caps = self.state().caps;
         for option in options {
             match (option.key(), option.value()) {
+                ("max_storage_binding_bytes", OptionValue::Int(bytes)) => {
+                    caps.max_storage_binding = limit_cap(option.key(), *bytes)?;
+                }
+                ("max_buffer_bytes", OptionValue::Int(bytes)) => {
+                    caps.max_buffer = limit_cap(option.key(), *bytes)?;
+                }
                 ("power_preference", OptionValue::String(name)) => {
                     power = Some(power_from(name).ok_or_else(|| {
                         Error::invalid_argument(format!(
@@ -469,7 +520,14 @@ impl BackendInterface for WebGpuBackend {
                 }
                 ("profiling", OptionValue::Bool(on)) => profiling = Some(*on),
                 ("drop_state_on_low_memory", OptionValue::Bool(on)) => drop_state = Some(*on),
-                (key @ ("power_preference" | "profiling" | "drop_state_on_low_memory"), value) => {
+                (
+                    key @ ("power_preference"
+                    | "profiling"
+                    | "drop_state_on_low_memory"
+                    | "max_storage_binding_bytes"
+                    | "max_buffer_bytes"),
+                    value,
+                ) => {
                     return Err(Error::invalid_argument(format!(
                         "option {key} cannot be a {}",
                         value.type_name()
@@ -477,7 +535,9 @@ impl BackendInterface for WebGpuBackend {
                 }
                 (key, _) => {
                     return Err(Error::invalid_argument(format!(
-                        "the webgpu backend cannot set option {key:?}; it sets power_preference, profiling and drop_state_on_low_memory"
+                        "the webgpu backend cannot set option {key:?}; it sets power_preference, \
+                         max_storage_binding_bytes, max_buffer_bytes, profiling and \
+                         drop_state_on_low_memory"
                     )));
                 }
             }
@@ -485,6 +545,7 @@ impl BackendInterface for WebGpuBackend {
         if let Some(power) = power {
             self.state().power = power;
         }
+        self.state().caps = caps;
         if let Some(on) = profiling {
             self.profiling.store(on, Ordering::Relaxed);
         }

@@ -8,11 +8,19 @@
 //! page (`browser::gpu`; natively its stub).
 //!
 //! The device is asked for the adapter's own limits (a device gets the WebGPU defaults
-//! otherwise, e.g. a 256 MiB maxBufferSize in Chromium where the adapter allows 1 GiB) and for
+//! otherwise, e.g. a 256 MiB maxBufferSize and a 128 MiB maxStorageBufferBindingSize in
+//! Chromium where the adapter allows 1 GiB or more; a real Gemma lm_head is 170 MiB), natively
+//! (wgpu's `Adapter::limits`) and in the browser (wgpu reads `GPUAdapter.limits`), and for
 //! `timestamp-query` and `shader-f16` where the adapter has them. wgpu's default reaction to an
 //! uncaptured device error is a panic, which in WebAssembly kills the module; the context
 //! installs a handler that records the error instead, and `init`/`execute` turn recorded errors
 //! into `Internal`.
+//!
+//! [`LimitCaps`] force smaller limits (the backend's `max_storage_binding_bytes` /
+//! `max_buffer_bytes` options, for tests of what a smaller device must do): the device is
+//! requested with the capped value (never below WebGPU's default, which browsers raise such a
+//! request to anyway), and [`GpuContext::limits`], which every check and plan reads, holds the
+//! capped value itself, so the cap takes effect the same way natively and in the browser.
 
 use crate::backends::webgpu::adapter::AdapterReport;
 use crate::backends::webgpu::pipelines::PipelineCache;
@@ -84,6 +92,51 @@ impl DeviceEvents {
     }
 }
 
+/// Caps on the limits the backend uses (`None`: the adapter's own).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct LimitCaps {
+    /// Cap on `maxStorageBufferBindingSize`, in bytes.
+    pub max_storage_binding: Option<u64>,
+    /// Cap on `maxBufferSize`, in bytes.
+    pub max_buffer: Option<u64>,
+}
+
+/// `value` lowered to at most `max(cap, floor)` (unchanged without a cap).
+fn capped(value: u64, cap: Option<u64>, floor: u64) -> u64 {
+    cap.map_or(value, |cap| value.min(cap.max(floor)))
+}
+
+impl LimitCaps {
+    /// What to request of an adapter with `adapter` limits: the adapter's, capped, but never
+    /// below WebGPU's defaults (a browser raises such a request to the default anyway).
+    pub(crate) fn requested(self, mut adapter: wgpu::Limits) -> wgpu::Limits {
+        let defaults = wgpu::Limits::default();
+        adapter.max_storage_buffer_binding_size = capped(
+            adapter.max_storage_buffer_binding_size,
+            self.max_storage_binding,
+            defaults.max_storage_buffer_binding_size,
+        );
+        adapter.max_buffer_size = capped(
+            adapter.max_buffer_size,
+            self.max_buffer,
+            defaults.max_buffer_size,
+        );
+        adapter
+    }
+
+    /// The limits the backend uses on a device with `device` limits: each capped field at most
+    /// its cap.
+    pub(crate) fn effective(self, mut device: wgpu::Limits) -> wgpu::Limits {
+        device.max_storage_buffer_binding_size = capped(
+            device.max_storage_buffer_binding_size,
+            self.max_storage_binding,
+            0,
+        );
+        device.max_buffer_size = capped(device.max_buffer_size, self.max_buffer, 0);
+        device
+    }
+}
+
 /// One device and everything shared by the programs that run on it.
 pub(crate) struct GpuContext {
     /// The device.
@@ -92,8 +145,13 @@ pub(crate) struct GpuContext {
     pub queue: wgpu::Queue,
     /// The adapter's identity.
     pub adapter: AdapterReport,
-    /// The device's limits (the adapter's, as requested).
+    /// The limits every check and plan uses: the device's (the adapter's, as requested),
+    /// lowered to the [`LimitCaps`] it was acquired with.
     pub limits: wgpu::Limits,
+    /// The adapter's own limits.
+    pub adapter_limits: wgpu::Limits,
+    /// The caps the device was acquired with.
+    pub caps: LimitCaps,
     /// The optional features the device has.
     pub features: wgpu::Features,
     /// Live GPU buffers of this device.
@@ -116,12 +174,16 @@ impl std::fmt::Debug for GpuContext {
 }
 
 impl GpuContext {
-    /// Requests an adapter with `power` preference and a device with the adapter's limits.
+    /// Requests an adapter with `power` preference and a device with the adapter's limits,
+    /// lowered to `caps`.
     ///
     /// # Errors
     /// A message saying why no device could be had (no WebGPU in this browser, no adapter, the
     /// device request refused).
-    pub(crate) async fn acquire(power: wgpu::PowerPreference) -> std::result::Result<Self, String> {
+    pub(crate) async fn acquire(
+        power: wgpu::PowerPreference,
+        caps: LimitCaps,
+    ) -> std::result::Result<Self, String> {
         gpu::check_gpu_reachable()?;
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter = instance
@@ -135,12 +197,12 @@ impl GpuContext {
             .map_err(|e| format!("no GPU adapter: {e}"))?;
         let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16;
         let features = adapter.features() & wanted;
-        let limits = adapter.limits();
+        let adapter_limits = adapter.limits();
         let (device, queue) = adapter
             .request_device(&wgpu::DeviceDescriptor {
                 label: Some("webdelegate"),
                 required_features: features,
-                required_limits: limits.clone(),
+                required_limits: caps.requested(adapter_limits.clone()),
                 ..Default::default()
             })
             .await
@@ -157,7 +219,9 @@ impl GpuContext {
             sink.record_loss(format!("{reason:?}: {message}"));
         });
         Ok(Self {
-            limits: device.limits(),
+            limits: caps.effective(device.limits()),
+            adapter_limits,
+            caps,
             features: device.features(),
             device,
             queue,

@@ -42,12 +42,19 @@ export interface DelegateInitOptions {
   compileSpecs?: CompileSpecEntry[];
   methodName?: string;
   runtimeSpecs?: BackendOptionEntry[];
+  /**
+   * The provider scope that is this delegate's named data (ExecuTorch's `NamedDataMap`): a
+   * backend's `init` reads it as `context.namedDataMap`. Needs `initWithParameters`.
+   */
+  namedDataScope?: string;
 }
 
 /** What `init` and `execute` of a JavaScript backend are told besides their arguments. */
 export interface BackendCallContext {
   methodName: string | null;
   runtimeSpecs?: BackendOptionEntry[];
+  /** `init` only: the named data of `DelegateInitOptions.namedDataScope` (absent without one). */
+  namedDataMap?: NamedDataMap;
 }
 
 /**

@@ -88,6 +88,14 @@ impl ParameterProvider for GrowingList {
         self.snapshot().describe(scope, key)
     }
 
+    fn list_keys(&self, scope: &str) -> Option<Vec<String>> {
+        self.snapshot().list_keys(scope)
+    }
+
+    fn scope_format(&self, scope: &str) -> Option<crate::params::formats::Format> {
+        self.snapshot().scope_format(scope)
+    }
+
     fn load<'a>(
         &'a self,
         allocator: &'a dyn BufferAllocator,

@@ -153,8 +153,10 @@ impl Delegate {
     /// Initialises `processed` on the registered backend `backendName`.
     ///
     /// `options` may hold `compileSpecs` (`[{key, value: Uint8Array | string}]`), `methodName`
-    /// and `runtimeSpecs` (`[{key, value}]`). Rejects with `NotFound` for an unknown or
-    /// unavailable backend, or with the backend's own `init` error.
+    /// `runtimeSpecs` (`[{key, value}]`) and `namedDataScope` (the provider scope a backend's
+    /// `init` reads as its named data map; with `initWithParameters`). Rejects with `NotFound`
+    /// for an unknown or unavailable backend (or a named-data scope without a provider serving
+    /// it), or with the backend's own `init` error.
     pub async fn init(
         #[wasm_bindgen(js_name = backendName)] backend_name: String,
         #[wasm_bindgen(unchecked_param_type = "Uint8Array")] processed: JsValue,
@@ -217,6 +219,12 @@ impl Delegate {
         }
         if let Some(specs) = optional_property(&options, "runtimeSpecs") {
             context = context.with_runtime_specs(options_from_js(&specs).map_err(to_js_error)?);
+        }
+        if let Some(scope) = optional_property(&options, "namedDataScope") {
+            let scope = scope.as_string().ok_or_else(|| {
+                to_js_error(Error::invalid_argument("namedDataScope must be a string"))
+            })?;
+            context = context.with_named_data_scope(scope);
         }
         if let Some(parameters) = parameters {
             context = context.with_parameters(parameters);

@@ -1,6 +1,11 @@
 //! A backend written in JavaScript, adapted to [`BackendInterface`] so the registry and the
 //! delegate loader treat it exactly like a Rust one.
 //!
+//! `init`'s context carries `namedDataMap`: ExecuTorch's named data map of the delegate's
+//! named-data scope (a `NamedDataMap`, see `named_data`); absent when the caller named none;
+//! a named scope the provider does not serve fails `init` with `NotFound` before the backend
+//! is called.
+//!
 //! The object must have `isAvailable()`, `init(processed, compileSpecs, context)` and
 //! `execute(handle, args, context)`; `destroy(handle)`, `setOption(options)`,
 //! `getOption(options)` and `notify(signal)` (`'suspend'`, `'resume'`, `'lowMemory'`; may
@@ -21,6 +26,7 @@ use crate::web::edge::convert::{
     compile_specs_to_js, evalues_from_js, evalues_to_js, options_from_js, options_to_js,
 };
 use crate::web::edge::errors::from_js_error;
+use crate::web::registry::named_data::JsNamedDataMap;
 use js_sys::{Array, Function, Object, Promise, Reflect, Uint8Array};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -159,6 +165,11 @@ impl BackendInterface for JsBackend {
                 &options_to_js(context.runtime_specs())?,
             )
             .map_err(|e| Error::internal(format!("cannot build context: {e:?}")))?;
+            if let Some(map) = context.get_named_data_map()? {
+                let map: JsValue = JsNamedDataMap::new(map).into();
+                Reflect::set(&js_context, &JsValue::from_str("namedDataMap"), &map)
+                    .map_err(|e| Error::internal(format!("cannot build context: {e:?}")))?;
+            }
             let handle = self
                 .call_async("init", &[blob.into(), specs.into(), js_context.into()])
                 .await?;

@@ -231,12 +231,12 @@ pub(crate) async fn run(
             let index = word as usize - 1;
             let what = match program.ops.get(index) {
                 Some(Op::Attention(_)) => {
-                    "attention: a position computed on the GPU lies outside the cache (nothing \
-                     was stored for it)"
+                    "(attention): a position computed on the GPU lies outside the cache \
+                     (nothing was stored for it)"
                 }
-                _ => "gather: an id computed on the GPU lies outside the table",
+                _ => "(gather): an id computed on the GPU lies outside the table",
             };
-            return Err(Error::invalid_argument(format!("op {index} ({what})")));
+            return Err(Error::invalid_argument(format!("op {index} {what}")));
         }
     }
     let mut outputs = Vec::with_capacity(output_ids.len());

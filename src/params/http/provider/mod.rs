@@ -14,6 +14,7 @@ mod index_source;
 
 use crate::error::{Status, StatusCode};
 use crate::lifecycle::Released;
+use crate::params::formats::Format;
 use crate::params::http::loading::control::{AbortHandle, SuspendGate};
 use crate::params::http::loading::destination::Destination;
 use crate::params::http::loading::load::{Engine, RemoteScope, transfer};
@@ -24,6 +25,7 @@ use crate::params::http::provider::file::HttpFile;
 use crate::params::http::transport::Transport;
 use crate::params::http::transport::response::Validators;
 use crate::params::http::transport::staging::StagingPool;
+use crate::params::provider::unique_keys;
 use crate::params::{
     BufferAllocator, LoadedSpan, ParameterBuffer, ParameterIndex, ParameterInfo, ParameterProvider,
     Signal, SpanRequest, StatusResult,
@@ -439,6 +441,19 @@ impl ParameterProvider for HttpProvider {
 
     fn describe(&self, scope: &str, key: &str) -> Option<ParameterInfo> {
         self.scope(scope)?.index.info(key)
+    }
+
+    /// The index's keys in file order, a repeated key once (its first entry, which lookups find).
+    fn list_keys(&self, scope: &str) -> Option<Vec<String>> {
+        let remote = self.scope(scope)?;
+        Some(unique_keys(
+            remote.index.entries().iter().map(|e| e.key.as_str()),
+        ))
+    }
+
+    /// The format the index was read in (named by the scope's options or detected).
+    fn scope_format(&self, scope: &str) -> Option<Format> {
+        self.scope(scope)?.options.format.as_deref()?.parse().ok()
     }
 
     fn load<'a>(
