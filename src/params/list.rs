@@ -4,7 +4,6 @@
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer};
-use crate::params::formats::Format;
 use crate::params::provider::{
     LoadedSpan, ParameterInfo, ParameterProvider, SharedProvider, Signal, SpanRequest,
 };
@@ -79,10 +78,6 @@ impl ParameterProvider for ProviderList {
     /// The keys of `scope` as the first provider serving it lists them.
     fn list_keys(&self, scope: &str) -> Option<Vec<String>> {
         self.provider_for(scope).ok()?.list_keys(scope)
-    }
-
-    fn scope_format(&self, scope: &str) -> Option<Format> {
-        self.provider_for(scope).ok()?.scope_format(scope)
     }
 
     fn load<'a>(

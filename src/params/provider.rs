@@ -3,7 +3,6 @@
 pub use crate::lifecycle::Signal;
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer, SharedBuffer};
-use crate::params::formats::Format;
 use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 use std::sync::Arc;
 
@@ -136,13 +135,6 @@ pub trait ParameterProvider: MaybeSendSync {
     /// provider hides it). It is what ExecuTorch's `NamedDataMap::get_num_keys` / `get_key`
     /// need (`registry::NamedDataMap`).
     fn list_keys(&self, _scope: &str) -> Option<Vec<String>> {
-        None
-    }
-
-    /// The file format serving `scope`, when a weights file does (`None`, the default, for
-    /// in-memory scopes and providers that do not say). Not in upstream; it tells in which
-    /// order [`ParameterInfo::shape`] lists dimensions (GGUF: innermost first).
-    fn scope_format(&self, _scope: &str) -> Option<Format> {
         None
     }
 

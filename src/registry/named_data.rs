@@ -39,7 +39,6 @@
 //! byte length (per block, as ggml lays it out). `file_dtype()` always gives the file's own name.
 
 use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
-use crate::params::formats::Format;
 use crate::params::{
     HostBuffer, ParameterBuffer, ParameterInfo, SharedProvider, Span, SpanRequest,
 };
@@ -218,7 +217,6 @@ pub struct NamedDataMap {
     provider: SharedProvider,
     scope: String,
     keys: Option<Vec<String>>,
-    innermost_first: bool,
 }
 
 impl std::fmt::Debug for NamedDataMap {
@@ -243,7 +241,6 @@ impl NamedDataMap {
         }
         Ok(Self {
             keys: provider.list_keys(scope),
-            innermost_first: provider.scope_format(scope) == Some(Format::Gguf),
             provider,
             scope: scope.to_owned(),
         })
@@ -271,16 +268,12 @@ impl NamedDataMap {
     pub fn get_tensor_layout(&self, key: &str) -> Result<TensorLayout> {
         let info = self.info(key)?;
         let what = || self.what(key);
-        let (Some(dtype), Some(shape)) = (info.dtype.as_deref(), info.shape.as_deref()) else {
+        let (Some(dtype), Some(dims)) = (info.dtype.as_deref(), info.row_major_shape()) else {
             return Err(Error::not_implemented(format!(
                 "{}: the file records no dtype and shape (opaque bytes); read them with get_data",
                 what()
             )));
         };
-        let mut dims = shape.to_vec();
-        if self.innermost_first {
-            dims.reverse();
-        }
         let sizes = dims
             .iter()
             .map(|&dim| i32::try_from(dim))

@@ -92,10 +92,6 @@ impl ParameterProvider for GrowingList {
         self.snapshot().list_keys(scope)
     }
 
-    fn scope_format(&self, scope: &str) -> Option<crate::params::formats::Format> {
-        self.snapshot().scope_format(scope)
-    }
-
     fn load<'a>(
         &'a self,
         allocator: &'a dyn BufferAllocator,

@@ -14,7 +14,6 @@ mod index_source;
 
 use crate::error::{Status, StatusCode};
 use crate::lifecycle::Released;
-use crate::params::formats::Format;
 use crate::params::http::loading::control::{AbortHandle, SuspendGate};
 use crate::params::http::loading::destination::Destination;
 use crate::params::http::loading::load::{Engine, RemoteScope, transfer};
@@ -449,11 +448,6 @@ impl ParameterProvider for HttpProvider {
         Some(unique_keys(
             remote.index.entries().iter().map(|e| e.key.as_str()),
         ))
-    }
-
-    /// The format the index was read in (named by the scope's options or detected).
-    fn scope_format(&self, scope: &str) -> Option<Format> {
-        self.scope(scope)?.options.format.as_deref()?.parse().ok()
     }
 
     fn load<'a>(
