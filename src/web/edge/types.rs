@@ -73,6 +73,9 @@ export interface JsBackend {
   /** Lifecycle signals (see `lifecycleNotify`); may return what it released. */
   notify?(signal: 'suspend' | 'resume' | 'lowMemory'):
     void | { gpuBytes?: number; hostBytes?: number };
+  /** Zero the state tensors (e.g. a KV cache) behind `handle`, synchronously
+   * (`Delegate.resetState()`); absent: `NotSupported`. */
+  resetState?(handle: any): void;
 }
 
 /** Options of `Embedder.load` (plus every `HttpProviderOptions` key, e.g. `onProgress`). */

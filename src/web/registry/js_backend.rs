@@ -64,7 +64,7 @@ impl JsBackend {
                 )));
             }
         }
-        for optional in ["destroy", "setOption", "getOption", "notify"] {
+        for optional in ["destroy", "setOption", "getOption", "notify", "resetState"] {
             backend.method(optional)?;
         }
         Ok(backend)
@@ -270,6 +270,20 @@ impl BackendInterface for JsBackend {
         };
         if let Err(error) = self.call("destroy", std::slice::from_ref(handle)) {
             console_warn(&format!("backend destroy() failed: {error}"));
+        }
+    }
+
+    fn reset_state(&self, handle: &mut DelegateHandle) -> Result<()> {
+        let Some(JsHandle(handle)) = handle.downcast_ref::<JsHandle>() else {
+            return Err(Error::delegate_invalid_handle(
+                "the handle was not made by this JavaScript backend",
+            ));
+        };
+        match self.call_sync("resetState", std::slice::from_ref(handle))? {
+            Some(_) => Ok(()),
+            None => Err(Error::not_supported(
+                "this JavaScript backend has no resetState(handle) method",
+            )),
         }
     }
 
