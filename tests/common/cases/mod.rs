@@ -7,6 +7,7 @@ mod aliasing;
 mod elementwise;
 mod layout;
 mod lifecycle;
+mod linear;
 mod matmul;
 mod model;
 mod normalize;

@@ -1,0 +1,182 @@
+//! The linear layer (`x @ W^T + bias` with W `[N, K]` in f32 or a ggml block format): by hand,
+//! f32 weights on random shapes that are not multiples of any workgroup tile (both GEMV and
+//! tiled paths, rows past one staging pass) against f64, and hostile programs refused.
+//!
+//! Tolerance of the random cases: `|got - want| <= 5e-5 * sum_k |w_nk x_mk| + 1e-6` (f32
+//! accumulation in any order stays far inside it; a wrong element is off by a whole term).
+
+use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor};
+use crate::common::rng::Rng;
+use crate::op_case;
+use std::sync::Arc;
+use webdelegate::program::ops::Linear;
+use webdelegate::program::{DType, Op, ProgramBuilder, TensorId};
+use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
+use webdelegate::{ErrorCode, Tensor};
+
+/// Relative tolerance against `sum |w||x|`.
+pub const LINEAR_TOL: f64 = 5e-5;
+
+/// Checks `got` (`[m, n]`) against the f64 product of `x` (`[m, k]`) and the dense weight
+/// `w` (`[n, k]`, already decoded) plus `bias`, within [`LINEAR_TOL`] of `sum |w||x|`.
+pub fn check_linear(
+    what: &str,
+    got: &Tensor,
+    x: &[f32],
+    w: &[f32],
+    bias: Option<&[f32]>,
+    n: usize,
+) {
+    let k = w.len() / n.max(1);
+    let m = if k == 0 { 0 } else { x.len() / k };
+    let data = got.as_f32().expect("f32 output");
+    assert_eq!(data.len(), m * n, "{what}: output length");
+    for r in 0..m {
+        for c in 0..n {
+            let (wr, xr) = (&w[c * k..(c + 1) * k], &x[r * k..(r + 1) * k]);
+            let bias = bias.map_or(0.0, |b| f64::from(b[c]));
+            let want: f64 = wr
+                .iter()
+                .zip(xr)
+                .map(|(&a, &b)| f64::from(a) * f64::from(b))
+                .sum::<f64>()
+                + bias;
+            let scale: f64 = wr
+                .iter()
+                .zip(xr)
+                .map(|(&a, &b)| (f64::from(a) * f64::from(b)).abs())
+                .sum::<f64>()
+                + bias.abs();
+            let g = f64::from(data[r * n + c]);
+            assert!(
+                (g - want).abs() <= LINEAR_TOL * scale + 1e-6,
+                "{what}: out[{r}, {c}] = {g}, want {want} (scale {scale})"
+            );
+        }
+    }
+}
+
+/// Initialises a hand-made (possibly invalid) blob with no parameters.
+async fn init_blob(
+    backend: &SharedBackend,
+    b: &ProgramBuilder,
+) -> webdelegate::Result<LoadedDelegate> {
+    let blob = b.encode_unchecked()?;
+    LoadedDelegate::init_with_backend(
+        "under-test",
+        Arc::clone(backend),
+        FreeableBuffer::new(blob),
+        &[],
+        &BackendInitContext::new(),
+    )
+    .await
+}
+
+/// A program `out = linear(x [rows.., k], weight f32 [n, k], bias?)` with the weight a parameter.
+fn f32_program(rows: &[usize], n: usize, k: usize, w: &[f32], bias: Option<&[f32]>) -> Model {
+    let mut m = Model::new();
+    let mut x_shape = rows.to_vec();
+    x_shape.push(k);
+    let x = m.input("x", &x_shape);
+    let weight = m.param("weight", &[n, k], w);
+    let bias = bias.map(|values| m.param("bias", &[n], values));
+    let out =
+        m.b.push(|out| Linear {
+            x,
+            weight,
+            bias,
+            out,
+        })
+        .unwrap();
+    m.b.output(out);
+    m
+}
+
+op_case! {
+/// `x = [[1, 2, 3], [4, 5, 6]]`, `W = [[1, 0, -1], [0.5, 0.5, 0.5]]`, `bias = [10, 20]`:
+/// `[[1 - 3 + 10, 3 + 20], [4 - 6 + 10, 7.5 + 20]] = [[8, 23], [8, 27.5]]`; the first row
+/// alone (the GEMV path) gives `[8, 23]`, and without bias `[-2, 3]`.
+pub async fn linear_by_hand(backend: SharedBackend, _config: SuiteConfig) {
+    let w = [1.0, 0.0, -1.0, 0.5, 0.5, 0.5];
+    let bias = [10.0, 20.0];
+    let m = f32_program(&[2], 2, 3, &w, Some(&bias));
+    assert!(m.dump().contains("linear x=%0 weight=%1 bias=%2 -> %3"), "{}", m.dump());
+    let x = vec![1.0, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let got = m.run(&backend, vec![f32_tensor(&[2, 3], x)]).await;
+    assert_eq!(got[0].shape(), &[2, 2]);
+    assert_eq!(got[0].as_f32().unwrap(), &[8.0, 23.0, 8.0, 27.5]);
+    let m = f32_program(&[1], 2, 3, &w, Some(&bias));
+    let got = m.run(&backend, vec![f32_tensor(&[1, 3], vec![1.0, 2.0, 3.0])]).await;
+    assert_eq!(got[0].as_f32().unwrap(), &[8.0, 23.0]);
+    let m = f32_program(&[], 2, 3, &w, None);
+    let got = m.run(&backend, vec![f32_tensor(&[3], vec![1.0, 2.0, 3.0])]).await;
+    assert_eq!(got[0].shape(), &[2]);
+    assert_eq!(got[0].as_f32().unwrap(), &[-2.0, 3.0]);
+}
+}
+
+op_case! {
+/// f32 weights on shapes off every tile: `N` 37 (tiles of 16 and 32 rows), `K` 70 (not a
+/// multiple of 8: the dense tail) and 2100 (two GEMV staging passes), `M` 1, 3 and 17, with and
+/// without bias, leading dims `[M]` or `[1, M]`.
+pub async fn linear_f32_random(backend: SharedBackend, config: SuiteConfig) {
+    let mut rng = Rng::new(12);
+    let shapes: &[(usize, usize, usize)] = if config.small {
+        &[(1, 37, 70), (3, 37, 70), (1, 5, 2100)]
+    } else {
+        &[(1, 37, 70), (3, 37, 70), (17, 37, 70), (1, 9, 2100), (17, 9, 2100), (5, 40, 64)]
+    };
+    for (case, &(rows, n, k)) in shapes.iter().enumerate() {
+        let w = rng.vec(n * k, -1.0, 1.0);
+        let x = rng.vec(rows * k, -2.0, 2.0);
+        let bias_values = rng.vec(n, -1.0, 1.0);
+        let bias = (case % 2 == 0).then_some(bias_values.as_slice());
+        let leading: Vec<usize> = if case % 3 == 1 { vec![1, rows] } else { vec![rows] };
+        let m = f32_program(&leading, n, k, &w, bias);
+        let mut shape = leading.clone();
+        shape.push(k);
+        let got = m.run(&backend, vec![f32_tensor(&shape, x.clone())]).await;
+        let mut out_shape = leading;
+        out_shape.push(n);
+        assert_eq!(got[0].shape(), out_shape.as_slice());
+        check_linear(&format!("linear f32 m={rows} n={n} k={k}"), &got[0], &x, &w, bias, n);
+    }
+}
+}
+
+op_case! {
+/// The builder refuses a K that disagrees with the weight's rows, a weight that is not
+/// `[N, K]`, a bias that is not `[N]` and an integer weight (`InvalidArgument`); the same
+/// programs made by hand are `InvalidProgram` at init.
+pub async fn linear_refuses_bad_programs(backend: SharedBackend, _config: SuiteConfig) {
+    type Case = (&'static str, Vec<usize>, DType, Option<Vec<usize>>, &'static str);
+    let cases: Vec<Case> = vec![
+        ("K 4 against rows of 3", vec![2, 3], DType::F32, None, "K must agree"),
+        ("rank-3 weight", vec![1, 2, 4], DType::F32, None, "expected [N, K]"),
+        ("bias [3] for N 2", vec![2, 4], DType::F32, Some(vec![3]), "bias"),
+        ("i32 weight", vec![2, 4], DType::I32, None, "i32"),
+    ];
+    for (what, w_shape, dtype, bias_shape, part) in cases {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, dims(&[5, 4]));
+        let weight = b.input("weight", dtype, dims(&w_shape));
+        let bias: Option<TensorId> = bias_shape.map(|s| b.input("bias", DType::F32, dims(&s)));
+        let before = b.program().clone();
+        assert_error(
+            what,
+            b.push(|out| Linear { x, weight, bias, out }),
+            ErrorCode::InvalidArgument,
+            &["linear", part],
+        );
+        assert_eq!(b.program(), &before, "{what}: a refused op leaves the builder unchanged");
+        let out = b.tensor("out", DType::F32, dims(&[5, 2]));
+        b.op(Op::Linear(Linear { x, weight, bias, out })).output(out);
+        assert_error(
+            what,
+            init_blob(&backend, &b).await,
+            ErrorCode::InvalidProgram,
+            &["linear", part],
+        );
+    }
+}
+}
