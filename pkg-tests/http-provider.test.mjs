@@ -141,13 +141,16 @@ test('describe gives each format\'s shape in the file\'s own order (GGUF innermo
   for (const name of files) {
     for (const e of manifest.files[name].entries) {
       const [direct, viaList] = r[name][e.key];
-      assert.deepEqual(direct, { length: e.length, dtype: e.dtype ?? null, shape: e.shape ?? null }, `${name}: ${e.key}`);
+      const shape = e.shape ?? null;
+      const rowMajorShape = shape && name.endsWith('.gguf') ? [...shape].reverse() : shape;
+      assert.deepEqual(direct, { length: e.length, dtype: e.dtype ?? null, shape, rowMajorShape }, `${name}: ${e.key}`);
       assert.deepEqual(viaList, direct, `${name}: ${e.key} through a list`);
     }
   }
   // The same [3, 5] matrix: row-major in safetensors, innermost first (reversed) in GGUF.
   assert.deepEqual(r['mixed.safetensors']['embed.weight'][0].shape, [3, 5]);
   assert.deepEqual(r['mixed_v3.gguf']['token_embd.weight'][0].shape, [5, 3]);
+  assert.deepEqual(r['mixed_v3.gguf']['token_embd.weight'][0].rowMajorShape, [3, 5]);
 });
 
 test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, async (t) => {
@@ -189,7 +192,7 @@ test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, a
   }, { url, missing, index, key });
   const entry = index[4];
   assert.deepEqual(Buffer.from(r.bytes), model.bytes.subarray(entry.offset + 3, entry.offset + 3 + 1001));
-  assert.deepEqual(r.describe, { length: entry.length, dtype: entry.dtype, shape: entry.shape });
+  assert.deepEqual(r.describe, { length: entry.length, dtype: entry.dtype, shape: entry.shape, rowMajorShape: entry.shape });
   assert.equal(r.unknown, null);
   assert.deepEqual(r.supported, [true, false]);
   assert.equal(r.keys, index.length);

@@ -94,8 +94,8 @@ test('MemoryParameterProvider: reads, writes, gathers and scatters with IREE sta
   });
   assert.deepEqual(r.supported, [true, true, false]);
   assert.deepEqual(r.writable, [false, true, false]);
-  assert.deepEqual(r.describe, { length: 16, dtype: 'U8', shape: [4, 4] });
-  assert.deepEqual(r.describeB, { length: 4, dtype: null, shape: null });
+  assert.deepEqual(r.describe, { length: 16, dtype: 'U8', shape: [4, 4], rowMajorShape: [4, 4] });
+  assert.deepEqual(r.describeB, { length: 4, dtype: null, shape: null, rowMajorShape: null });
   assert.equal(r.unknown, null);
   assert.deepEqual(r.keys, ['a', 'b', 'a']);
   assert.deepEqual(r.whole, Array.from({ length: 16 }, (_, i) => i), 'the first "a" wins');
@@ -175,7 +175,7 @@ test('ParameterProviderList: the first provider serving a scope wins, HTTP membe
     return out;
   }, { url });
   assert.deepEqual(r.shared, [1, 1], 'the first provider wins');
-  assert.deepEqual(r.describe, { length: 2, dtype: null, shape: null });
+  assert.deepEqual(r.describe, { length: 2, dtype: null, shape: null, rowMajorShape: null });
   assertStatus(r.noFallThrough, 'NOT_FOUND', 'key missing in the serving provider');
   assertStatus(r.noScope, 'NOT_FOUND', 'scope nobody serves');
   assertStatus(r.noScopeGather, 'NOT_FOUND', 'the list picks the provider before the spans, as io_parameters');

@@ -24,6 +24,7 @@
 
 use crate::error::{Error, Result};
 use half::f16;
+use serde::{Deserialize, Serialize};
 
 /// ggml's super-block size for the k-quants.
 const QK_K: usize = 256;
@@ -32,7 +33,7 @@ const QK_K: usize = 256;
 /// computes with.
 // ggml's own spellings (Q4_K, ...), so names match every GGUF tool and message.
 #[allow(non_camel_case_types)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum BlockFormat {
     /// IEEE binary16.
     F16,
@@ -76,6 +77,21 @@ impl BlockFormat {
             Self::Q4_K => "Q4_K",
             Self::Q5_K => "Q5_K",
             Self::Q6_K => "Q6_K",
+        }
+    }
+
+    /// The name in lower case, as program dumps and the JavaScript builder spell dtypes,
+    /// e.g. `"q8_0"`.
+    pub const fn lower_name(self) -> &'static str {
+        match self {
+            Self::F16 => "f16",
+            Self::BF16 => "bf16",
+            Self::Q4_0 => "q4_0",
+            Self::Q5_0 => "q5_0",
+            Self::Q8_0 => "q8_0",
+            Self::Q4_K => "q4_k",
+            Self::Q5_K => "q5_k",
+            Self::Q6_K => "q6_k",
         }
     }
 

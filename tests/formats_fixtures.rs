@@ -18,7 +18,7 @@ use webdelegate::params::formats::safetensors::SafetensorsIndex;
 use webdelegate::params::formats::{
     INITIAL_READ_BYTES, detect_and_parse_index, parse_index, parse_index_in_memory,
 };
-use webdelegate::params::{EntryStorage, IndexEntry, ParameterIndex};
+use webdelegate::params::{EntryStorage, IndexEntry, ParameterIndex, ShapeOrder};
 
 fn parse(name: &str) -> ParameterIndex {
     let reader = CountingReader::new(fixture(name));
@@ -43,6 +43,65 @@ fn every_entry_matches_what_the_writer_wrote() {
     for (name, bytes) in FIXTURES {
         check_against_manifest(&manifest, name, bytes, &parse(name));
     }
+}
+
+/// GGUF lists dims innermost first (ggml's `ne`), the other formats row-major; `describe`
+/// keeps the file's order and says which, and `row_major_shape` is what programs declare.
+/// Oracle: the writers' own shapes in the manifest.
+#[test]
+fn each_format_says_the_order_of_its_shapes() {
+    let manifest = manifest();
+    for (name, _) in FIXTURES {
+        let index = parse(name);
+        let gguf = name.ends_with(".gguf");
+        let expected = if gguf {
+            ShapeOrder::InnermostFirst
+        } else {
+            ShapeOrder::RowMajor
+        };
+        assert_eq!(index.shape_order(), expected, "{name}");
+        for entry in index.entries() {
+            let info = index.info(&entry.key).unwrap();
+            assert_eq!(info.shape_order, expected, "{name} {}", entry.key);
+            let Some(mut shape) = entry.shape.clone() else {
+                assert_eq!(info.row_major_shape(), None);
+                continue;
+            };
+            if gguf {
+                shape.reverse();
+            }
+            assert_eq!(info.row_major_shape(), Some(shape), "{name} {}", entry.key);
+        }
+    }
+    // One hand-checked case: mixed_v3.gguf writes a [rows, cols] numpy array; gguf-py records
+    // ne = [cols, rows].
+    let gguf = parse("mixed_v3.gguf");
+    let wide = gguf
+        .entries()
+        .iter()
+        .find(|e| {
+            e.shape
+                .as_ref()
+                .is_some_and(|s| s.len() == 2 && s[0] != s[1])
+        })
+        .expect("a non-square matrix in mixed_v3.gguf");
+    let recorded = manifest["files"]["mixed_v3.gguf"]["entries"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["key"] == wide.key.as_str())
+        .unwrap()["shape"]
+        .clone();
+    let ne: Vec<u64> = wide.shape.clone().unwrap();
+    assert_eq!(
+        recorded,
+        serde_json::json!(ne),
+        "the manifest records ggml's ne order"
+    );
+    assert_eq!(
+        gguf.info(&wide.key).unwrap().row_major_shape().unwrap(),
+        vec![ne[1], ne[0]]
+    );
 }
 
 #[test]

@@ -174,7 +174,7 @@ fn small_inputs(program: &Program) -> Option<Vec<EValue>> {
                 DType::F32 => ScalarType::Float32,
                 DType::I32 => ScalarType::Int32,
                 DType::I64 => ScalarType::Int64,
-                DType::U8 => ScalarType::UInt8,
+                DType::U8 | DType::Block(_) => ScalarType::UInt8,
             };
             Tensor::zeros(dtype, shape).ok().map(EValue::Tensor)
         })
@@ -207,12 +207,15 @@ fn check_blob(blob: &[u8]) -> bool {
     let provider = MemoryProvider::new();
     for param in &program.params {
         let bytes = program.tensors.get(param.tensor as usize).and_then(|decl| {
-            decl.shape
+            let shape: Option<Vec<u64>> = decl
+                .shape
                 .iter()
-                .try_fold(decl.dtype.size() as u64, |acc, dim| match dim {
-                    Dim::Fixed(n) => acc.checked_mul(*n),
+                .map(|dim| match dim {
+                    Dim::Fixed(n) => Some(*n),
                     Dim::Symbol(_) => None,
                 })
+                .collect();
+            decl.dtype.tensor_bytes(&shape?)
         });
         if let Some(bytes) = bytes.filter(|&b| b <= 1 << 20) {
             provider.insert(&param.scope, &param.key, vec![0; bytes as usize]);

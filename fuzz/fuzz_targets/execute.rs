@@ -47,16 +47,24 @@ fuzz_target!(|blob: &[u8]| {
                 DType::F32 => ScalarType::Float32,
                 DType::I32 => ScalarType::Int32,
                 DType::I64 => ScalarType::Int64,
-                DType::U8 => ScalarType::UInt8,
+                DType::U8 | DType::Block(_) => ScalarType::UInt8,
             };
             EValue::Tensor(Tensor::zeros(dtype, shape).expect("small tensor"))
         })
         .collect();
     let provider = MemoryProvider::new();
     for param in &program.params {
-        if let Some(bytes) = numel(&program.tensors[param.tensor as usize].shape) {
-            let size = program.tensors[param.tensor as usize].dtype.size() as u64;
-            provider.insert(&param.scope, &param.key, vec![0; (bytes * size) as usize]);
+        let decl = &program.tensors[param.tensor as usize];
+        let fixed: Option<Vec<u64>> = decl
+            .shape
+            .iter()
+            .map(|dim| match dim {
+                Dim::Fixed(n) => Some(*n),
+                Dim::Symbol(_) => None,
+            })
+            .collect();
+        if let Some(bytes) = fixed.and_then(|shape| decl.dtype.tensor_bytes(&shape)) {
+            provider.insert(&param.scope, &param.key, vec![0; bytes as usize]);
         }
     }
     let context = BackendInitContext::new().with_parameters(Arc::new(provider));

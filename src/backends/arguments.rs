@@ -10,13 +10,14 @@ use crate::error::{Error, Result};
 use crate::evalue::{EValue, ScalarType, Tensor, TensorData};
 use crate::program::{BoundShapes, DType, Program, bind_shapes};
 
-/// The `ScalarType` a program dtype is returned as.
+/// The `ScalarType` a program dtype is returned as. (Block formats, which validation keeps off
+/// inputs and outputs, would travel as their raw bytes.)
 pub const fn scalar_type(dtype: DType) -> ScalarType {
     match dtype {
         DType::F32 => ScalarType::Float32,
         DType::I32 => ScalarType::Int32,
         DType::I64 => ScalarType::Int64,
-        DType::U8 => ScalarType::UInt8,
+        DType::U8 | DType::Block(_) => ScalarType::UInt8,
     }
 }
 

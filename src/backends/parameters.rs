@@ -11,7 +11,7 @@
 
 use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
 use crate::params::{HostBuffer, ParameterProvider, SharedProvider, Span, SpanRequest};
-use crate::program::{DType, Dim, ParamRef, Program};
+use crate::program::{BlockFormat, DType, Dim, ParamRef, Program};
 use crate::registry::BackendInitContext;
 
 /// Largest batch of parameters fetched with one `gather` into host memory: bounds the host
@@ -73,16 +73,27 @@ pub fn provider<'a>(
 /// Whether a weights file's dtype name (`"F32"`, `"float32"`, `"I64"`, ...) is `dtype`.
 pub fn file_dtype_matches(name: &str, dtype: DType) -> bool {
     let name = name.to_ascii_lowercase();
+    if let DType::Block(format) = dtype {
+        // ggml's names (GGUF), safetensors' "F16"/"BF16", IRPA's "float16"/"bfloat16".
+        let alias = match format {
+            BlockFormat::F16 => "float16",
+            BlockFormat::BF16 => "bfloat16",
+            _ => "",
+        };
+        return name == format.lower_name() || (!alias.is_empty() && name == alias);
+    }
     let aliases: &[&str] = match dtype {
         DType::F32 => &["f32", "float32", "float"],
         DType::I32 => &["i32", "int32"],
         DType::I64 => &["i64", "int64"],
         DType::U8 => &["u8", "uint8"],
+        DType::Block(_) => &[],
     };
     aliases.contains(&name.as_str())
 }
 
-/// The byte length the program expects for `param` (its tensor's fixed shape x dtype size).
+/// The byte length the program expects for `param`: its tensor's fixed shape x dtype size, or
+/// for a block format rows x bytes per row.
 ///
 /// # Errors
 /// `InvalidProgram` when the tensor is missing or not fixed (validation rules both out).
@@ -91,14 +102,21 @@ pub fn expected_length(program: &Program, param: &ParamRef) -> Result<u64> {
         .tensors
         .get(param.tensor as usize)
         .ok_or_else(|| Error::invalid_program("param names a missing tensor"))?;
-    decl.shape
+    let shape = decl
+        .shape
         .iter()
-        .try_fold(decl.dtype.size() as u64, |bytes, dim| match *dim {
-            Dim::Fixed(extent) => bytes
-                .checked_mul(extent)
-                .ok_or_else(|| Error::invalid_program("param byte size overflows")),
+        .map(|dim| match *dim {
+            Dim::Fixed(extent) => Ok(extent),
             Dim::Symbol(_) => Err(Error::invalid_program("param has a symbolic shape")),
         })
+        .collect::<Result<Vec<u64>>>()?;
+    decl.dtype.tensor_bytes(&shape).ok_or_else(|| {
+        Error::invalid_program(format!(
+            "param of {} {:?}: its byte size overflows or its rows are not whole blocks",
+            decl.dtype.name(),
+            shape
+        ))
+    })
 }
 
 /// Checks what `provider` says about `param` against the program; returns the byte length.
@@ -138,7 +156,7 @@ pub fn check_param(
             decl.dtype.name()
         )));
     }
-    if let Some(shape) = &info.shape {
+    if let Some(shape) = &info.row_major_shape() {
         let declared: Vec<u64> = decl
             .shape
             .iter()
@@ -282,6 +300,55 @@ mod tests {
         assert!(!file_dtype_matches("F16", DType::F32));
         assert!(!file_dtype_matches("BF16", DType::F32));
         assert!(!file_dtype_matches("Q4_K", DType::F32));
+        use crate::program::BlockFormat::*;
+        assert!(file_dtype_matches("Q4_K", DType::Block(Q4_K)));
+        assert!(file_dtype_matches("q8_0", DType::Block(Q8_0)));
+        assert!(!file_dtype_matches("Q8_0", DType::Block(Q5_0)));
+        assert!(!file_dtype_matches("F32", DType::Block(F16)));
+        for (name, format) in [
+            ("F16", F16),
+            ("float16", F16),
+            ("BF16", BF16),
+            ("bfloat16", BF16),
+        ] {
+            assert!(file_dtype_matches(name, DType::Block(format)), "{name}");
+        }
+    }
+
+    /// A block parameter's expected length is rows x row bytes; a file whose length, dtype or
+    /// (row-major) shape disagrees is refused with `InvalidExternalData` naming the parameter.
+    #[test]
+    fn block_parameters_are_checked_against_the_file() {
+        use crate::program::BlockFormat::Q8_0;
+        let mut b = ProgramBuilder::new();
+        b.param(
+            "w",
+            DType::Block(Q8_0),
+            vec![Dim::Fixed(3), Dim::Fixed(64)],
+            "s",
+            "w",
+        );
+        let program = b.into_program();
+        assert_eq!(
+            expected_length(&program, &program.params[0]).unwrap(),
+            3 * 2 * 34
+        );
+        let check = |bytes: usize, dtype: &str, shape: Vec<u64>| {
+            let provider = MemoryProvider::new();
+            provider.insert_described("s", "w", vec![0; bytes], Some(dtype.into()), Some(shape));
+            check_param(&provider, &program, 0, &program.params[0])
+        };
+        assert_eq!(check(204, "Q8_0", vec![3, 64]).unwrap(), 204);
+        for (bytes, dtype, shape, part) in [
+            (200, "Q8_0", vec![3, 64], "200 bytes"),
+            (204, "Q5_0", vec![3, 64], "Q5_0"),
+            (204, "Q8_0", vec![64, 3], "[64, 3]"),
+        ] {
+            let error = check(bytes, dtype, shape).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidExternalData, "{error}");
+            assert!(error.message().contains(part), "{error}");
+            assert!(error.message().contains("param 0"), "{error}");
+        }
     }
 
     #[test]

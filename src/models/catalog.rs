@@ -14,11 +14,7 @@ pub trait TensorCatalog {
 
 impl TensorCatalog for ParameterIndex {
     fn tensor_info(&self, key: &str) -> Option<ParameterInfo> {
-        self.get(key).map(|entry| ParameterInfo {
-            length: entry.length,
-            dtype: entry.dtype.clone(),
-            shape: entry.shape.clone(),
-        })
+        self.info(key)
     }
 }
 

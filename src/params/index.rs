@@ -3,6 +3,7 @@
 
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
+use crate::params::provider::{ParameterInfo, ShapeOrder};
 use crate::send_sync::LocalBoxFuture;
 
 /// Where one parameter's bytes are.
@@ -41,12 +42,38 @@ pub struct IndexEntry {
 pub struct ParameterIndex {
     entries: Vec<IndexEntry>,
     file_size: Option<u64>,
+    shape_order: ShapeOrder,
 }
 
 impl ParameterIndex {
-    /// An index of `entries` in a file of `file_size` bytes (when known).
+    /// An index of `entries` in a file of `file_size` bytes (when known), shapes row-major.
     pub fn new(entries: Vec<IndexEntry>, file_size: Option<u64>) -> Self {
-        Self { entries, file_size }
+        Self {
+            entries,
+            file_size,
+            shape_order: ShapeOrder::RowMajor,
+        }
+    }
+
+    /// The same index, its entries' shapes listed in `order`.
+    pub fn with_shape_order(mut self, order: ShapeOrder) -> Self {
+        self.shape_order = order;
+        self
+    }
+
+    /// The order of the entries' shapes.
+    pub fn shape_order(&self) -> ShapeOrder {
+        self.shape_order
+    }
+
+    /// What `describe` reports for `key`.
+    pub fn info(&self, key: &str) -> Option<ParameterInfo> {
+        self.get(key).map(|entry| ParameterInfo {
+            length: entry.length,
+            dtype: entry.dtype.clone(),
+            shape: entry.shape.clone(),
+            shape_order: self.shape_order,
+        })
     }
 
     /// The entry for `key` (the first, if a file repeats a key).

@@ -4,7 +4,9 @@
 use crate::error::{Status, StatusCode};
 use crate::params::StatusResult;
 use crate::params::buffer::{BufferAllocator, ParameterBuffer};
-use crate::params::provider::{LoadedSpan, ParameterInfo, ParameterProvider, Signal, SpanRequest};
+use crate::params::provider::{
+    LoadedSpan, ParameterInfo, ParameterProvider, ShapeOrder, Signal, SpanRequest,
+};
 use crate::params::span::check_span;
 use crate::send_sync::LocalBoxFuture;
 use std::sync::Mutex;
@@ -195,6 +197,7 @@ impl ParameterProvider for MemoryProvider {
             length: entry.bytes.len() as u64,
             dtype: entry.dtype.clone(),
             shape: entry.shape.clone(),
+            shape_order: ShapeOrder::RowMajor,
         })
     }
 

@@ -34,7 +34,8 @@ pub use memory::MemoryProvider;
 mod tests;
 
 pub use provider::{
-    LoadedSpan, ParameterInfo, ParameterProvider, SharedProvider, Signal, Span, SpanRequest,
+    LoadedSpan, ParameterInfo, ParameterProvider, ShapeOrder, SharedProvider, Signal, Span,
+    SpanRequest,
 };
 pub use span::check_span;
 

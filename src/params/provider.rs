@@ -48,8 +48,32 @@ pub struct ParameterInfo {
     pub length: u64,
     /// Element type as the file names it (e.g. `"F32"`), when the format records one.
     pub dtype: Option<String>,
-    /// Shape, when the format records one.
+    /// Shape, when the format records one, in the order `shape_order` says.
     pub shape: Option<Vec<u64>>,
+    /// The order of `shape`: the file's own (GGUF lists the innermost dimension first).
+    pub shape_order: ShapeOrder,
+}
+
+/// The order in which a weights file lists a tensor's dimensions.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ShapeOrder {
+    /// Outermost first, as numpy, safetensors and programs do.
+    #[default]
+    RowMajor,
+    /// Innermost (contiguous) first: ggml's `ne` order, as GGUF stores it. A `[rows, cols]`
+    /// matrix is listed `[cols, rows]`.
+    InnermostFirst,
+}
+
+impl ParameterInfo {
+    /// The shape outermost first (reversed when the file lists it innermost first).
+    pub fn row_major_shape(&self) -> Option<Vec<u64>> {
+        let mut shape = self.shape.clone()?;
+        if self.shape_order == ShapeOrder::InnermostFirst {
+            shape.reverse();
+        }
+        Some(shape)
+    }
 }
 
 /// A loaded span: a buffer (possibly shared with other spans) and where the span lies in it.

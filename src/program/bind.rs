@@ -119,9 +119,14 @@ pub fn bind_shapes(program: &Program, input_shapes: &[&[usize]]) -> Result<Bound
                 })
                 .collect::<Result<Vec<usize>>>()?;
             let count = element_count(&shape)?;
-            count.checked_mul(decl.dtype.size()).ok_or_else(|| {
-                Error::invalid_argument(format!("{} of shape {shape:?} is too large", decl.name))
-            })?;
+            count
+                .checked_mul(decl.dtype.size().unwrap_or(1))
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "{} of shape {shape:?} is too large",
+                        decl.name
+                    ))
+                })?;
             Ok(shape)
         })
         .collect::<Result<Vec<_>>>()?;

@@ -33,6 +33,7 @@ pub mod samples;
 mod tensor;
 mod validate;
 
+pub use crate::quant::BlockFormat;
 pub use bind::{BoundShapes, bind_shapes};
 pub use builder::ProgramBuilder;
 pub use dump::dump;

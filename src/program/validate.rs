@@ -20,7 +20,8 @@ use crate::error::{Error, Result};
 use crate::program::infer::{MAX_RANK, shape_text};
 use crate::program::ir::Program;
 use crate::program::ops::Op;
-use crate::program::tensor::{Dim, TensorId};
+use crate::program::tensor::{DType, Dim, TensorId};
+use crate::quant::BlockFormat;
 
 /// Caps that keep a hostile program from making validation or execution planning explode.
 pub struct Limits;
@@ -133,7 +134,11 @@ fn check_declarations(program: &Program) -> Result<()> {
                 Limits::MAX_RANK
             )));
         }
-        let mut bytes = decl.dtype.size() as u64;
+        if let DType::Block(format) = decl.dtype {
+            check_block_declaration(program, id as TensorId, format)?;
+            continue;
+        }
+        let mut bytes = decl.dtype.size().map_or(0, |size| size as u64);
         for dim in &decl.shape {
             match *dim {
                 Dim::Fixed(extent) => {
@@ -162,6 +167,48 @@ fn check_declarations(program: &Program) -> Result<()> {
                 shape_text(&decl.shape)
             )));
         }
+    }
+    Ok(())
+}
+
+/// A block-format tensor: fixed dims, a last dim that is a whole number of blocks, a byte size
+/// this platform addresses. (That it is a parameter is checked with the roles.)
+fn check_block_declaration(program: &Program, id: TensorId, format: BlockFormat) -> Result<()> {
+    let decl = &program.tensors[id as usize];
+    let label = || tensor_label(program, id);
+    let fixed: Option<Vec<u64>> = decl
+        .shape
+        .iter()
+        .map(|dim| match *dim {
+            Dim::Fixed(extent) => Some(extent),
+            Dim::Symbol(_) => None,
+        })
+        .collect();
+    let Some(fixed) = fixed else {
+        return Err(Error::invalid_program(format!(
+            "{} of shape {} is {}: block formats are for parameters, which need fixed shapes",
+            label(),
+            shape_text(&decl.shape),
+            format.name()
+        )));
+    };
+    let bytes = decl.dtype.tensor_bytes(&fixed).ok_or_else(|| {
+        Error::invalid_program(format!(
+            "{} of shape {} is {}, whose blocks hold {} values: its last dim (the row) must be a \
+             multiple of {} and its byte size must fit 64 bits",
+            label(),
+            shape_text(&decl.shape),
+            format.name(),
+            format.block_elements(),
+            format.block_elements()
+        ))
+    })?;
+    if usize::try_from(bytes).is_err() {
+        return Err(Error::invalid_program(format!(
+            "{} of shape {} needs {bytes} bytes, more than this platform can address",
+            label(),
+            shape_text(&decl.shape)
+        )));
     }
     Ok(())
 }
@@ -218,6 +265,16 @@ fn assign_roles(program: &Program) -> Result<Vec<Role>> {
             Role::Produced(index),
             &format!("{} output", op_label(index, op)),
         )?;
+    }
+    for (id, decl) in program.tensors.iter().enumerate() {
+        if decl.dtype.is_block() && !matches!(roles.get(id), Some(Role::Param(_))) {
+            return Err(Error::invalid_program(format!(
+                "{} is {}, but only parameters may have a block format (inputs, outputs and \
+                 activations are f32, i32, i64 or u8)",
+                tensor_label(program, id as TensorId),
+                decl.dtype.name()
+            )));
+        }
     }
     if let Some(id) = roles.iter().position(|role| *role == Role::Undefined) {
         return Err(Error::invalid_program(format!(
@@ -385,6 +442,53 @@ mod tests {
         for part in parts {
             assert!(text.contains(part), "{text:?} lacks {part:?}");
         }
+    }
+
+    /// A program whose one param is `dtype` of `shape` (read by nothing: validation is about
+    /// the declaration).
+    fn with_param(dtype: DType, shape: Vec<Dim>) -> Program {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, vec![F(2)]);
+        b.param("w", dtype, shape, "s", "w");
+        let y = b.gelu(x).unwrap();
+        b.output(y);
+        b.into_program()
+    }
+
+    #[test]
+    fn block_formats_are_parameters_with_whole_blocks_per_row() {
+        use crate::quant::BlockFormat::{self, *};
+        for format in BlockFormat::ALL {
+            let n = format.block_elements() as u64;
+            validate(&with_param(DType::Block(format), vec![F(3), F(2 * n)])).unwrap();
+            validate(&with_param(DType::Block(format), vec![F(2 * n)])).unwrap();
+            if n > 1 {
+                assert_mentions(
+                    &with_param(DType::Block(format), vec![F(3), F(n + 1)]),
+                    &["tensor 1", format.name(), &format!("multiple of {n}")],
+                );
+                // A scalar is one row of one element.
+                assert_mentions(&with_param(DType::Block(format), vec![]), &[format.name()]);
+            }
+        }
+        // Symbols are refused for blocks (parameters need fixed shapes anyway).
+        let mut p = with_param(DType::Block(Q8_0), vec![F(32)]);
+        p.symbols.push("n".into());
+        p.tensors[1].shape = vec![Dim::Symbol(0), F(32)];
+        assert_mentions(&p, &["Q8_0", "fixed shapes"]);
+        // Overflow of rows x row bytes is refused, not wrapped.
+        assert_mentions(
+            &with_param(DType::Block(Q4_K), vec![F(u64::MAX / 2), F(256)]),
+            &["Q4_K", "64 bits"],
+        );
+        // Only parameters may have a block format: an input, or an op's output.
+        let mut p = with_param(DType::F32, vec![F(2)]);
+        p.tensors[0].dtype = DType::Block(F16);
+        assert_mentions(&p, &["tensor 0", "f16", "only parameters"]);
+        let mut p = with_param(DType::F32, vec![F(2)]);
+        p.tensors[2].dtype = DType::Block(Q8_0);
+        p.tensors[2].shape = vec![F(32)];
+        assert_mentions(&p, &["tensor 2", "q8_0", "only parameters"]);
     }
 
     #[test]

@@ -53,7 +53,7 @@ impl ParamSpec {
     }
 
     pub fn bytes(&self) -> usize {
-        self.shape().iter().product::<usize>() * self.dtype.size()
+        self.shape().iter().product::<usize>() * self.dtype.size().unwrap()
     }
 }
 

@@ -4,7 +4,7 @@
 
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::TensorData;
-use crate::program::DType;
+use crate::program::{BlockFormat, DType};
 
 /// Owned elements of one tensor.
 #[derive(Clone, Debug, PartialEq)]
@@ -17,6 +17,9 @@ pub enum Values {
     I64(Vec<i64>),
     /// `u8` elements.
     U8(Vec<u8>),
+    /// A parameter in a ggml block format: the file's bytes, decoded by the kernels that read it
+    /// (never converted to f32).
+    Blocks(BlockFormat, Vec<u8>),
 }
 
 /// Borrowed elements of one tensor.
@@ -30,6 +33,8 @@ pub enum ValuesRef<'a> {
     I64(&'a [i64]),
     /// `u8` elements.
     U8(&'a [u8]),
+    /// A parameter in a ggml block format, as stored.
+    Blocks(BlockFormat, &'a [u8]),
 }
 
 impl Values {
@@ -40,6 +45,7 @@ impl Values {
             Self::I32(v) => ValuesRef::I32(v),
             Self::I64(v) => ValuesRef::I64(v),
             Self::U8(v) => ValuesRef::U8(v),
+            Self::Blocks(format, bytes) => ValuesRef::Blocks(*format, bytes),
         }
     }
 
@@ -48,7 +54,19 @@ impl Values {
     /// # Errors
     /// `InvalidExternalData` when the length is not a multiple of the element size.
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Self> {
-        if !bytes.len().is_multiple_of(dtype.size()) {
+        if let DType::Block(format) = dtype {
+            if !bytes.len().is_multiple_of(format.block_bytes()) {
+                return Err(Error::invalid_external_data(format!(
+                    "{} bytes are not a whole number of {} blocks ({} bytes each)",
+                    bytes.len(),
+                    format.name(),
+                    format.block_bytes()
+                )));
+            }
+            return Ok(Self::Blocks(format, bytes.to_vec()));
+        }
+        let size = dtype.size().unwrap_or(1);
+        if !bytes.len().is_multiple_of(size) {
             return Err(Error::new(
                 ErrorCode::InvalidExternalData,
                 format!(
@@ -77,7 +95,7 @@ impl Values {
                     .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
                     .collect(),
             ),
-            DType::U8 => Self::U8(bytes.to_vec()),
+            DType::U8 | DType::Block(_) => Self::U8(bytes.to_vec()),
         })
     }
 
@@ -87,7 +105,8 @@ impl Values {
             Self::F32(v) => TensorData::Float32(v),
             Self::I32(v) => TensorData::Int32(v),
             Self::I64(v) => TensorData::Int64(v),
-            Self::U8(v) => TensorData::UInt8(v),
+            // Validation keeps block formats to parameters, which are never outputs.
+            Self::U8(v) | Self::Blocks(_, v) => TensorData::UInt8(v),
         }
     }
 }
@@ -111,6 +130,9 @@ impl<'a> ValuesRef<'a> {
             Self::I32(v) => v.len(),
             Self::I64(v) => v.len(),
             Self::U8(v) => v.len(),
+            Self::Blocks(format, bytes) => {
+                bytes.len() / format.block_bytes() * format.block_elements()
+            }
         }
     }
 
@@ -121,6 +143,7 @@ impl<'a> ValuesRef<'a> {
             Self::I32(_) => DType::I32,
             Self::I64(_) => DType::I64,
             Self::U8(_) => DType::U8,
+            Self::Blocks(format, _) => DType::Block(*format),
         }
     }
 
@@ -131,6 +154,7 @@ impl<'a> ValuesRef<'a> {
             Self::I32(v) => Values::I32(v.to_vec()),
             Self::I64(v) => Values::I64(v.to_vec()),
             Self::U8(v) => Values::U8(v.to_vec()),
+            Self::Blocks(format, bytes) => Values::Blocks(format, bytes.to_vec()),
         }
     }
 

@@ -1,7 +1,8 @@
 //! `ProgramBuilder` for JavaScript: the Rust [`crate::program::ProgramBuilder`] with JS-friendly
 //! arguments. Shapes are arrays whose entries are extents (non-negative safe integers) or
 //! symbol names (strings; a new name declares the symbol). Dtypes are `"float32"`, `"int32"`,
-//! `"int64"`, `"uint8"` (or `"f32"`, `"i32"`, `"i64"`, `"u8"`). Every op method returns the id of
+//! `"int64"`, `"uint8"` (or `"f32"`, `"i32"`, `"i64"`, `"u8"`), and for parameters a ggml weight
+//! format (`"f16"`, `"bf16"`, `"q4_0"`, `"q5_0"`, `"q8_0"`, `"q4_k"`, `"q5_k"`, `"q6_k"`). Every op method returns the id of
 //! the tensor it creates; every failure throws a `WebDelegateError` (`InvalidArgument` for bad
 //! arguments, `InvalidProgram` from `encode` for a program that does not validate).
 //!
@@ -42,9 +43,13 @@ pub fn dtype_from_name(name: &str) -> Result<DType> {
         "int32" | "i32" => Ok(DType::I32),
         "int64" | "i64" => Ok(DType::I64),
         "uint8" | "u8" => Ok(DType::U8),
-        other => Err(Error::invalid_argument(format!(
-            "unknown dtype {other:?}; expected \"float32\", \"int32\", \"int64\" or \"uint8\""
-        ))),
+        other => DType::from_name(&other.to_ascii_lowercase()).ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "unknown dtype {other:?}; expected \"float32\", \"int32\", \"int64\", \"uint8\" \
+                 or, for parameters, a ggml weight format (\"f16\", \"bf16\", \"q4_0\", \"q5_0\", \
+                 \"q8_0\", \"q4_k\", \"q5_k\", \"q6_k\")"
+            ))
+        }),
     }
 }
 

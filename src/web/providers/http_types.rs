@@ -119,6 +119,11 @@ export interface ParameterDescription {
    * it was given at `insert`.
    */
   shape: number[] | null;
+  /**
+   * The same shape outermost first (reversed for GGUF), as programs declare it: what the
+   * backends check a parameter's declaration against. Null when the file records none.
+   */
+  rowMajorShape: number[] | null;
 }
 
 /** Counts of the last load, gather or read (successful, failed or cancelled) and how it ended. */

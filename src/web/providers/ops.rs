@@ -34,24 +34,31 @@ pub fn parse_signal(signal: &str) -> StatusResult<Signal> {
     }
 }
 
-/// `{length, dtype, shape}`, or `null`.
+/// `{length, dtype, shape, rowMajorShape}`, or `null`.
 pub fn description_to_js(info: Option<ParameterInfo>) -> JsValue {
     let Some(info) = info else {
         return JsValue::NULL;
     };
     let object = Object::new();
-    let dtype = info.dtype.map_or(JsValue::NULL, |d| JsValue::from_str(&d));
-    let shape = info.shape.map_or(JsValue::NULL, |shape| {
-        shape
-            .iter()
-            .map(|&d| JsValue::from_f64(d as f64))
-            .collect::<Array>()
-            .into()
-    });
+    let dtype = info
+        .dtype
+        .as_ref()
+        .map_or(JsValue::NULL, |d| JsValue::from_str(d));
+    let dims = |shape: Option<Vec<u64>>| {
+        shape.map_or(JsValue::NULL, |shape| {
+            shape
+                .iter()
+                .map(|&d| JsValue::from_f64(d as f64))
+                .collect::<Array>()
+                .into()
+        })
+    };
+    let row_major = dims(info.row_major_shape());
     for (k, v) in [
         ("length", JsValue::from_f64(info.length as f64)),
         ("dtype", dtype),
-        ("shape", shape),
+        ("shape", dims(info.shape)),
+        ("rowMajorShape", row_major),
     ] {
         let _ = Reflect::set(&object, &JsValue::from_str(k), &v);
     }

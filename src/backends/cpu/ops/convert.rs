@@ -6,8 +6,8 @@
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::values::{Values, ValuesRef, filled};
 use crate::error::{Error, Result};
-use crate::program::DType;
 use crate::program::ops::{Cast, Gather, Range};
+use crate::program::{BlockFormat, DType};
 
 /// Saturating conversion to every element type.
 trait Element: Copy {
@@ -65,12 +65,21 @@ fn map<T: Copy, U: Copy + Default>(x: &[T], f: impl Fn(T) -> U) -> Result<Vec<U>
     Ok(out)
 }
 
+/// Validation keeps block formats to parameters read by the ops that decode them.
+fn not_dense(format: BlockFormat) -> Error {
+    Error::internal(format!(
+        "{} reached an op that handles dense dtypes only",
+        format.name()
+    ))
+}
+
 fn cast_from<T: Element>(x: &[T], dtype: DType) -> Result<Values> {
     Ok(match dtype {
         DType::F32 => Values::F32(map(x, T::to_f32)?),
         DType::I32 => Values::I32(map(x, T::to_i32)?),
         DType::I64 => Values::I64(map(x, T::to_i64)?),
         DType::U8 => Values::U8(map(x, T::to_u8)?),
+        DType::Block(format) => return Err(not_dense(format)),
     })
 }
 
@@ -84,6 +93,7 @@ pub fn cast(x: ValuesRef<'_>, dtype: DType) -> Result<Values> {
         ValuesRef::I32(v) => cast_from(v, dtype),
         ValuesRef::I64(v) => cast_from(v, dtype),
         ValuesRef::U8(v) => cast_from(v, dtype),
+        ValuesRef::Blocks(format, _) => Err(not_dense(format)),
     }
 }
 
@@ -104,6 +114,7 @@ pub fn range(len: usize, dtype: DType) -> Result<Values> {
         DType::I32 => Values::I32(fill(len, |i| i as i32)?),
         DType::I64 => Values::I64(fill(len, |i| i as i64)?),
         DType::U8 => Values::U8(fill(len, |i| i as u8)?),
+        DType::Block(format) => return Err(not_dense(format)),
     })
 }
 

@@ -169,6 +169,10 @@ fn typed_result(
         DType::I32 => run_typed::<i32>(pool, len, kernel),
         DType::I64 => run_typed::<i64>(pool, len, kernel),
         DType::U8 => run_typed::<u8>(pool, len, kernel),
+        DType::Block(format) => Err(Error::internal(format!(
+            "{} reached a layout op (validation allows dense dtypes only)",
+            format.name()
+        ))),
     }
 }
 

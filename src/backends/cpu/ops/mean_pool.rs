@@ -13,6 +13,8 @@ fn mask_weights(mask: ValuesRef<'_>) -> Vec<f32> {
         ValuesRef::I32(v) => v.iter().map(|&m| keep(m != 0)).collect(),
         ValuesRef::I64(v) => v.iter().map(|&m| keep(m != 0)).collect(),
         ValuesRef::U8(v) => v.iter().map(|&m| keep(m != 0)).collect(),
+        // Not a mask dtype (validation refuses it); the empty result fails the length check.
+        ValuesRef::Blocks(..) => Vec::new(),
     }
 }
 

@@ -125,20 +125,23 @@ fn cast_body(from: DType, to: DType) -> String {
         DType::I32 => {
             Some("let lo = x[i];\n    let hi = select(0u, 0xffffffffu, bitcast<i32>(lo) < 0);")
         }
-        DType::U8 => Some("let lo = x[i];\n    let hi = 0u;"),
+        // Casts take dense dtypes only (validation); a block format reads like u8.
+        DType::U8 | DType::Block(_) => Some("let lo = x[i];\n    let hi = 0u;"),
         DType::F32 => None,
     };
     let store = match (int_words, to) {
         (None, DType::F32) => "out[i] = x[i];".to_owned(),
         (None, DType::I32) => "out[i] = f32_to_i32(x[i]);".to_owned(),
-        (None, DType::U8) => "out[i] = f32_to_u8(x[i]);".to_owned(),
+        (None, DType::U8 | DType::Block(_)) => "out[i] = f32_to_u8(x[i]);".to_owned(),
         (None, DType::I64) => {
             "let w = f32_to_i64(x[i]);\n    out[2u * i] = w.x;\n    out[2u * i + 1u] = w.y;"
                 .to_owned()
         }
         (Some(read), DType::F32) => format!("{read}\n    out[i] = i64_to_f32(lo, hi);"),
         (Some(read), DType::I32) => format!("{read}\n    out[i] = i64_to_i32(lo, hi);"),
-        (Some(read), DType::U8) => format!("{read}\n    out[i] = i64_to_u8(lo, hi);"),
+        (Some(read), DType::U8 | DType::Block(_)) => {
+            format!("{read}\n    out[i] = i64_to_u8(lo, hi);")
+        }
         (Some(read), DType::I64) => {
             format!("{read}\n    out[2u * i] = lo;\n    out[2u * i + 1u] = hi;")
         }
@@ -151,7 +154,7 @@ fn range_body(to: DType) -> String {
     match to {
         DType::F32 => "    out[i] = f32(i);",
         DType::I32 => "    out[i] = i;",
-        DType::U8 => "    out[i] = i & 0xffu;",
+        DType::U8 | DType::Block(_) => "    out[i] = i & 0xffu;",
         DType::I64 => "    out[2u * i] = i;\n    out[2u * i + 1u] = 0u;",
     }
     .to_owned()

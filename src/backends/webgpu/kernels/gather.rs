@@ -41,7 +41,7 @@ impl Kernel for GatherKey {
                  return vec2<u32>(w, u32(bitcast<i32>(w) >= 0 && w < p.head.z));"
             }
             // u8 is widened to one word; f32 ids are refused before planning.
-            DType::U8 | DType::F32 => {
+            DType::U8 | DType::F32 | DType::Block(_) => {
                 "    let w = ids[s];\n    return vec2<u32>(w, u32(w < p.head.z));"
             }
         };

@@ -247,7 +247,8 @@ fn bad_tensor(id: TensorId) -> Error {
 pub(crate) const fn words_per_element(dtype: DType) -> usize {
     match dtype {
         DType::I64 => 2,
-        DType::F32 | DType::I32 | DType::U8 => 1,
+        // A block format is bound as the file's bytes in words; no kernel counts its elements.
+        DType::F32 | DType::I32 | DType::U8 | DType::Block(_) => 1,
     }
 }
 
@@ -255,7 +256,7 @@ pub(crate) const fn words_per_element(dtype: DType) -> usize {
 pub(crate) const fn wgsl_word_type(dtype: DType) -> &'static str {
     match dtype {
         DType::F32 => "f32",
-        DType::I32 | DType::I64 | DType::U8 => "u32",
+        DType::I32 | DType::I64 | DType::U8 | DType::Block(_) => "u32",
     }
 }
 

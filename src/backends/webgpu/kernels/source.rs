@@ -35,7 +35,9 @@ pub(crate) fn load_f32(dtype: DType, buffer: &str, index: &str) -> String {
     match dtype {
         DType::F32 => format!("{buffer}[{index}]"),
         DType::I32 => format!("f32(bitcast<i32>({buffer}[{index}]))"),
-        DType::U8 => format!("f32({buffer}[{index}])"),
+        // Block formats never reach a dense load (validation keeps them to the ops that
+        // decode them); read as words like u8.
+        DType::U8 | DType::Block(_) => format!("f32({buffer}[{index}])"),
         DType::I64 => {
             format!("i64_to_f32({buffer}[2u * ({index})], {buffer}[2u * ({index}) + 1u])")
         }
@@ -46,7 +48,7 @@ pub(crate) fn load_f32(dtype: DType, buffer: &str, index: &str) -> String {
 pub(crate) fn nonzero(dtype: DType, buffer: &str, index: &str) -> String {
     match dtype {
         DType::F32 => format!("{buffer}[{index}] != 0.0"),
-        DType::I32 | DType::U8 => format!("{buffer}[{index}] != 0u"),
+        DType::I32 | DType::U8 | DType::Block(_) => format!("{buffer}[{index}] != 0u"),
         DType::I64 => format!("({buffer}[2u * ({index})] | {buffer}[2u * ({index}) + 1u]) != 0u"),
     }
 }

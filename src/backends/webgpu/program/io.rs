@@ -38,6 +38,12 @@ pub(crate) fn from_gpu_bytes(dtype: DType, shape: Vec<usize>, bytes: &[u8]) -> R
         DType::I32 => TensorData::Int32(words::<4>(bytes).map(i32::from_le_bytes).collect()),
         DType::I64 => TensorData::Int64(words::<8>(bytes).map(i64::from_le_bytes).collect()),
         DType::U8 => TensorData::UInt8(words::<4>(bytes).map(|w| w[0]).collect()),
+        DType::Block(format) => {
+            return Err(Error::internal(format!(
+                "a {} tensor cannot be read back (only parameters have block formats)",
+                format.name()
+            )));
+        }
     };
     Tensor::new(shape, data).map_err(|e| {
         Error::internal(format!(

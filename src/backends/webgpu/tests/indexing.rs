@@ -139,6 +139,7 @@ fn tensor_of(dtype: DType, values: &[f64]) -> Tensor {
         DType::I32 => TensorData::Int32(values.iter().map(|&v| v as i32).collect()),
         DType::I64 => TensorData::Int64(values.iter().map(|&v| v as i64).collect()),
         DType::U8 => TensorData::UInt8(values.iter().map(|&v| v as u8).collect()),
+        DType::Block(_) => unreachable!("dense dtypes only"),
     };
     Tensor::new(vec![values.len()], data).unwrap()
 }
@@ -153,6 +154,7 @@ fn cast_reference(from: &Tensor, to: DType) -> TensorData {
                 DType::I32 => TensorData::Int32($v.iter().map(|&x| x as i32).collect()),
                 DType::I64 => TensorData::Int64($v.iter().map(|&x| x as i64).collect()),
                 DType::U8 => TensorData::UInt8($v.iter().map(|&x| x as u8).collect()),
+                DType::Block(_) => unreachable!("dense dtypes only"),
             }
         };
     }
@@ -172,6 +174,7 @@ fn cast_reference(from: &Tensor, to: DType) -> TensorData {
         ),
         DType::I64 => TensorData::Int64(ints),
         DType::U8 => TensorData::UInt8(ints.iter().map(|&x| x.clamp(0, 255) as u8).collect()),
+        DType::Block(_) => unreachable!("dense dtypes only"),
     }
 }
 
@@ -225,6 +228,7 @@ fn cast_saturates_for_every_dtype_pair() {
             )
             .unwrap(),
             DType::U8 => Tensor::new(vec![4], TensorData::UInt8(vec![0, 1, 128, 255])).unwrap(),
+            DType::Block(_) => unreachable!("dense dtypes only"),
         };
         let n = input.numel();
         for to in dtypes {

@@ -17,6 +17,7 @@ fn iota(dtype: DType, shape: &[usize], salt: i64) -> Tensor {
         DType::I32 => TensorData::Int32((0..n).map(|i| -(value(i) as i32)).collect()),
         DType::I64 => TensorData::Int64((0..n).map(|i| value(i) * (1 << 33) - 5).collect()),
         DType::U8 => TensorData::UInt8((0..n).map(|i| (value(i) % 251) as u8).collect()),
+        DType::Block(_) => unreachable!("dense dtypes only"),
     };
     Tensor::new(shape.to_vec(), data).unwrap()
 }

@@ -29,7 +29,9 @@ pub use types::{GGML_TYPES, GgmlType, ggml_type, ggml_type_by_name};
 use crate::error::Status;
 use crate::params::formats::cursor::RangeCursor;
 use crate::params::formats::{Format, MAX_HEADER_BYTES, align_up, known_size};
-use crate::params::{EntryStorage, IndexEntry, ParameterIndex, RangeRead, StatusResult};
+use crate::params::{
+    EntryStorage, IndexEntry, ParameterIndex, RangeRead, ShapeOrder, StatusResult,
+};
 use std::collections::HashSet;
 
 /// `"GGUF"` read as a little-endian `u32`.
@@ -160,7 +162,8 @@ async fn parse_with<R: RangeRead + ?Sized>(
         alignment,
         data_start,
         metadata,
-        index: ParameterIndex::new(entries, Some(size)),
+        index: ParameterIndex::new(entries, Some(size))
+            .with_shape_order(ShapeOrder::InnermostFirst),
     })
 }
 

@@ -438,13 +438,7 @@ impl ParameterProvider for HttpProvider {
     }
 
     fn describe(&self, scope: &str, key: &str) -> Option<ParameterInfo> {
-        let remote = self.scope(scope)?;
-        let entry = remote.index.get(key)?;
-        Some(ParameterInfo {
-            length: entry.length,
-            dtype: entry.dtype.clone(),
-            shape: entry.shape.clone(),
-        })
+        self.scope(scope)?.index.info(key)
     }
 
     fn load<'a>(
