@@ -34,8 +34,7 @@ pub struct Linear {
 /// Whether `dtype` is a weight dtype `linear` (and `gather`'s table) accepts: f32 or a block
 /// format.
 pub fn is_weight_dtype(dtype: DType) -> bool {
-    // TODO(merge): `|| dtype.is_block()` once DType::Block lands.
-    dtype == DType::F32
+    dtype == DType::F32 || dtype.is_block()
 }
 
 impl OpDef for Linear {

@@ -1,16 +1,17 @@
 //! The linear layer (`x @ W^T + bias` with W `[N, K]` in f32 or a ggml block format): by hand,
 //! f32 weights on random shapes that are not multiples of any workgroup tile (both GEMV and
-//! tiled paths, rows past one staging pass) against f64, and hostile programs refused.
+//! tiled paths, rows past one staging pass) against f64, every block format against gguf-py
+//! fixtures (tests/fixtures/linear), and hostile programs and weights refused.
 //!
 //! Tolerance of the random cases: `|got - want| <= 5e-5 * sum_k |w_nk x_mk| + 1e-6` (f32
 //! accumulation in any order stays far inside it; a wrong element is off by a whole term).
 
-use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor};
+use crate::common::harness::{Model, SCOPE, SuiteConfig, assert_error, dims, f32_tensor};
 use crate::common::rng::Rng;
 use crate::op_case;
 use std::sync::Arc;
 use webdelegate::program::ops::Linear;
-use webdelegate::program::{DType, Op, ProgramBuilder, TensorId};
+use webdelegate::program::{BlockFormat, DType, Op, ProgramBuilder, TensorId};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
 use webdelegate::{ErrorCode, Tensor};
 
@@ -178,5 +179,167 @@ pub async fn linear_refuses_bad_programs(backend: SharedBackend, _config: SuiteC
             &["linear", part],
         );
     }
+}
+}
+
+/// A block-format parameter `name` (also its key) of `shape` holding `bytes`, described to the
+/// provider with ggml's type name.
+fn block_param(
+    m: &mut Model,
+    name: &str,
+    format: BlockFormat,
+    shape: &[usize],
+    bytes: &[u8],
+) -> TensorId {
+    m.provider.insert_described(
+        SCOPE,
+        name,
+        bytes.to_vec(),
+        Some(format.name().into()),
+        Some(shape.iter().map(|&d| d as u64).collect()),
+    );
+    m.b.param(name, DType::Block(format), dims(shape), SCOPE, name)
+}
+
+/// One fixture of scripts/make-linear-fixtures.py: a weight `[n, k]` in `format`, 17 rows of
+/// activations, a bias, and gguf-py + float64 NumPy's product and `sum |w||x|`.
+struct Fixture {
+    name: &'static str,
+    format: BlockFormat,
+    n: usize,
+    k: usize,
+    weight: &'static [u8],
+    x: &'static [u8],
+    bias: &'static [u8],
+    want: &'static [u8],
+    scale: &'static [u8],
+}
+
+macro_rules! fixture {
+    ($name:literal, $format:ident, $n:expr, $k:expr) => {
+        Fixture {
+            name: $name,
+            format: BlockFormat::$format,
+            n: $n,
+            k: $k,
+            weight: include_bytes!(concat!("../../fixtures/linear/", $name, ".weight")),
+            x: include_bytes!(concat!("../../fixtures/linear/", $name, ".x")),
+            bias: include_bytes!(concat!("../../fixtures/linear/", $name, ".bias")),
+            want: include_bytes!(concat!("../../fixtures/linear/", $name, ".want")),
+            scale: include_bytes!(concat!("../../fixtures/linear/", $name, ".scale")),
+        }
+    };
+}
+
+/// Every fixture (tests/fixtures/linear, scripts/make-linear-fixtures.py).
+fn fixtures() -> [Fixture; 9] {
+    [
+        fixture!("F16", F16, 37, 70),
+        fixture!("BF16", BF16, 37, 70),
+        fixture!("Q4_0", Q4_0, 37, 64),
+        fixture!("Q5_0", Q5_0, 37, 64),
+        fixture!("Q8_0", Q8_0, 37, 64),
+        fixture!("Q8_0_long", Q8_0, 9, 4160),
+        fixture!("Q4_K", Q4_K, 13, 512),
+        fixture!("Q5_K", Q5_K, 13, 512),
+        fixture!("Q6_K", Q6_K, 13, 512),
+    ]
+}
+
+fn f32s(bytes: &[u8]) -> Vec<f32> {
+    bytes
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect()
+}
+
+fn f64s(bytes: &[u8]) -> Vec<f64> {
+    bytes
+        .chunks_exact(8)
+        .map(|b| f64::from_le_bytes([b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7]]))
+        .collect()
+}
+
+op_case! {
+/// Every block format against an independent oracle: gguf-py's quantizer and dequantizer plus
+/// a float64 NumPy product (scripts/make-linear-fixtures.py), for `M` 1 (GEMV), 3 and 17
+/// (tiled), with a bias, on shapes off every tile. Tolerance: `5e-5 * sum |w||x| + 1e-6` per
+/// output (the fixture's `scale`).
+pub async fn linear_matches_gguf_py_fixtures(backend: SharedBackend, config: SuiteConfig) {
+    for fixture in fixtures() {
+        let Fixture { name, format, n, k, .. } = fixture;
+        assert_eq!(
+            fixture.weight.len(),
+            format.row_bytes(k as u64).unwrap() as usize * n,
+            "{name}: weight bytes"
+        );
+        let (x, bias) = (f32s(fixture.x), f32s(fixture.bias));
+        let (want, scale) = (f64s(fixture.want), f64s(fixture.scale));
+        assert_eq!((x.len(), bias.len(), want.len()), (17 * k, n, 17 * n), "{name}: sizes");
+        let row_counts: &[usize] = if config.small { &[1, 3] } else { &[1, 3, 17] };
+        for &rows in row_counts {
+            let mut m = Model::new();
+            let xs = m.input("x", &[rows, k]);
+            let weight = block_param(&mut m, "weight", format, &[n, k], fixture.weight);
+            let b = m.param("bias", &[n], &bias);
+            let out = m.b.push(|out| Linear { x: xs, weight, bias: Some(b), out }).unwrap();
+            m.b.output(out);
+            let input = f32_tensor(&[rows, k], x[..rows * k].to_vec());
+            let got = m.run(&backend, vec![input]).await;
+            assert_eq!(got[0].shape(), &[rows, n], "{name}");
+            let data = got[0].as_f32().unwrap();
+            for (i, &g) in data.iter().enumerate() {
+                let error = (f64::from(g) - want[i]).abs();
+                assert!(
+                    error <= LINEAR_TOL * scale[i] + 1e-6,
+                    "{name} M={rows}: out[{}, {}] = {g}, want {} (error {error:e}, scale {})",
+                    i / n,
+                    i % n,
+                    want[i],
+                    scale[i]
+                );
+            }
+        }
+    }
+}
+}
+
+op_case! {
+/// Untrusted weights: a Q8_0 tensor whose file has one byte too few, or says another type or
+/// shape, is refused at init with `InvalidExternalData` naming it; a Q4_K weight with
+/// 640-value rows (not whole 256-value blocks) is an `InvalidProgram`.
+pub async fn linear_refuses_disagreeing_weights(backend: SharedBackend, _config: SuiteConfig) {
+    let fixture = &fixtures()[4];
+    let cases: [(&str, usize, &str, [u64; 2], &str); 3] = [
+        ("short file", fixture.weight.len() - 1, "Q8_0", [37, 64], "bytes"),
+        ("Q5_0 in the file", fixture.weight.len(), "Q5_0", [37, 64], "Q5_0"),
+        ("transposed shape", fixture.weight.len(), "Q8_0", [64, 37], "[64, 37]"),
+    ];
+    for (what, len, file_dtype, file_shape, part) in cases {
+        let mut m = Model::new();
+        let x = m.input("x", &[1, 64]);
+        m.provider.insert_described(
+            SCOPE,
+            "weight",
+            fixture.weight[..len].to_vec(),
+            Some(file_dtype.into()),
+            Some(file_shape.to_vec()),
+        );
+        let weight = m.b.param("weight", DType::Block(BlockFormat::Q8_0), dims(&[37, 64]), SCOPE, "weight");
+        let out = m.b.push(|out| Linear { x, weight, bias: None, out }).unwrap();
+        m.b.output(out);
+        assert_error(what, m.init(&backend).await, ErrorCode::InvalidExternalData, &["weight", part]);
+    }
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[1, 640]));
+    let weight = b.param("weight", DType::Block(BlockFormat::Q4_K), dims(&[4, 640]), SCOPE, "weight");
+    let out = b.tensor("out", DType::F32, dims(&[1, 4]));
+    b.op(Op::Linear(Linear { x, weight, bias: None, out })).output(out);
+    assert_error(
+        "Q4_K rows of 640",
+        init_blob(&backend, &b).await,
+        ErrorCode::InvalidProgram,
+        &["Q4_K", "multiple of 256"],
+    );
 }
 }

@@ -7,7 +7,7 @@
 
 use crate::backends::cpu::fast_math::LANES;
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
-use crate::backends::cpu::values::Values;
+use crate::backends::cpu::values::{Values, ValuesRef};
 use crate::error::{Error, Result};
 use crate::program::TensorId;
 use crate::program::ops::Linear;
@@ -207,7 +207,14 @@ impl CpuOp for Linear {
 /// # Errors
 /// `Internal` for another dtype (validation rules that out).
 pub(crate) fn weight_rows<'f>(f: &'f Frame<'_>, id: TensorId) -> Result<WeightRows<'f>> {
-    Ok(WeightRows::F32(f.f32(id)?))
+    match f.get(id)? {
+        ValuesRef::F32(values) => Ok(WeightRows::F32(values)),
+        ValuesRef::Blocks(format, bytes) => Ok(WeightRows::Blocks(format, bytes)),
+        other => Err(Error::internal(format!(
+            "a weight of {} reached a kernel that decodes f32 or block formats",
+            other.dtype().name()
+        ))),
+    }
 }
 
 #[cfg(test)]

@@ -43,6 +43,7 @@ pub(crate) type WeightFormat = Option<BlockFormat>;
 pub(crate) fn weight_format(dtype: DType, what: &str) -> Result<WeightFormat> {
     match dtype {
         DType::F32 => Ok(None),
+        DType::Block(format) => Ok(Some(format)),
         other => Err(Error::invalid_program(format!(
             "{what}: weight is {}, expected f32 or a block format",
             other.name()
