@@ -11,6 +11,7 @@ mod elementwise;
 mod indexing;
 mod layout;
 mod lifecycle;
+mod linear;
 mod matmul;
 mod planning;
 mod rows;
