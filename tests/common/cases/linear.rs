@@ -343,3 +343,48 @@ pub async fn linear_refuses_disagreeing_weights(backend: SharedBackend, _config:
     );
 }
 }
+
+op_case! {
+/// `gather` from block-format tables (the fixtures' weights as `[V, H]` embeddings: F16 with
+/// rows of 70, not a multiple of the kernel's 8-value units, Q8_0, Q5_0, Q4_K and Q6_K) decodes
+/// the picked rows like `BlockFormat::dequantize` (bit-exact with gguf-py, tests/quant_blocks.rs)
+/// within `1e-6 * max |row| + 1e-7` (a GPU may fuse `d * sc * q - dmin * m`); an id past the
+/// table is `InvalidArgument`.
+pub async fn gather_decodes_block_tables(backend: SharedBackend, _config: SuiteConfig) {
+    use webdelegate::program::ops::Gather;
+    for fixture in fixtures().into_iter().filter(|f| {
+        ["F16", "Q8_0", "Q5_0", "Q4_K", "Q6_K"].contains(&f.name)
+    }) {
+        let Fixture { name, format, n: vocab, k: width, .. } = fixture;
+        let mut table = vec![0.0f32; vocab * width];
+        format.dequantize(fixture.weight, &mut table).unwrap();
+        let ids = [0i64, vocab as i64 - 1, 3, 3, 1, vocab as i64 / 2];
+        let mut m = Model::new();
+        let id_input = m.b.input("ids", DType::I64, dims(&[2, 3]));
+        let t = block_param(&mut m, "table", format, &[vocab, width], fixture.weight);
+        let out = m.b.push(|out| Gather { table: t, ids: id_input, out }).unwrap();
+        m.b.output(out);
+        let got = m.run(&backend, vec![crate::common::harness::i64_tensor(&[2, 3], ids.to_vec())]).await;
+        assert_eq!(got[0].shape(), &[2, 3, width], "{name}");
+        let data = got[0].as_f32().unwrap();
+        for (s, &id) in ids.iter().enumerate() {
+            let row = &table[id as usize * width..(id as usize + 1) * width];
+            let max = row.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+            for (h, (&g, &w)) in data[s * width..(s + 1) * width].iter().zip(row).enumerate() {
+                assert!(
+                    (g - w).abs() <= 1e-6 * max + 1e-7,
+                    "{name}: out[{s}, {h}] (row {id}) = {g}, want {w}"
+                );
+            }
+        }
+        let mut delegate = m.init(&backend).await.unwrap();
+        let bad = crate::common::harness::i64_tensor(&[2, 3], vec![0, 0, vocab as i64, 0, 0, 0]);
+        assert_error(
+            name,
+            crate::common::harness::execute(&mut delegate, vec![bad], 1).await,
+            ErrorCode::InvalidArgument,
+            &[&vocab.to_string()],
+        );
+    }
+}
+}

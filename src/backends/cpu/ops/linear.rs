@@ -48,7 +48,28 @@ impl WeightRows<'_> {
         Ok(())
     }
 
+    /// Row `row` (of `k` values) written into `out` (`k` long): copied, or decoded.
+    ///
+    /// # Errors
+    /// `Internal` for a row out of range or an `out` of the wrong length.
+    pub(crate) fn decode_row_into(&self, row: usize, k: usize, out: &mut [f32]) -> Result<()> {
+        match self {
+            Self::F32(values) => {
+                let values = values
+                    .get(row * k..(row + 1) * k)
+                    .filter(|v| v.len() == out.len())
+                    .ok_or_else(|| Error::internal("table row out of range"))?;
+                out.copy_from_slice(values);
+                Ok(())
+            }
+            Self::Blocks(..) => self.row(row, k, out).map(|_| ()),
+        }
+    }
+
     /// Row `row` (of `k` values) decoded into `out` (`k` long), or borrowed when it is f32.
+    ///
+    /// # Errors
+    /// `Internal` for a row out of range or an `out` of the wrong length.
     pub(crate) fn row<'s>(&'s self, row: usize, k: usize, out: &'s mut [f32]) -> Result<&'s [f32]> {
         match self {
             Self::F32(values) => values
