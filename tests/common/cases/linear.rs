@@ -29,7 +29,7 @@ pub fn check_linear(
     n: usize,
 ) {
     let k = w.len() / n.max(1);
-    let m = if k == 0 { 0 } else { x.len() / k };
+    let m = x.len().checked_div(k).unwrap_or(0);
     let data = got.as_f32().expect("f32 output");
     assert_eq!(data.len(), m * n, "{what}: output length");
     for r in 0..m {

@@ -210,7 +210,7 @@ impl CpuOp for Linear {
         let k = f.last_dim(self.x)?;
         let n = f.last_dim(self.out)?;
         let numel = f.numel(self.out)?;
-        let m = if n == 0 { 0 } else { numel / n };
+        let m = numel.checked_div(n).unwrap_or(0);
         let weight = weight_rows(f, self.weight)?;
         let bias = self.bias.map(|id| f.f32(id)).transpose()?;
         let mut out = cx.scratch.pool.take(numel)?;
