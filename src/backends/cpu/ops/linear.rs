@@ -3,7 +3,9 @@
 //! rules, so values are bit-identical to the reference dequantizer) and each decoded group is
 //! dotted with every activation row, so `M > 1` pays the decode once per weight row. The dots
 //! run four weight rows against one activation row in eight-lane accumulators (simd128 in the
-//! browser, SSE natively: LLVM vectorises the fixed-size lane arrays).
+//! browser, SSE natively: LLVM vectorises the fixed-size lane arrays). One activation row over
+//! Q8_0 (the decode step's lm_head) skips the decode buffer: each block's quants are dotted
+//! with `x` in place and scaled once (`d * sum(q * x)`).
 
 use crate::backends::cpu::fast_math::LANES;
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
@@ -120,6 +122,18 @@ pub(crate) fn linear(
     if n == 0 {
         return Ok(());
     }
+    if let (1, true, WeightRows::Blocks(BlockFormat::Q8_0, bytes)) = (m, k > 0, weight) {
+        // Decode (one activation row): no row to reuse, so dot the blocks in place.
+        let row_bytes = bytes.len() / n;
+        for (c, (o, row)) in out
+            .iter_mut()
+            .zip(bytes.chunks_exact(row_bytes))
+            .enumerate()
+        {
+            *o = dot_q8_0(row, x) + bias.map_or(0.0, |b| b[c]);
+        }
+        return Ok(());
+    }
     if k == 0 {
         for row in out.chunks_exact_mut(n) {
             for (c, o) in row.iter_mut().enumerate() {
@@ -152,6 +166,25 @@ pub(crate) fn linear(
         n0 += rows;
     }
     Ok(())
+}
+
+/// One Q8_0 row dotted with `x` without decoding it to memory: per block `d * sum(q * x)`
+/// (the values `quant` decodes, `q * d`, associated differently), eight lanes.
+fn dot_q8_0(row: &[u8], x: &[f32]) -> f32 {
+    let mut lanes = [0.0f32; LANES];
+    for (block, xb) in row.chunks_exact(34).zip(x.chunks_exact(32)) {
+        let d = half::f16::from_bits(u16::from_le_bytes([block[0], block[1]])).to_f32();
+        let mut acc = [0.0f32; LANES];
+        for (q8, x8) in block[2..34].chunks_exact(LANES).zip(xb.chunks_exact(LANES)) {
+            for l in 0..LANES {
+                acc[l] += f32::from(q8[l] as i8) * x8[l];
+            }
+        }
+        for l in 0..LANES {
+            lanes[l] += d * acc[l];
+        }
+    }
+    lanes.iter().sum()
 }
 
 /// `w . x` in eight lanes.
