@@ -14,6 +14,7 @@ mod concat;
 mod gather;
 mod l2_normalize;
 mod layer_norm;
+mod linear;
 mod matmul;
 mod mean_pool;
 mod permute;
@@ -33,6 +34,7 @@ pub use concat::Concat;
 pub use gather::Gather;
 pub use l2_normalize::L2Normalize;
 pub use layer_norm::LayerNorm;
+pub use linear::{Linear, is_weight_dtype};
 pub use matmul::MatMul;
 pub use mean_pool::MeanPool;
 pub use permute::Permute;
@@ -72,6 +74,7 @@ macro_rules! with_op_list {
             L2Normalize,
             RmsNorm,
             Attention,
+            Linear,
         }
     };
 }

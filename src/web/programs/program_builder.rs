@@ -309,6 +309,21 @@ impl JsProgramBuilder {
         js(self.inner.push(op))
     }
 
+    /// A linear layer `x @ weight^T (+ bias)`: `x` f32 `[..., K]`, `weight` `[N, K]` (f32 or a
+    /// block format such as `"q8_0"`, decoded in the kernel), `bias` an optional f32 `[N]`.
+    pub fn linear(&mut self, x: f64, weight: f64, bias: Option<f64>) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        let weight = js(tensor_arg(weight, "weight"))?;
+        let bias = js(bias.map(|v| tensor_arg(v, "bias")).transpose())?;
+        let op = |out| crate::program::ops::Linear {
+            x,
+            weight,
+            bias,
+            out,
+        };
+        js(self.inner.push(op))
+    }
+
     /// Softmax over the last dim of `x` (plus an additive `mask`).
     pub fn softmax(&mut self, x: f64, mask: Option<f64>) -> JsResult<u32> {
         let mask = js(mask.map(|v| tensor_arg(v, "mask")).transpose())?;

@@ -8,6 +8,7 @@ mod attention;
 mod elementwise;
 mod layout;
 mod lifecycle;
+mod linear;
 mod matmul;
 mod model;
 mod normalize;

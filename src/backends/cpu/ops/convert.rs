@@ -4,6 +4,7 @@
 //! becomes 0; integer -> integer saturates; anything -> f32 rounds to nearest.
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
+use crate::backends::cpu::ops::linear::{WeightRows, weight_rows};
 use crate::backends::cpu::values::{Values, ValuesRef, filled};
 use crate::error::{Error, Result};
 use crate::program::ops::{Cast, Gather, Range};
@@ -125,12 +126,12 @@ pub fn range(len: usize, dtype: DType) -> Result<Values> {
 /// `InvalidArgument` naming the first id outside `0..vocab` (before anything is written);
 /// `Internal` when lengths disagree.
 pub fn gather(
-    table: &[f32],
+    table: WeightRows<'_>,
     [vocab, width]: [usize; 2],
     ids: ValuesRef<'_>,
     out: &mut [f32],
 ) -> Result<()> {
-    if out.len() != ids.len() * width || table.len() != vocab * width {
+    if out.len() != ids.len() * width || table.check(vocab, width).is_err() {
         return Err(Error::internal("gather operands disagree in length"));
     }
     let rows: Vec<usize> = match ids {
@@ -147,7 +148,7 @@ pub fn gather(
         return Ok(());
     }
     for (row, target) in rows.into_iter().zip(out.chunks_exact_mut(width)) {
-        target.copy_from_slice(&table[row * width..(row + 1) * width]);
+        table.decode_row_into(row, width, target)?;
     }
     Ok(())
 }
@@ -174,7 +175,7 @@ impl CpuOp for Gather {
             _ => return Err(Error::internal("gather table is not 2-D")),
         };
         cx.f32_result(self.out, |f, o| {
-            gather(f.f32(self.table)?, dims, f.get(self.ids)?, o)
+            gather(weight_rows(f, self.table)?, dims, f.get(self.ids)?, o)
         })
     }
 }
@@ -200,13 +201,34 @@ mod tests {
     #[test]
     fn gather_checks_ids_even_for_empty_rows() {
         let mut out = [];
-        gather(&[], [5, 0], ValuesRef::I64(&[0, 4]), &mut out).unwrap();
-        let error = gather(&[], [5, 0], ValuesRef::I64(&[5]), &mut out).unwrap_err();
+        gather(
+            WeightRows::F32(&[]),
+            [5, 0],
+            ValuesRef::I64(&[0, 4]),
+            &mut out,
+        )
+        .unwrap();
+        let error =
+            gather(WeightRows::F32(&[]), [5, 0], ValuesRef::I64(&[5]), &mut out).unwrap_err();
         assert_eq!(error.code(), crate::error::ErrorCode::InvalidArgument);
         let mut out = [0.0; 2];
-        let error = gather(&[1.0, 2.0], [1, 2], ValuesRef::I32(&[-1]), &mut out).unwrap_err();
+        let error = gather(
+            WeightRows::F32(&[1.0, 2.0]),
+            [1, 2],
+            ValuesRef::I32(&[-1]),
+            &mut out,
+        )
+        .unwrap_err();
         assert!(error.message().contains("id -1 at position 0"), "{error}");
-        assert!(gather(&[1.0], [1, 2], ValuesRef::I32(&[0]), &mut out).is_err());
+        assert!(
+            gather(
+                WeightRows::F32(&[1.0]),
+                [1, 2],
+                ValuesRef::I32(&[0]),
+                &mut out
+            )
+            .is_err()
+        );
     }
 
     #[test]

@@ -8,6 +8,7 @@ pub(crate) mod elementwise;
 mod l2_normalize;
 mod layer_norm;
 mod layout;
+pub(crate) mod linear;
 mod matmul;
 mod mean_pool;
 mod rms_norm;

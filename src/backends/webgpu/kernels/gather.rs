@@ -2,6 +2,9 @@
 //! is dispatched (see `execute.rs`); ids computed on the GPU are checked by the kernel, which
 //! never reads out of bounds and raises the op's tag in the status word instead.
 
+use crate::backends::webgpu::kernels::linear::{
+    WeightFormat, decode_library, decoder, row_bytes, weight_format,
+};
 use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
@@ -11,6 +14,7 @@ use crate::program::ops::Gather;
 use crate::program::{DType, TensorDecl, TensorId};
 
 const GATHER: &str = include_str!("gather.wgsl");
+const GATHER_BLOCKS: &str = include_str!("gather_blocks.wgsl");
 
 /// Embedding gather kernel with ids of the given dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -19,6 +23,9 @@ pub(crate) struct GatherKey {
     pub ids: DType,
     /// Invocations per workgroup.
     pub wg: u32,
+    /// The table's block format (`None`: f32, one thread per value; else one thread per 8
+    /// values decoded with `linear_decode.wgsl`).
+    pub table: WeightFormat,
 }
 
 impl Kernel for GatherKey {
@@ -45,7 +52,13 @@ impl Kernel for GatherKey {
                 "    let w = ids[s];\n    return vec2<u32>(w, u32(w < p.head.z));"
             }
         };
-        with_wg(GATHER, self.wg)
+        let template = match self.table {
+            None => GATHER.to_owned(),
+            Some(_) => GATHER_BLOCKS
+                .replace("{{DECODE_LIB}}", decode_library())
+                .replace("{{DECODE}}", decoder(self.table)),
+        };
+        with_wg(&template, self.wg)
             .replace("{{IDS}}", self.ids.name())
             .replace("{{ID_LOAD}}", load)
     }
@@ -53,15 +66,25 @@ impl Kernel for GatherKey {
 
 impl GpuOp for Gather {
     fn dispatches(&self, ctx: &PlanContext<'_>, index: usize) -> Result<Vec<Dispatch>> {
-        ctx.require_f32(&[self.table, self.out])?;
+        ctx.require_f32(&[self.out])?;
         gather(ctx, index + 1, self.table, self.ids, self.out)
     }
 
     fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         let wg = config.workgroup_size;
+        let table = tensors
+            .get(self.table as usize)
+            .and_then(|t| weight_format(t.dtype, "gather").ok());
         tensors
             .get(self.ids as usize)
-            .map(|ids| KernelKey::new(GatherKey { ids: ids.dtype, wg }))
+            .zip(table)
+            .map(|(ids, table)| {
+                KernelKey::new(GatherKey {
+                    ids: ids.dtype,
+                    wg,
+                    table,
+                })
+            })
             .into_iter()
             .collect()
     }
@@ -99,23 +122,47 @@ fn gather(
             ctx.shape(out)?
         )));
     }
+    let format = weight_format(ctx.dtype(table)?, "gather")?;
     let n = ctx.numel(out)?;
-    let Some(workgroups) = ctx.grid_for_threads(n)? else {
+    let (threads, uniforms) = match format {
+        None => (
+            n,
+            Uniforms::new().vec4([
+                to_u32(n, "element count")?,
+                to_u32(hidden, "embedding width")?,
+                to_u32(vocab, "vocabulary size")?,
+                to_u32(tag, "op tag")?,
+            ]),
+        ),
+        Some(_) => {
+            let row_bytes = row_bytes(format, hidden, "gather")?;
+            // Table byte offsets must fit the kernel's u32 arithmetic.
+            to_u32(vocab.saturating_mul(row_bytes as usize), "table bytes")?;
+            let per_row = hidden.div_ceil(8);
+            let units = ctx.numel(ids)? * per_row;
+            (
+                units,
+                Uniforms::new()
+                    .vec4([
+                        to_u32(units, "element count")?,
+                        to_u32(per_row, "embedding width")?,
+                        to_u32(vocab, "vocabulary size")?,
+                        to_u32(tag, "op tag")?,
+                    ])
+                    .vec4([0, 0, to_u32(hidden, "embedding width")?, row_bytes]),
+            )
+        }
+    };
+    let Some(workgroups) = ctx.grid_for_threads(threads)? else {
         return Ok(Vec::new());
     };
     Ok(vec![Dispatch {
         key: KernelKey::new(GatherKey {
             ids: ids_dtype,
             wg: ctx.config.workgroup_size,
+            table: format,
         }),
-        uniforms: Uniforms::new()
-            .vec4([
-                to_u32(n, "element count")?,
-                to_u32(hidden, "embedding width")?,
-                to_u32(vocab, "vocabulary size")?,
-                to_u32(tag, "op tag")?,
-            ])
-            .finish(),
+        uniforms: uniforms.finish(),
         bindings: vec![
             Binding::Tensor(table),
             Binding::Tensor(ids),

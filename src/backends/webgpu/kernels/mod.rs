@@ -23,6 +23,7 @@ pub(crate) mod convert;
 pub(crate) mod elementwise;
 pub(crate) mod gather;
 pub(crate) mod layout;
+pub(crate) mod linear;
 pub(crate) mod matmul;
 pub(crate) mod patch;
 pub(crate) mod pool;

@@ -87,7 +87,10 @@ impl Placements<'_> {
             }
         };
         // Empty tensors still bind one word (never read: their kernels have no elements).
-        let size = bytes.max(4).min(buffer.allocated().saturating_sub(offset));
+        let size = bytes
+            .max(4)
+            .next_multiple_of(4)
+            .min(buffer.allocated().saturating_sub(offset));
         if size < 4 {
             return Err(Error::internal(format!(
                 "cannot bind {binding:?}: no bytes at its offset"

@@ -194,13 +194,16 @@ async fn place(
         .read(span.offset, span.length)
         .await
         .map_err(|s| status_error(&s, &format!("reading parameter {key:?}")))?;
-    let words: Vec<u8> = if dtype == DType::U8 {
+    let mut words: Vec<u8> = if dtype == DType::U8 {
         host.iter()
             .flat_map(|&b| u32::from(b).to_le_bytes())
             .collect()
     } else {
         host
     };
+    // A block format's bytes need not fill whole words (one Q8_0 block is 34 bytes): pad to 4
+    // (GPU writes and storage bindings are whole words).
+    words.resize(words.len().next_multiple_of(4), 0);
     let buffer = new_param_buffer(ctx, words.len() as u64, key)?;
     crate::params::ParameterBuffer::write(&buffer, 0, &words)
         .map_err(|s| status_error(&s, &format!("uploading parameter {key:?}")))?;

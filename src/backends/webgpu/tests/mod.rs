@@ -12,6 +12,7 @@ mod indexing;
 mod layout;
 mod lifecycle;
 mod limits;
+mod linear;
 mod matmul;
 mod planning;
 mod rows;

@@ -1,0 +1,309 @@
+//! `Linear` on the GPU: f32 or block-format weights decoded inside the kernels
+//! (`linear_decode.wgsl`), two paths chosen by the number of activation rows `M`:
+//! - **GEMV** (`linear_gemv.wgsl`, `M == 1`, decode): memory-bound, so each weight byte is read
+//!   once: a workgroup of 256 threads computes 16 output rows, 16 threads per row striding over
+//!   the row's 8-value units, the activation row staged in workgroup memory (2048 values per
+//!   pass), a plain workgroup reduction (no subgroups: SwiftShader has none).
+//! - **Tiled** (`linear_tiled.wgsl`, `M > 1`, prefill): 32 x 32 output tiles of 8 x 8 threads;
+//!   each K step of 32 decodes a 32 x 32 weight tile once into workgroup memory and reuses it for
+//!   all 32 activation rows of the tile.
+//!
+//! The weight is bound as `array<u32>` over its raw bytes (a block format's bytes as the file
+//! has them; the buffer is padded to a multiple of 4 bytes).
+
+use crate::backends::webgpu::kernels::{
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
+    to_u32,
+};
+use crate::error::{Error, Result};
+use crate::program::ops::Linear;
+use crate::program::{DType, TensorDecl};
+use crate::quant::BlockFormat;
+
+const DECODE: &str = include_str!("linear_decode.wgsl");
+const GEMV: &str = include_str!("linear_gemv.wgsl");
+const TILED: &str = include_str!("linear_tiled.wgsl");
+
+/// Threads per output row of the GEMV.
+const GEMV_TPR: u32 = 16;
+/// Output rows per GEMV workgroup.
+const GEMV_ROWS: u32 = 16;
+/// Activations staged per GEMV pass (a multiple of 256, the largest block).
+const GEMV_KC: u32 = 2048;
+/// Tiled path: threads x, threads y, rows per thread (4 columns per thread).
+const TILED_GEOMETRY: (u32, u32, u32) = (8, 8, 4);
+
+/// How a weight is stored: f32 (`None`) or a block format.
+pub(crate) type WeightFormat = Option<BlockFormat>;
+
+/// The weight format of a dtype, or `None` inside `Ok` for f32.
+///
+/// # Errors
+/// `InvalidProgram` for a dtype that is not a weight dtype.
+pub(crate) fn weight_format(dtype: DType, what: &str) -> Result<WeightFormat> {
+    match dtype {
+        DType::F32 => Ok(None),
+        DType::Block(format) => Ok(Some(format)),
+        other => Err(Error::invalid_program(format!(
+            "{what}: weight is {}, expected f32 or a block format",
+            other.name()
+        ))),
+    }
+}
+
+/// Bytes of one weight row of `k` values.
+///
+/// # Errors
+/// `InvalidProgram` when `k` is not a whole number of blocks; `OutOfResources` over u32.
+pub(crate) fn row_bytes(format: WeightFormat, k: usize, what: &str) -> Result<u32> {
+    let bytes = match format {
+        None => Some(k as u64 * 4),
+        Some(format) => format.row_bytes(k as u64),
+    }
+    .ok_or_else(|| {
+        Error::invalid_program(format!(
+            "{what}: rows of {k} values are not whole {} blocks",
+            format.map_or("f32", BlockFormat::name)
+        ))
+    })?;
+    to_u32(bytes as usize, "weight row bytes")
+}
+
+/// The WGSL name of the decoder of `format`.
+pub(crate) const fn decoder(format: WeightFormat) -> &'static str {
+    match format {
+        None => "decode8_f32",
+        Some(BlockFormat::F16) => "decode8_f16",
+        Some(BlockFormat::BF16) => "decode8_bf16",
+        Some(BlockFormat::Q4_0) => "decode8_q4_0",
+        Some(BlockFormat::Q5_0) => "decode8_q5_0",
+        Some(BlockFormat::Q8_0) => "decode8_q8_0",
+        Some(BlockFormat::Q4_K) => "decode8_q4_k",
+        Some(BlockFormat::Q5_K) => "decode8_q5_k",
+        Some(BlockFormat::Q6_K) => "decode8_q6_k",
+    }
+}
+
+/// The decoding helpers every kernel over weights includes (binding `w` and `p.dims.z` = K).
+pub(crate) const fn decode_library() -> &'static str {
+    DECODE
+}
+
+/// Which of the two linear kernels.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum LinearPath {
+    /// One workgroup column per activation row (`M == 1`).
+    Gemv,
+    /// Output tiles (`M > 1`).
+    Tiled,
+}
+
+/// A linear kernel: its path, the weight format it decodes, and whether a bias is bound.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LinearKey {
+    /// GEMV or tiled.
+    pub path: LinearPath,
+    /// The weight's storage.
+    pub format: WeightFormat,
+    /// Whether a bias is bound (binding 4).
+    pub bias: bool,
+}
+
+impl Kernel for LinearKey {
+    fn storage_bindings(&self) -> u32 {
+        3 + u32::from(self.bias)
+    }
+
+    fn invocations(&self) -> u32 {
+        match self.path {
+            LinearPath::Gemv => GEMV_TPR * GEMV_ROWS,
+            LinearPath::Tiled => TILED_GEOMETRY.0 * TILED_GEOMETRY.1,
+        }
+    }
+
+    fn workgroup_storage_bytes(&self) -> u32 {
+        match self.path {
+            LinearPath::Gemv => 4 * (GEMV_KC + GEMV_TPR * GEMV_ROWS),
+            LinearPath::Tiled => {
+                let (wgx, wgy, rm) = TILED_GEOMETRY;
+                4 * (wgy * rm * 32 + 32 * wgx * 4)
+            }
+        }
+    }
+
+    fn body(&self) -> String {
+        let (bias_decl, bias_add) = if self.bias {
+            (
+                "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
+                match self.path {
+                    LinearPath::Gemv => " + bias[row]",
+                    LinearPath::Tiled => " + bias[gn]",
+                },
+            )
+        } else {
+            ("", "")
+        };
+        let (wgx, wgy, rm) = TILED_GEOMETRY;
+        let template = match self.path {
+            LinearPath::Gemv => GEMV,
+            LinearPath::Tiled => TILED,
+        };
+        template
+            .replace("{{DECODE_LIB}}", DECODE)
+            .replace("{{DECODE}}", decoder(self.format))
+            .replace("{{BIAS_DECL}}", bias_decl)
+            .replace("{{BIAS_ADD}}", bias_add)
+            .replace("{{TPR}}", &GEMV_TPR.to_string())
+            .replace("{{ROWS}}", &GEMV_ROWS.to_string())
+            .replace("{{NT}}", &(GEMV_TPR * GEMV_ROWS).to_string())
+            .replace("{{KC}}", &GEMV_KC.to_string())
+            .replace("{{KC4}}", &(GEMV_KC / 4).to_string())
+            .replace("{{WGX}}", &wgx.to_string())
+            .replace("{{WGY}}", &wgy.to_string())
+            .replace("{{RM}}", &rm.to_string())
+            .replace("{{X_TILE}}", &(wgy * rm * 32).to_string())
+            .replace("{{W_TILE4}}", &(32 * wgx).to_string())
+    }
+}
+
+impl GpuOp for Linear {
+    fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
+        ctx.require_f32(&[self.x, self.out])?;
+        ctx.require_f32(self.bias.as_slice())?;
+        let format = weight_format(ctx.dtype(self.weight)?, "linear")?;
+        let x_shape = ctx.shape(self.x)?;
+        let &[n, k] = ctx.shape(self.weight)? else {
+            return Err(Error::invalid_program(format!(
+                "linear: weight has shape {:?}, expected [N, K]",
+                ctx.shape(self.weight)?
+            )));
+        };
+        if x_shape.last() != Some(&k) {
+            return Err(Error::invalid_program(format!(
+                "linear: x has shape {x_shape:?}, weight rows are {k} long"
+            )));
+        }
+        let m: usize = x_shape[..x_shape.len() - 1].iter().product();
+        let mut expected = x_shape[..x_shape.len() - 1].to_vec();
+        expected.push(n);
+        if ctx.shape(self.out)? != expected.as_slice() {
+            return Err(Error::invalid_program(format!(
+                "linear: out has shape {:?}, expected {expected:?}",
+                ctx.shape(self.out)?
+            )));
+        }
+        if let Some(bias) = self.bias
+            && ctx.shape(bias)? != [n]
+        {
+            return Err(Error::invalid_program(format!(
+                "linear: bias has shape {:?}, expected [{n}]",
+                ctx.shape(bias)?
+            )));
+        }
+        let row_bytes = row_bytes(format, k, "linear")?;
+        // Byte offsets of the weight must fit the kernels' u32 arithmetic.
+        to_u32(n.saturating_mul(row_bytes as usize), "weight bytes")?;
+        if m == 0 || n == 0 {
+            return Ok(Vec::new());
+        }
+        let path = if m == 1 {
+            LinearPath::Gemv
+        } else {
+            LinearPath::Tiled
+        };
+        let workgroups = match path {
+            LinearPath::Gemv => {
+                let Some(mut grid) = grid_1d(n.div_ceil(GEMV_ROWS as usize), ctx.max_workgroups)?
+                else {
+                    return Ok(Vec::new());
+                };
+                grid[2] = to_u32(m, "activation rows")?;
+                grid
+            }
+            LinearPath::Tiled => {
+                let (wgx, wgy, rm) = TILED_GEOMETRY;
+                let groups = [
+                    n.div_ceil((wgx * 4) as usize),
+                    m.div_ceil((wgy * rm) as usize),
+                ];
+                let mut grid = [1u32; 3];
+                for (slot, count) in grid.iter_mut().zip(groups) {
+                    *slot = u32::try_from(count)
+                        .ok()
+                        .filter(|&c| c <= ctx.max_workgroups)
+                        .ok_or_else(|| {
+                            Error::out_of_resources(format!(
+                                "linear [{m} x {k} x {n}] needs {count} workgroups in one \
+                                 dimension; the device allows {}",
+                                ctx.max_workgroups
+                            ))
+                        })?;
+                }
+                grid
+            }
+        };
+        let uniforms = Uniforms::new()
+            .vec4([to_u32(m, "M")?, to_u32(n, "N")?, to_u32(k, "K")?, row_bytes])
+            .finish();
+        let mut bindings = vec![
+            Binding::Tensor(self.x),
+            Binding::Tensor(self.weight),
+            Binding::Tensor(self.out),
+        ];
+        bindings.extend(self.bias.map(Binding::Tensor));
+        Ok(vec![Dispatch {
+            key: KernelKey::new(LinearKey {
+                path,
+                format,
+                bias: self.bias.is_some(),
+            }),
+            uniforms,
+            bindings,
+            workgroups,
+        }])
+    }
+
+    fn kernels(&self, tensors: &[TensorDecl], _config: KernelConfig) -> Vec<KernelKey> {
+        let Some(format) = tensors
+            .get(self.weight as usize)
+            .and_then(|t| weight_format(t.dtype, "linear").ok())
+        else {
+            return Vec::new();
+        };
+        [LinearPath::Gemv, LinearPath::Tiled]
+            .into_iter()
+            .map(|path| {
+                KernelKey::new(LinearKey {
+                    path,
+                    format,
+                    bias: self.bias.is_some(),
+                })
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::backends::webgpu::kernels::source::{source, workgroup_storage_bytes};
+
+    #[test]
+    fn kernels_fit_the_webgpu_minimum_limits() {
+        let formats = std::iter::once(None).chain(BlockFormat::ALL.map(Some));
+        for format in formats {
+            for path in [LinearPath::Gemv, LinearPath::Tiled] {
+                let key = KernelKey::new(LinearKey {
+                    path,
+                    format,
+                    bias: true,
+                });
+                assert!(key.kernel().invocations() <= 256);
+                assert!(workgroup_storage_bytes(&key) <= 16384);
+                let text = source(&key);
+                assert!(!text.contains("{{"), "{key:?}: unreplaced placeholder");
+                assert!(text.contains(decoder(format)));
+            }
+        }
+    }
+}
