@@ -7,6 +7,7 @@
 //! variant index is the wire tag). Each backend derives its own dispatch from the same list
 //! (`with_op_list!(its_macro)`), so adding an op means adding its files and one line here.
 
+mod argmax;
 mod attention;
 mod binary;
 mod cast;
@@ -20,12 +21,15 @@ mod permute;
 mod range;
 mod reshape;
 mod rms_norm;
+mod rope;
+mod sample;
 mod scale;
 mod slice;
 mod softmax;
 pub mod support;
 mod unary;
 
+pub use argmax::{Argmax, order_key};
 pub use attention::Attention;
 pub use binary::{Binary, BinaryOp};
 pub use cast::Cast;
@@ -39,6 +43,8 @@ pub use permute::Permute;
 pub use range::Range;
 pub use reshape::Reshape;
 pub use rms_norm::RmsNorm;
+pub use rope::{Rope, RopeStyle};
+pub use sample::{Sample, SampleKnobs};
 pub use scale::Scale;
 pub use slice::Slice;
 pub use softmax::Softmax;
@@ -72,6 +78,9 @@ macro_rules! with_op_list {
             L2Normalize,
             RmsNorm,
             Attention,
+            Rope,
+            Argmax,
+            Sample,
         }
     };
 }
