@@ -39,7 +39,7 @@ struct Params {
 // [-pi/4, pi/4], then the quadrant q mod 4 (the CPU's fast_math::sin_cos).
 fn sin_cos(t: f32) -> vec2<f32> {
     let q = floor(t * 0.63661977236758134 + 0.5);
-    let r = ((t - q * 1.5703125) - q * 4.837513e-4) - q * 7.54979e-8;
+    let r = clamp(((t - q * 1.5703125) - q * 4.837513e-4) - q * 7.54979e-8, -0.8, 0.8);
     let z = r * r;
     let s = r + r * z * (-1.6666655e-1 + z * (8.332161e-3 + z * -1.9515296e-4));
     let c = 1.0 - 0.5 * z + z * z * (4.1666646e-2 + z * (-1.3887316e-3 + z * 2.4433157e-5));
