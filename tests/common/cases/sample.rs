@@ -5,7 +5,7 @@
 //! interval must contain `u`; the seeded RNG's reproducibility; hostile programs refused.
 
 use crate::common::cases::argmax::reference_row;
-use crate::common::harness::{Model, SuiteConfig, assert_error, assert_exact, dims, f32_tensor};
+use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor};
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;

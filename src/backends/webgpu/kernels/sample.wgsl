@@ -112,8 +112,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var mask = 0u;
     var remaining = k;
     var ties = 0u;
-    for (var pass = 0u; pass < 4u; pass = pass + 1u) {
-        let shift = 24u - 8u * pass;
+    for (var round = 0u; round < 4u; round = round + 1u) {
+        let shift = 24u - 8u * round;
         for (var b = lid; b < 256u; b = b + {{WG}}u) {
             atomicStore(&hist[b], 0u);
         }
@@ -145,8 +145,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         var index_prefix = 0u;
         var index_mask = 0u;
         var rank = remaining;
-        for (var pass = 0u; pass < passes; pass = pass + 1u) {
-            let shift = 8u * (passes - 1u - pass);
+        for (var round = 0u; round < passes; round = round + 1u) {
+            let shift = 8u * (passes - 1u - round);
             for (var b = lid; b < 256u; b = b + {{WG}}u) {
                 atomicStore(&hist[b], 0u);
             }
@@ -256,12 +256,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 }
             }
         }
-        let target = u * mass;
+        let goal = u * mass;
         var running = 0.0;
         var chosen = cand_index[kept - 1u];
         for (var j = 0u; j < kept; j = j + 1u) {
             running = running + bitcast<f32>(cand_key[j]);
-            if (running > target) {
+            if (running > goal) {
                 chosen = cand_index[j];
                 break;
             }
