@@ -81,7 +81,7 @@ pub fn sigmoid(t: f32) -> f32 {
 /// +-12, beyond which the sigmoid is saturated.
 #[inline(always)]
 pub fn gelu_tanh(x: f32) -> f32 {
-    const SQRT_2_OVER_PI: f32 = 0.797_884_56;
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
     let c = x.clamp(-12.0, 12.0);
     let s = sigmoid(2.0 * SQRT_2_OVER_PI * c * (1.0 + 0.044_715 * c * c));
     if x < -12.0 { -0.0 } else { x * s }

@@ -70,7 +70,7 @@ impl SampleKnobs {
             Sample::K_MAX
         };
         let k = k.min(vocab.max(1));
-        let greedy = !(temperature > 0.0);
+        let greedy = temperature.is_nan() || temperature <= 0.0;
         let u = if u > 0.0 { u.min(1.0) } else { 0.0 };
         Self {
             temperature: if greedy { 1.0 } else { temperature },

@@ -190,12 +190,24 @@ async fn init_blob(
     .await
 }
 
+/// A hostile rope: what, x shape, positions dtype, positions length, dims, base, and the
+/// word its error must name.
+type BadRope = (
+    &'static str,
+    &'static [usize],
+    DType,
+    usize,
+    u32,
+    f32,
+    &'static str,
+);
+
 op_case! {
 /// Odd, zero or too many rotary dims, a non-positive or NaN base, i64 or mis-sized positions
 /// and a rank-2 `x`: `InvalidArgument` from the builder, `InvalidProgram` at init, the message
 /// naming the op and the attribute or operand.
 pub async fn rope_refuses_bad_programs(backend: SharedBackend, _config: SuiteConfig) {
-    let cases: [(&str, &[usize], DType, usize, u32, f32, &str); 8] = [
+    let cases: [BadRope; 8] = [
         ("odd dims", &[3, 2, 8], DType::I32, 3, 5, 1e4, "dims"),
         ("zero dims", &[3, 2, 8], DType::I32, 3, 0, 1e4, "dims"),
         ("dims > D", &[3, 2, 8], DType::I32, 3, 10, 1e4, "dims"),

@@ -245,11 +245,22 @@ async fn init_blob(
     .await
 }
 
+/// A hostile sample: what, logits dtype and shape, knobs dtype and shape, and the word its
+/// error must name.
+type BadSample = (
+    &'static str,
+    DType,
+    &'static [usize],
+    DType,
+    &'static [usize],
+    &'static str,
+);
+
 op_case! {
 /// i32 logits, rank-1 logits, knobs `[R, 3]` or for other rows, i32 knobs: refused naming the
 /// operand; an f32 `out` is refused at init.
 pub async fn sample_refuses_bad_programs(backend: SharedBackend, _config: SuiteConfig) {
-    let cases: [(&str, DType, &[usize], DType, &[usize], &str); 5] = [
+    let cases: [BadSample; 5] = [
         ("i32 logits", DType::I32, &[2, 8], DType::F32, &[2, 4], "logits"),
         ("rank-1 logits", DType::F32, &[8], DType::F32, &[1, 4], "logits"),
         ("knobs [2, 3]", DType::F32, &[2, 8], DType::F32, &[2, 3], "knobs"),

@@ -71,7 +71,7 @@ pub(crate) fn sample_row(row: &[f32], raw: [f32; 4]) -> Result<i32> {
             let d = (row[i as usize] - top) / knobs.temperature;
             if j == 0 {
                 1.0
-            } else if keys[i as usize] == negative_infinity || !(d >= -87.0) {
+            } else if keys[i as usize] == negative_infinity || d.is_nan() || d < -87.0 {
                 0.0
             } else {
                 fast_math::exp(d)

@@ -146,17 +146,17 @@ impl GpuOp for Rope {
                 ctx.shape(self.positions)?
             )));
         }
-        let inverse = self.inverse_frequencies();
-        if inverse.len() > MAX_PAIRS {
+        if self.dims as usize / 2 > MAX_PAIRS {
             return Err(Error::not_supported(format!(
                 "rope: dims = {} exceeds the WebGPU kernel's {} rotary dims",
                 self.dims,
                 2 * MAX_PAIRS
             )));
         }
-        if 2 * inverse.len() > head_dim {
+        if self.dims as usize > head_dim {
             return Err(Error::invalid_program("rope: dims exceed the head dim"));
         }
+        let inverse = self.inverse_frequencies();
         let Some(workgroups) = ctx.grid_for_threads(n)? else {
             return Ok(Vec::new());
         };
