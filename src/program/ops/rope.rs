@@ -43,8 +43,8 @@ impl RopeStyle {
 /// How the angle is computed (both backends, f32): the inverse frequencies
 /// `base^(-2i / dims)` are computed once in f64 and rounded to f32
 /// ([`Rope::inverse_frequencies`]); `theta = f32(p) * inv_freq[i]`, one f32 rounding;
-/// then `sin`/`cos` after a Cody-Waite reduction by `pi / 2`, each within ~1e-7 of the true
-/// values of that f32 angle. So the angle is within `~1.2e-7 * |theta|` (two roundings) of the
+/// then `sin`/`cos` after a Cody-Waite reduction by `pi / 2`, each within 2.5e-7 of the true
+/// values of that f32 angle (for `|theta| <= 1e5`; beyond, finite and within `[-1, 1]`). So the angle is within `~1.2e-7 * |theta|` (two roundings) of the
 /// exact `p * base^(-2i/dims)`: the error grows with the position (at `p = 4096` up to
 /// ~5e-4 rad on the fastest pairs), as in every f32 RoPE. llama.cpp instead forms
 /// `theta_i = p * theta_scale^i` by repeated f32 multiplication (`i` roundings, so up to

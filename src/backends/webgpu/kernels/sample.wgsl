@@ -118,11 +118,24 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
             atomicStore(&hist[b], 0u);
         }
         workgroupBarrier();
+        // Runs of one bin are counted locally first: most logits share the top key byte,
+        // and one atomic per element on one address would serialise the whole row.
+        var run_bin = 0u;
+        var run_count = 0u;
         for (var j = lid; j < v; j = j + {{WG}}u) {
             let kj = order_key(logits[base + j]);
             if ((kj & mask) == prefix) {
-                atomicAdd(&hist[(kj >> shift) & 255u], 1u);
+                let bin = (kj >> shift) & 255u;
+                if (run_count > 0u && bin != run_bin) {
+                    atomicAdd(&hist[run_bin], run_count);
+                    run_count = 0u;
+                }
+                run_bin = bin;
+                run_count = run_count + 1u;
             }
+        }
+        if (run_count > 0u) {
+            atomicAdd(&hist[run_bin], run_count);
         }
         workgroupBarrier();
         if (lid == 0u) {
@@ -151,10 +164,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
                 atomicStore(&hist[b], 0u);
             }
             workgroupBarrier();
+            var run_bin = 0u;
+            var run_count = 0u;
             for (var j = lid; j < v; j = j + {{WG}}u) {
                 if ((j & index_mask) == index_prefix && order_key(logits[base + j]) == threshold) {
-                    atomicAdd(&hist[(j >> shift) & 255u], 1u);
+                    let bin = (j >> shift) & 255u;
+                    if (run_count > 0u && bin != run_bin) {
+                        atomicAdd(&hist[run_bin], run_count);
+                        run_count = 0u;
+                    }
+                    run_bin = bin;
+                    run_count = run_count + 1u;
                 }
+            }
+            if (run_count > 0u) {
+                atomicAdd(&hist[run_bin], run_count);
             }
             workgroupBarrier();
             if (lid == 0u) {
