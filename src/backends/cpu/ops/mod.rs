@@ -13,6 +13,7 @@ mod matmul;
 mod mean_pool;
 mod rms_norm;
 mod rope;
+mod sample;
 mod softmax;
 
 use crate::backends::cpu::frame::CpuOp;
