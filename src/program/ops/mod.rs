@@ -204,7 +204,7 @@ mod tests {
         }
     }
 
-    /// The decoder ops take the next indices (16, 17, 18) and the new unary functions the next
+    /// The decoder ops take the next indices after attention (17, 18, 19) and the new unary functions the next
     /// `UnaryOp` tags (3, 4), so blobs made before them keep their bytes.
     #[test]
     fn decoder_ops_take_the_next_tags() {
@@ -218,16 +218,16 @@ mod tests {
         });
         assert_eq!(
             postcard::to_allocvec(&rope).unwrap(),
-            [16, 0, 1, 4, 0, 0, 0, 0x3f, 1, 2]
+            [17, 0, 1, 4, 0, 0, 0, 0x3f, 1, 2]
         );
         let argmax = Op::Argmax(Argmax { x: 3, out: 4 });
-        assert_eq!(postcard::to_allocvec(&argmax).unwrap(), [17, 3, 4]);
+        assert_eq!(postcard::to_allocvec(&argmax).unwrap(), [18, 3, 4]);
         let sample = Op::Sample(Sample {
             logits: 0,
             knobs: 1,
             out: 2,
         });
-        assert_eq!(postcard::to_allocvec(&sample).unwrap(), [18, 0, 1, 2]);
+        assert_eq!(postcard::to_allocvec(&sample).unwrap(), [19, 0, 1, 2]);
         for (op, tag) in [(UnaryOp::GeluTanh, 3), (UnaryOp::Silu, 4)] {
             let unary = Op::Unary(Unary { op, x: 0, out: 1 });
             assert_eq!(postcard::to_allocvec(&unary).unwrap(), [3, tag, 0, 1]);
