@@ -60,6 +60,67 @@ pub fn gelu(x: f32) -> f32 {
     x * phi
 }
 
+/// `1 / (1 + e^-t)` without overflow: `e^-|t|` only (`t` clamped to +-88, where the result
+/// is 0 or 1 to f32 precision already). NaN stays NaN.
+#[inline(always)]
+pub fn sigmoid(t: f32) -> f32 {
+    let e = exp(-t.abs().min(88.0));
+    let s = 1.0 / (1.0 + e);
+    if t >= 0.0 {
+        s
+    } else if t < 0.0 {
+        e * s
+    } else {
+        t
+    }
+}
+
+/// GELU, tanh form: `0.5 x (1 + tanh(u))` with `u = sqrt(2/pi) (x + 0.044715 x^3)`, computed
+/// as `x * sigmoid(2u)` (the same function) so that nothing overflows; `x < -12` gives `-0`
+/// (the true value is below the smallest f32 there), and `u` is formed from `x` clamped to
+/// +-12, beyond which the sigmoid is saturated.
+#[inline(always)]
+pub fn gelu_tanh(x: f32) -> f32 {
+    const SQRT_2_OVER_PI: f32 = 0.797_884_6;
+    let c = x.clamp(-12.0, 12.0);
+    let s = sigmoid(2.0 * SQRT_2_OVER_PI * c * (1.0 + 0.044_715 * c * c));
+    if x < -12.0 { -0.0 } else { x * s }
+}
+
+/// SiLU: `x * sigmoid(x)`; `x < -88` gives `-0` (the true value is below 1e-36 there).
+#[inline(always)]
+pub fn silu(x: f32) -> f32 {
+    if x < -88.0 { -0.0 } else { x * sigmoid(x) }
+}
+
+/// `(sin t, cos t)`: Cody-Waite reduction by `pi / 2` (three-part constant, exact products
+/// for `|t| < 2^15`; accurate to the f32 angle's own rounding well beyond), then Cephes'
+/// `sinf`/`cosf` polynomials on `[-pi/4, pi/4]`: within ~1.2e-7 absolute for `|t| <= 1e5`.
+/// Finite and within `[-1, 1]` for every finite `t`. The WebGPU RoPE kernel runs the same
+/// steps.
+#[inline(always)]
+pub fn sin_cos(t: f32) -> (f32, f32) {
+    const TWO_OVER_PI: f32 = std::f32::consts::FRAC_2_PI;
+    const P1: f32 = 1.570_312_5;
+    const P2: f32 = 4.837_513e-4;
+    const P3: f32 = 7.549_79e-8;
+    let q = (t * TWO_OVER_PI + 0.5).floor();
+    // Clamped (to pi/4 plus the slack of a rounded q): beyond |t| ~ 1e5 the products are no longer exact, and a huge angle (a position
+    // near 2^31) must still give values in [-1, 1], if not accurate ones.
+    let r = (((t - q * P1) - q * P2) - q * P3).clamp(-0.8, 0.8);
+    let z = r * r;
+    let sin = r + r * z * (-1.666_665_5e-1 + z * (8.332_161e-3 + z * -1.951_529_6e-4));
+    let cos = 1.0 - 0.5 * z + z * z * (4.166_664_6e-2 + z * (-1.388_731_6e-3 + z * 2.443_315_7e-5));
+    // The quadrant q mod 4, from the float (exact for |q| < 2^24; any value beyond is fine).
+    let quadrant = (q - 4.0 * (q * 0.25).floor()) as u32;
+    match quadrant {
+        0 => (sin, cos),
+        1 => (cos, -sin),
+        2 => (-sin, -cos),
+        _ => (-cos, sin),
+    }
+}
+
 /// Independent accumulators of the row sums (LLVM vectorises them, since float addition is
 /// not reassociated on its own; they are also more accurate than one running sum).
 pub const LANES: usize = 8;
@@ -179,5 +240,50 @@ mod tests {
         assert!(gelu(f32::NAN).is_nan());
         assert!(gelu(-200.0).abs() < 1e-30);
         assert_eq!(gelu(200.0), 200.0);
+    }
+
+    #[test]
+    fn gelu_tanh_and_silu_match_f64_and_never_overflow() {
+        let mut x = -30.0f32;
+        while x < 30.0 {
+            let xd = f64::from(x);
+            let u = (2.0 / std::f64::consts::PI).sqrt() * (xd + 0.044_715 * xd.powi(3));
+            let want = 0.5 * xd * (1.0 + u.tanh());
+            let got = f64::from(gelu_tanh(x));
+            assert!(
+                (got - want).abs() <= 2e-6 * want.abs() + 1e-7,
+                "gelu_tanh({x}) = {got}, want {want}"
+            );
+            let want = xd / (1.0 + (-xd).exp());
+            let got = f64::from(silu(x));
+            assert!(
+                (got - want).abs() <= 2e-6 * want.abs() + 1e-7,
+                "silu({x}) = {got}, want {want}"
+            );
+            x += 0.001_37;
+        }
+        for f in [gelu_tanh as fn(f32) -> f32, silu] {
+            assert_eq!(f(f32::INFINITY), f32::INFINITY);
+            assert_eq!(f(f32::MAX), f32::MAX);
+            assert_eq!(f(-f32::MAX), 0.0);
+            assert_eq!(f(f32::NEG_INFINITY), 0.0);
+            assert!(f(f32::NAN).is_nan());
+        }
+    }
+
+    #[test]
+    fn sin_cos_is_accurate_over_rope_angles() {
+        let mut t = -5000.0f32;
+        while t < 5000.0 {
+            let (s, c) = sin_cos(t);
+            let (ws, wc) = f64::from(t).sin_cos();
+            assert!(
+                (f64::from(s) - ws).abs() < 2.5e-7 && (f64::from(c) - wc).abs() < 2.5e-7,
+                "sin_cos({t}) = ({s}, {c}), want ({ws}, {wc})"
+            );
+            t += 0.0917;
+        }
+        let (s, c) = sin_cos(2.1e9);
+        assert!(s.is_finite() && c.is_finite() && s.abs() <= 1.0 && c.abs() <= 1.0);
     }
 }

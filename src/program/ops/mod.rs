@@ -7,6 +7,7 @@
 //! variant index is the wire tag). Each backend derives its own dispatch from the same list
 //! (`with_op_list!(its_macro)`), so adding an op means adding its files and one line here.
 
+mod argmax;
 mod attention;
 mod binary;
 mod cast;
@@ -21,12 +22,15 @@ mod permute;
 mod range;
 mod reshape;
 mod rms_norm;
+mod rope;
+mod sample;
 mod scale;
 mod slice;
 mod softmax;
 pub mod support;
 mod unary;
 
+pub use argmax::{Argmax, order_key};
 pub use attention::Attention;
 pub use binary::{Binary, BinaryOp};
 pub use cast::Cast;
@@ -41,6 +45,8 @@ pub use permute::Permute;
 pub use range::Range;
 pub use reshape::Reshape;
 pub use rms_norm::RmsNorm;
+pub use rope::{Rope, RopeStyle};
+pub use sample::{Sample, SampleKnobs};
 pub use scale::Scale;
 pub use slice::Slice;
 pub use softmax::Softmax;
@@ -74,6 +80,9 @@ macro_rules! with_op_list {
             L2Normalize,
             RmsNorm,
             Attention,
+            Rope,
+            Argmax,
+            Sample,
             Linear,
         }
     };
@@ -195,6 +204,83 @@ mod tests {
         for op in [layer_norm, binary, slice, rms_norm] {
             let bytes = postcard::to_allocvec(&op).unwrap();
             assert_eq!(postcard::from_bytes::<Op>(&bytes).unwrap(), op);
+        }
+    }
+
+    /// The decoder ops take the next indices after attention (17, 18, 19) and the new unary functions the next
+    /// `UnaryOp` tags (3, 4), so blobs made before them keep their bytes.
+    #[test]
+    fn decoder_ops_take_the_next_tags() {
+        let rope = Op::Rope(Rope {
+            x: 0,
+            positions: 1,
+            dims: 4,
+            base: 0.5,
+            style: RopeStyle::GptJ,
+            out: 2,
+        });
+        assert_eq!(
+            postcard::to_allocvec(&rope).unwrap(),
+            [17, 0, 1, 4, 0, 0, 0, 0x3f, 1, 2]
+        );
+        let argmax = Op::Argmax(Argmax { x: 3, out: 4 });
+        assert_eq!(postcard::to_allocvec(&argmax).unwrap(), [18, 3, 4]);
+        let sample = Op::Sample(Sample {
+            logits: 0,
+            knobs: 1,
+            out: 2,
+        });
+        assert_eq!(postcard::to_allocvec(&sample).unwrap(), [19, 0, 1, 2]);
+        for (op, tag) in [(UnaryOp::GeluTanh, 3), (UnaryOp::Silu, 4)] {
+            let unary = Op::Unary(Unary { op, x: 0, out: 1 });
+            assert_eq!(postcard::to_allocvec(&unary).unwrap(), [3, tag, 0, 1]);
+        }
+    }
+
+    /// Every byte of a blob holding the decoder ops, replaced by several values: loading
+    /// (decode + validation) returns an error or a program, never panics.
+    #[test]
+    fn mutated_decoder_op_blobs_never_panic() {
+        use crate::program::{DType, Dim, ProgramBuilder, load};
+        let mut b = ProgramBuilder::new();
+        let x = b.input(
+            "x",
+            DType::F32,
+            vec![Dim::Fixed(3), Dim::Fixed(2), Dim::Fixed(8)],
+        );
+        let positions = b.input("positions", DType::I32, vec![Dim::Fixed(3)]);
+        let knobs = b.input("knobs", DType::F32, vec![Dim::Fixed(6), Dim::Fixed(4)]);
+        let rotated = b
+            .push(|out| Rope {
+                x,
+                positions,
+                dims: 6,
+                base: 1e4,
+                style: RopeStyle::Neox,
+                out,
+            })
+            .unwrap();
+        let activated = b.unary(UnaryOp::Silu, rotated).unwrap();
+        let flat = b
+            .reshape(activated, vec![Dim::Fixed(6), Dim::Fixed(8)])
+            .unwrap();
+        let picked = b
+            .push(|out| Sample {
+                logits: flat,
+                knobs,
+                out,
+            })
+            .unwrap();
+        let greedy = b.push(|out| Argmax { x: flat, out }).unwrap();
+        b.output(picked).output(greedy);
+        let blob = b.encode().unwrap();
+        assert!(load(&blob).is_ok());
+        for i in 0..blob.len() {
+            for value in [0u8, 1, 2, 3, 5, 0x7f, 0x80, 0xff] {
+                let mut mutated = blob.clone();
+                mutated[i] = value;
+                let _ = load(&mutated);
+            }
         }
     }
 }

@@ -1,4 +1,4 @@
-//! `gelu`, `tanh`, `relu`: element-wise one-input float functions.
+//! `gelu`, `tanh`, `relu`, `gelu_tanh`, `silu`: element-wise one-input float functions.
 
 use crate::program::infer::InferResult;
 use crate::program::ops::support::{FLOAT, OpDef, Operands, tensor_text as t};
@@ -14,6 +14,15 @@ pub enum UnaryOp {
     Tanh,
     /// `max(x, 0)`.
     Relu,
+    /// GELU, tanh form (PyTorch `gelu(approximate='tanh')`, Gemma's `gelu_pytorch_tanh`):
+    /// `0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x^3)))`. Finite for every finite
+    /// `x`: the tanh saturates instead of overflowing (`x` for large `x`, `-0` for large `-x`);
+    /// `+-inf` give their limits (`inf`, `-0`), NaN stays NaN.
+    GeluTanh,
+    /// SiLU (swish): `x * sigmoid(x) = x / (1 + e^-x)`, without overflow: `e^-|x|` only, so
+    /// large `x` give `x` and large `-x` give `-0`; `+-inf` give their limits (`inf`, `-0`),
+    /// NaN stays NaN.
+    Silu,
 }
 
 impl UnaryOp {
@@ -23,6 +32,8 @@ impl UnaryOp {
             Self::Gelu => "gelu",
             Self::Tanh => "tanh",
             Self::Relu => "relu",
+            Self::GeluTanh => "gelu_tanh",
+            Self::Silu => "silu",
         }
     }
 }

@@ -264,6 +264,19 @@ impl JsProgramBuilder {
         js(self.inner.relu(x))
     }
 
+    /// GELU, tanh form (PyTorch `gelu(approximate='tanh')`, Gemma's activation).
+    #[wasm_bindgen(js_name = geluTanh)]
+    pub fn gelu_tanh(&mut self, x: f64) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        js(self.inner.unary(program::UnaryOp::GeluTanh, x))
+    }
+
+    /// SiLU: `x * sigmoid(x)`.
+    pub fn silu(&mut self, x: f64) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        js(self.inner.unary(program::UnaryOp::Silu, x))
+    }
+
     /// Batched `a @ b` (optionally transposed) plus an optional `[N]` bias.
     pub fn matmul(
         &mut self,
@@ -321,6 +334,57 @@ impl JsProgramBuilder {
             bias,
             out,
         };
+        js(self.inner.push(op))
+    }
+
+    /// Rotary position embedding of `x` `[.., S, H, D]` by the i32 `positions` `[S]`:
+    /// `dims` rotated dims, frequency `base`, `style` `"neox"` (rotate-half) or `"gptj"`
+    /// (interleaved pairs).
+    pub fn rope(
+        &mut self,
+        x: f64,
+        positions: f64,
+        dims: u32,
+        base: f32,
+        style: &str,
+    ) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        let positions = js(tensor_arg(positions, "positions"))?;
+        let style = match style {
+            "neox" => crate::program::ops::RopeStyle::Neox,
+            "gptj" => crate::program::ops::RopeStyle::GptJ,
+            other => {
+                return Err(to_js_error(Error::invalid_argument(format!(
+                    "unknown rope style {other:?}; expected \"neox\" or \"gptj\""
+                ))));
+            }
+        };
+        let op = |out| crate::program::ops::Rope {
+            x,
+            positions,
+            dims,
+            base,
+            style,
+            out,
+        };
+        js(self.inner.push(op))
+    }
+
+    /// Index (i32) of the largest element of each last-dim row of `x` (NaN ranks as
+    /// `-Infinity`, ties go to the lowest index).
+    pub fn argmax(&mut self, x: f64) -> JsResult<u32> {
+        let x = js(tensor_arg(x, "x"))?;
+        js(self
+            .inner
+            .push(|out| crate::program::ops::Argmax { x, out }))
+    }
+
+    /// The token (i32 `[R]`) each row of `logits` `[R, V]` samples with its `knobs` `[R, 4]`
+    /// = `(temperature, topK, topP, u)`; `u` from `sampleUniform(seed, step)`.
+    pub fn sample(&mut self, logits: f64, knobs: f64) -> JsResult<u32> {
+        let logits = js(tensor_arg(logits, "logits"))?;
+        let knobs = js(tensor_arg(knobs, "knobs"))?;
+        let op = |out| crate::program::ops::Sample { logits, knobs, out };
         js(self.inner.push(op))
     }
 
@@ -456,4 +520,11 @@ impl JsProgramBuilder {
     pub fn dump(&self) -> String {
         program::dump(self.inner.program())
     }
+}
+
+/// The sampling draw in `[0, 1)` for `step` of a generation seeded with `seed` (splitmix64,
+/// counter-based: see `Sample::uniform`), the `u` knob of `ProgramBuilder.sample`.
+#[wasm_bindgen(js_name = sampleUniform)]
+pub fn sample_uniform(seed: u64, step: u64) -> f32 {
+    crate::program::ops::Sample::uniform(seed, step)
 }

@@ -3,7 +3,9 @@
 //! suite (`op_suite!`), so adding a case is writing it. Each case gets a fresh backend from
 //! that binary and panics on failure.
 
+mod activations;
 mod aliasing;
+pub mod argmax;
 mod attention;
 mod elementwise;
 mod layout;
@@ -13,3 +15,5 @@ mod matmul;
 mod model;
 mod normalize;
 mod rms_norm;
+mod rope;
+mod sample;

@@ -1,4 +1,5 @@
-//! The element-wise ops `Binary` (broadcasting), `Scale` and `Unary` (GELU / tanh / ReLU):
+//! The element-wise ops `Binary` (broadcasting), `Scale` and `Unary` (GELU / tanh / ReLU /
+//! tanh-GELU / SiLU):
 //! their kernels and their [`CpuOp`] implementations.
 //!
 //! Binaries walk the output row by row ([`for_each_row`]) with specialised inner loops for the
@@ -127,6 +128,16 @@ pub fn unary(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
             // NaN stays NaN, as in PyTorch.
             for (o, &v) in out.iter_mut().zip(x) {
                 *o = if v < 0.0 { 0.0 } else { v };
+            }
+        }
+        UnaryOp::GeluTanh => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = fast_math::gelu_tanh(v);
+            }
+        }
+        UnaryOp::Silu => {
+            for (o, &v) in out.iter_mut().zip(x) {
+                *o = fast_math::silu(v);
             }
         }
     }

@@ -2,6 +2,7 @@
 //! files for ops that share a kernel: element-wise, layout, conversions), and [`kernel`] maps
 //! an `Op` to it, derived from the program's one op list.
 
+mod argmax;
 mod attention;
 mod convert;
 pub(crate) mod elementwise;
@@ -12,6 +13,8 @@ pub(crate) mod linear;
 mod matmul;
 mod mean_pool;
 mod rms_norm;
+mod rope;
+mod sample;
 mod softmax;
 
 use crate::backends::cpu::frame::CpuOp;

@@ -1,4 +1,4 @@
-//! Element-wise f32 ops on the GPU: `Unary` (GELU, tanh, ReLU) and `Scale` share one kernel
+//! Element-wise f32 ops on the GPU: `Unary` (GELU, tanh, ReLU, tanh-GELU, SiLU) and `Scale` share one kernel
 //! (`unary.wgsl`), the broadcasting `Binary` ops another (`binary.wgsl`).
 
 use crate::backends::webgpu::kernels::source::with_wg;
@@ -23,6 +23,10 @@ pub(crate) enum UnaryKind {
     Tanh,
     /// `max(x, 0)`.
     Relu,
+    /// Tanh-form GELU.
+    GeluTanh,
+    /// `x * sigmoid(x)`.
+    Silu,
     /// `x * scale + bias`.
     Scale,
 }
@@ -33,6 +37,8 @@ impl UnaryKind {
             UnaryOp::Gelu => Self::Gelu,
             UnaryOp::Tanh => Self::Tanh,
             UnaryOp::Relu => Self::Relu,
+            UnaryOp::GeluTanh => Self::GeluTanh,
+            UnaryOp::Silu => Self::Silu,
         }
     }
 
@@ -41,6 +47,8 @@ impl UnaryKind {
             Self::Gelu => "gelu(v)",
             Self::Tanh => "tanh_stable(v)",
             Self::Relu => "select(0.0, v, v > 0.0)",
+            Self::GeluTanh => "gelu_tanh(v)",
+            Self::Silu => "silu(v)",
             Self::Scale => "v * scale + bias",
         }
     }

@@ -18,6 +18,7 @@
 //! - Every workgroup size fits the device's `maxComputeInvocationsPerWorkgroup`, which the
 //!   backend queries (SwiftShader in headless Chromium allows 256).
 
+pub(crate) mod argmax;
 pub(crate) mod attention;
 pub(crate) mod convert;
 pub(crate) mod elementwise;
@@ -28,7 +29,9 @@ pub(crate) mod matmul;
 pub(crate) mod patch;
 pub(crate) mod pool;
 pub(crate) mod rms_norm;
+pub(crate) mod rope;
 pub(crate) mod rows;
+pub(crate) mod sample;
 pub(crate) mod source;
 
 use crate::error::{Error, Result};

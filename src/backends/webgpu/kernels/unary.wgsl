@@ -37,6 +37,26 @@ fn tanh_stable(v: f32) -> f32 {
     return sign(v) * (1.0 - t) / (1.0 + t);
 }
 
+// 1 / (1 + e^-t) from e^-|t| only (t clamped to +-88), so no intermediate overflows.
+fn sigmoid_stable(t: f32) -> f32 {
+    let e = exp(-min(abs(t), 88.0));
+    let s = 1.0 / (1.0 + e);
+    return select(e * s, s, t >= 0.0);
+}
+
+// 0.5 v (1 + tanh(u)) = v * sigmoid(2u), u = sqrt(2/pi) (v + 0.044715 v^3) from v clamped to
+// +-12 (the sigmoid is saturated beyond); below -12 the true value underflows f32: -0.
+fn gelu_tanh(v: f32) -> f32 {
+    let c = clamp(v, -12.0, 12.0);
+    let s = sigmoid_stable(1.5957691216057308 * c * (1.0 + 0.044715 * c * c));
+    return select(v * s, -0.0, v < -12.0);
+}
+
+// v * sigmoid(v); below -88 the true value is under 1e-36: -0.
+fn silu(v: f32) -> f32 {
+    return select(v * sigmoid_stable(v), -0.0, v < -88.0);
+}
+
 fn apply(v: f32) -> f32 {
     let scale = bitcast<f32>(p.head.y);
     let bias = bitcast<f32>(p.head.z);

@@ -1,0 +1,231 @@
+//! Rotary position embedding: by hand (both styles, `dims < D`), against an f64 reference on
+//! several heads, a leading batch dim and non-contiguous positions up to 4000 (with a
+//! tolerance that grows with the position, see `tolerance`), negative positions, and hostile
+//! programs refused with the operand named.
+
+use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor, i32_tensor};
+use crate::common::reference::Ref;
+use crate::common::rng::Rng;
+use crate::op_case;
+use std::sync::Arc;
+use webdelegate::program::ops::{Rope, RopeStyle};
+use webdelegate::program::{DType, Op, ProgramBuilder};
+use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
+use webdelegate::{ErrorCode, Tensor};
+
+/// RoPE in f64 from the definition: `x` `[.., S, H, D]`, exact angles `p * base^(-2i/dims)`.
+fn reference(x: &Ref, positions: &[i32], dims: usize, base: f64, style: RopeStyle) -> Ref {
+    let rank = x.shape.len();
+    let (seq, heads, head_dim) = (x.shape[rank - 3], x.shape[rank - 2], x.shape[rank - 1]);
+    let half = dims / 2;
+    let mut data = x.data.clone();
+    for (r, row) in data.chunks_mut(head_dim).enumerate() {
+        let p = f64::from(positions[(r / heads) % seq]);
+        let source = row.to_vec();
+        for i in 0..half {
+            let theta = p * base.powf(-2.0 * i as f64 / dims as f64);
+            let (a, b) = match style {
+                RopeStyle::Neox => (i, i + half),
+                RopeStyle::GptJ => (2 * i, 2 * i + 1),
+            };
+            let (s, c) = theta.sin_cos();
+            row[a] = source[a] * c - source[b] * s;
+            row[b] = source[a] * s + source[b] * c;
+        }
+    }
+    Ref::from_f64(&x.shape, data)
+}
+
+/// The bound the op's doc promises: the f32 angle is within `~1.2e-7 |theta|` of the exact
+/// one (two roundings: the inverse frequency and the product), `sin`/`cos` within 2.5e-7, and
+/// each output sums two products of `|x| <= max_abs`: so `2 max_abs (|p| 1.5e-7 + 5e-7)`
+/// (|theta| <= |p| since every inverse frequency is <= 1), plus the suite's element-wise floor.
+fn tolerance(max_abs: f64, max_position: f64, floor: f64) -> f64 {
+    2.0 * max_abs * (max_position * 1.5e-7 + 5e-7) + floor
+}
+
+fn assert_within(what: &str, got: &Tensor, want: &Ref, allowed: f64) {
+    let got = Ref::from_tensor(got);
+    assert_eq!(got.shape, want.shape, "{what}: shape");
+    for (index, (g, w)) in got.data.iter().zip(&want.data).enumerate() {
+        assert!(
+            (g - w).abs() <= allowed,
+            "{what}: element {index} is {g}, want {w} (error {:e} > {allowed:e})",
+            (g - w).abs()
+        );
+    }
+}
+
+fn rope_model(shape: &[usize], dims: u32, base: f32, style: RopeStyle) -> Model {
+    let mut m = Model::new();
+    let x = m.input("x", shape);
+    let positions = m.b.input(
+        "positions",
+        DType::I32,
+        crate::common::harness::dims(&[shape[shape.len() - 3]]),
+    );
+    let out =
+        m.b.push(|out| Rope {
+            x,
+            positions,
+            dims,
+            base,
+            style,
+            out,
+        })
+        .unwrap();
+    m.b.output(out);
+    m
+}
+
+op_case! {
+/// One row `[1, 2, 3, 4, 5, 6]` at position 1, `dims = 4` of `D = 6`, base 10000: pairs
+/// rotate by 1 rad and 0.01 rad, elements 4 and 5 pass through. NEOX pairs (0, 2), (1, 3);
+/// GPT-J pairs (0, 1), (2, 3). Worked out by hand with `c = cos`, `s = sin` of those angles.
+pub async fn rope_by_hand_both_styles(backend: SharedBackend, config: SuiteConfig) {
+    let x = vec![1.0f32, 2.0, 3.0, 4.0, 5.0, 6.0];
+    let (s0, c0) = 1f64.sin_cos();
+    let (s1, c1) = 0.01f64.sin_cos();
+    let cases = [
+        (
+            RopeStyle::Neox,
+            "neox",
+            [c0 - 3.0 * s0, 2.0 * c1 - 4.0 * s1, s0 + 3.0 * c0, 2.0 * s1 + 4.0 * c1, 5.0, 6.0],
+        ),
+        (
+            RopeStyle::GptJ,
+            "gptj",
+            [c0 - 2.0 * s0, s0 + 2.0 * c0, 3.0 * c1 - 4.0 * s1, 3.0 * s1 + 4.0 * c1, 5.0, 6.0],
+        ),
+    ];
+    for (style, name, want) in cases {
+        let m = rope_model(&[1, 1, 6], 4, 10_000.0, style);
+        assert!(
+            m.dump().contains(&format!("rope x=%0 positions=%1 dims=4 base=10000.0 style={name}")),
+            "{}",
+            m.dump()
+        );
+        let got = m
+            .run(&backend, vec![f32_tensor(&[1, 1, 6], x.clone()), i32_tensor(&[1], vec![1])])
+            .await;
+        let allowed = tolerance(6.0, 1.0, config.elementwise.abs);
+        assert_within(name, &got[0], &Ref::from_f64(&[1, 1, 6], want.to_vec()), allowed);
+        // Position 0 is the identity.
+        let got = m
+            .run(&backend, vec![f32_tensor(&[1, 1, 6], x.clone()), i32_tensor(&[1], vec![0])])
+            .await;
+        assert_within(name, &got[0], &Ref::new(&[1, 1, 6], &x), 0.0);
+    }
+}
+}
+
+op_case! {
+/// Random `[B, S, H, D]` views against the f64 reference: both styles, full and partial
+/// rotary dims, Gemma's (D 256, base 1e6) and Llama's (D 64..128, base 1e4..5e5) shapes,
+/// several heads, positions non-contiguous ([5, 9, 100]), large (up to 4000) and negative.
+pub async fn rope_random_against_f64(backend: SharedBackend, config: SuiteConfig) {
+    let mut rng = Rng::new(61);
+    let cases: &[(&[usize], u32, f32, &[i32])] = if config.small {
+        &[
+            (&[1, 3, 2, 8], 8, 10_000.0, &[5, 9, 100]),
+            (&[3, 1, 12], 6, 1e6, &[0, 4000, -7]),
+        ]
+    } else {
+        &[
+            (&[1, 3, 2, 8], 8, 10_000.0, &[5, 9, 100]),
+            (&[3, 1, 12], 6, 1e6, &[0, 4000, -7]),
+            (&[2, 3, 4, 64], 64, 10_000.0, &[5, 9, 100]),
+            (&[1, 4, 4, 256], 256, 1e6, &[0, 1, 2047, 3999]),
+            (&[2, 2, 3, 80], 32, 500_000.0, &[-3000, 3]),
+            (&[5, 3, 130], 128, 10_000.0, &[17, 1024, 2500, 3333, 4000]),
+        ]
+    };
+    for &(shape, dims, base, positions) in cases {
+        for style in [RopeStyle::Neox, RopeStyle::GptJ] {
+            let values = rng.vec(shape.iter().product(), -2.0, 2.0);
+            let m = rope_model(shape, dims, base, style);
+            let seq = shape[shape.len() - 3];
+            let got = m
+                .run(
+                    &backend,
+                    vec![f32_tensor(shape, values.clone()), i32_tensor(&[seq], positions.to_vec())],
+                )
+                .await;
+            let want = reference(&Ref::new(shape, &values), positions, dims as usize, f64::from(base), style);
+            let max_position = positions.iter().map(|p| f64::from(p.unsigned_abs())).fold(0.0, f64::max);
+            let allowed = tolerance(2.0, max_position, config.elementwise.abs);
+            assert_within(&format!("rope {shape:?} dims {dims} {style:?}"), &got[0], &want, allowed);
+        }
+    }
+}
+}
+
+op_case! {
+/// Positions are data, not indices: `i32::MIN` and `i32::MAX` give finite values of the
+/// same norm per pair (a rotation), never an error or an out-of-bounds read.
+pub async fn rope_extreme_positions_stay_finite(backend: SharedBackend, _config: SuiteConfig) {
+    let m = rope_model(&[2, 1, 4], 4, 10_000.0, RopeStyle::Neox);
+    let x = vec![1.0f32, 0.0, 0.0, 1.0, 3.0, 4.0, 0.0, 0.0];
+    let got = m
+        .run(&backend, vec![f32_tensor(&[2, 1, 4], x), i32_tensor(&[2], vec![i32::MIN, i32::MAX])])
+        .await;
+    let got = Ref::from_tensor(&got[0]);
+    assert!(got.data.iter().all(|v| v.is_finite() && v.abs() <= 5.0), "{got:?}");
+}
+}
+
+/// Initialises a hand-made (possibly invalid) blob with no parameters.
+async fn init_blob(
+    backend: &SharedBackend,
+    b: &ProgramBuilder,
+) -> webdelegate::Result<LoadedDelegate> {
+    let blob = b.encode_unchecked()?;
+    LoadedDelegate::init_with_backend(
+        "under-test",
+        Arc::clone(backend),
+        FreeableBuffer::new(blob),
+        &[],
+        &BackendInitContext::new(),
+    )
+    .await
+}
+
+/// A hostile rope: what, x shape, positions dtype, positions length, dims, base, and the
+/// word its error must name.
+type BadRope = (
+    &'static str,
+    &'static [usize],
+    DType,
+    usize,
+    u32,
+    f32,
+    &'static str,
+);
+
+op_case! {
+/// Odd, zero or too many rotary dims, a non-positive or NaN base, i64 or mis-sized positions
+/// and a rank-2 `x`: `InvalidArgument` from the builder, `InvalidProgram` at init, the message
+/// naming the op and the attribute or operand.
+pub async fn rope_refuses_bad_programs(backend: SharedBackend, _config: SuiteConfig) {
+    let cases: [BadRope; 8] = [
+        ("odd dims", &[3, 2, 8], DType::I32, 3, 5, 1e4, "dims"),
+        ("zero dims", &[3, 2, 8], DType::I32, 3, 0, 1e4, "dims"),
+        ("dims > D", &[3, 2, 8], DType::I32, 3, 10, 1e4, "dims"),
+        ("zero base", &[3, 2, 8], DType::I32, 3, 8, 0.0, "base"),
+        ("NaN base", &[3, 2, 8], DType::I32, 3, 8, f32::NAN, "base"),
+        ("i64 positions", &[3, 2, 8], DType::I64, 3, 8, 1e4, "positions"),
+        ("positions [2] for S 3", &[3, 2, 8], DType::I32, 2, 8, 1e4, "positions"),
+        ("rank-2 x", &[3, 8], DType::I32, 3, 8, 1e4, "x"),
+    ];
+    for (what, shape, positions_dtype, seq, rope_dims, base, part) in cases {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, dims(shape));
+        let positions = b.input("positions", positions_dtype, dims(&[seq]));
+        let op = |out| Rope { x, positions, dims: rope_dims, base, style: RopeStyle::Neox, out };
+        assert_error(what, b.push(op), ErrorCode::InvalidArgument, &["rope", part]);
+        let out = b.tensor("out", DType::F32, dims(shape));
+        b.op(Op::Rope(op(out))).output(out);
+        assert_error(what, init_blob(&backend, &b).await, ErrorCode::InvalidProgram, &["rope", part]);
+    }
+}
+}
