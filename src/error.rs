@@ -156,6 +156,30 @@ impl Error {
     pub fn message(&self) -> &str {
         &self.message
     }
+
+    /// The ExecuTorch error for a parameter provider's IREE `status` while doing `what`: the
+    /// nearest code (a missing key `NotFound`; bytes out of range, lost or refused
+    /// `InvalidExternalData`; exhaustion `MemoryAllocationFailed`; network and permission
+    /// failures `AccessFailed`; `Unimplemented` `NotSupported`; anything else `Internal`), the
+    /// message keeping the IREE code and message.
+    pub fn from_status(status: &Status, what: &str) -> Self {
+        let code = match status.code() {
+            StatusCode::NotFound => ErrorCode::NotFound,
+            StatusCode::OutOfRange | StatusCode::DataLoss | StatusCode::InvalidArgument => {
+                ErrorCode::InvalidExternalData
+            }
+            StatusCode::ResourceExhausted => ErrorCode::MemoryAllocationFailed,
+            StatusCode::PermissionDenied
+            | StatusCode::Unavailable
+            | StatusCode::Unauthenticated
+            | StatusCode::DeadlineExceeded
+            | StatusCode::Aborted
+            | StatusCode::Cancelled => ErrorCode::AccessFailed,
+            StatusCode::Unimplemented => ErrorCode::NotSupported,
+            _ => ErrorCode::Internal,
+        };
+        Self::new(code, format!("{what}: {status}"))
+    }
 }
 
 /// Writes one constructor per code: `fn $name(message) -> Self` = `Self::new($Code::$variant, message)`.

@@ -9,7 +9,7 @@
 //! - A provider failure (IREE status) maps to the nearest ExecuTorch code (see
 //!   [`status_error`]); the message keeps the IREE code and message.
 
-use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
+use crate::error::{Error, Result, Status};
 use crate::params::{HostBuffer, ParameterProvider, SharedProvider, Span, SpanRequest};
 use crate::program::{BlockFormat, DType, Dim, ParamRef, Program};
 use crate::registry::BackendInitContext;
@@ -19,24 +19,10 @@ use crate::registry::BackendInitContext;
 /// provider coalesce neighbouring parameters into few requests.
 pub const HOST_BATCH_BYTES: u64 = 16 << 20;
 
-/// The ExecuTorch error for a provider's IREE status while fetching `what`.
+/// The ExecuTorch error for a provider's IREE status while fetching `what`
+/// ([`Error::from_status`]).
 pub fn status_error(status: &Status, what: &str) -> Error {
-    let code = match status.code() {
-        StatusCode::NotFound => ErrorCode::NotFound,
-        StatusCode::OutOfRange | StatusCode::DataLoss | StatusCode::InvalidArgument => {
-            ErrorCode::InvalidExternalData
-        }
-        StatusCode::ResourceExhausted => ErrorCode::MemoryAllocationFailed,
-        StatusCode::PermissionDenied
-        | StatusCode::Unavailable
-        | StatusCode::Unauthenticated
-        | StatusCode::DeadlineExceeded
-        | StatusCode::Aborted
-        | StatusCode::Cancelled => ErrorCode::AccessFailed,
-        StatusCode::Unimplemented => ErrorCode::NotSupported,
-        _ => ErrorCode::Internal,
-    };
-    Error::new(code, format!("{what}: {status}"))
+    Error::from_status(status, what)
 }
 
 /// `param 3 "encoder.weight" (tensor 7 "w") in scope "model"`.
@@ -265,6 +251,7 @@ async fn fetch_batch(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::{ErrorCode, StatusCode};
     use crate::params::MemoryProvider;
     use crate::program::ProgramBuilder;
     use std::sync::Arc;

@@ -38,7 +38,7 @@
 //! `block_format()` naming the [`BlockFormat`], the sizes in elements and `nbytes` the packed
 //! byte length (per block, as ggml lays it out). `file_dtype()` always gives the file's own name.
 
-use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
+use crate::error::{Error, Result};
 use crate::params::{
     HostBuffer, ParameterBuffer, ParameterInfo, SharedProvider, Span, SpanRequest,
 };
@@ -191,26 +191,6 @@ impl TensorLayout {
     }
 }
 
-/// The ExecuTorch error for a provider's IREE `status` while reading `what`.
-fn status_error(status: &Status, what: &str) -> Error {
-    let code = match status.code() {
-        StatusCode::NotFound => ErrorCode::NotFound,
-        StatusCode::OutOfRange | StatusCode::DataLoss | StatusCode::InvalidArgument => {
-            ErrorCode::InvalidExternalData
-        }
-        StatusCode::ResourceExhausted => ErrorCode::MemoryAllocationFailed,
-        StatusCode::PermissionDenied
-        | StatusCode::Unavailable
-        | StatusCode::Unauthenticated
-        | StatusCode::DeadlineExceeded
-        | StatusCode::Aborted
-        | StatusCode::Cancelled => ErrorCode::AccessFailed,
-        StatusCode::Unimplemented => ErrorCode::NotSupported,
-        _ => ErrorCode::Internal,
-    };
-    Error::new(code, format!("{what}: {status}"))
-}
-
 /// ExecuTorch's `NamedDataMap` over one scope of a parameter provider (see the module docs).
 #[derive(Clone)]
 pub struct NamedDataMap {
@@ -339,11 +319,12 @@ impl NamedDataMap {
     /// Reads all of `key` into host memory.
     async fn read_all(&self, key: &str, length: u64) -> Result<Vec<u8>> {
         let what = self.what(key);
-        let target = HostBuffer::zeroed(length).map_err(|status| status_error(&status, &what))?;
+        let target =
+            HostBuffer::zeroed(length).map_err(|status| Error::from_status(&status, &what))?;
         self.provider
             .gather(&self.scope, &target, &[SpanRequest::whole(key, length)])
             .await
-            .map_err(|status| status_error(&status, &what))?;
+            .map_err(|status| Error::from_status(&status, &what))?;
         Ok(target.into_bytes())
     }
 
@@ -413,7 +394,7 @@ impl NamedDataMap {
         self.provider
             .gather(&self.scope, target, &[request])
             .await
-            .map_err(|status| status_error(&status, &self.what(key)))?;
+            .map_err(|status| Error::from_status(&status, &self.what(key)))?;
         Ok(info.length)
     }
 
@@ -456,6 +437,7 @@ impl NamedDataMap {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::error::ErrorCode;
     use crate::params::{
         BufferAllocator, LoadedSpan, MemoryProvider, ParameterBuffer, ParameterProvider, Signal,
         StatusResult,
@@ -664,28 +646,6 @@ mod tests {
             ErrorCode::NotImplemented
         );
         assert_eq!(map.get_tensor_layout("w").unwrap().sizes(), [2, 3]);
-    }
-
-    #[test]
-    fn provider_failures_map_to_executorch_codes() {
-        let cases = [
-            (StatusCode::NotFound, ErrorCode::NotFound),
-            (StatusCode::OutOfRange, ErrorCode::InvalidExternalData),
-            (StatusCode::DataLoss, ErrorCode::InvalidExternalData),
-            (
-                StatusCode::ResourceExhausted,
-                ErrorCode::MemoryAllocationFailed,
-            ),
-            (StatusCode::Unavailable, ErrorCode::AccessFailed),
-            (StatusCode::Cancelled, ErrorCode::AccessFailed),
-            (StatusCode::Unimplemented, ErrorCode::NotSupported),
-            (StatusCode::Internal, ErrorCode::Internal),
-        ];
-        for (status, code) in cases {
-            let error = status_error(&Status::new(status, "boom"), "w");
-            assert_eq!(error.code(), code, "{status:?}");
-            assert!(error.message().contains("boom"), "{error}");
-        }
     }
 
     #[test]

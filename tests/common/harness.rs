@@ -165,6 +165,20 @@ impl Model {
     }
 }
 
+/// Initialises the program of `b` as it stands (possibly invalid: for refusal tests), with no
+/// parameters.
+pub async fn init_blob(backend: &SharedBackend, b: &ProgramBuilder) -> Result<LoadedDelegate> {
+    let blob = b.encode_unchecked()?;
+    LoadedDelegate::init_with_backend(
+        "under-test",
+        Arc::clone(backend),
+        FreeableBuffer::new(blob),
+        &[],
+        &BackendInitContext::new(),
+    )
+    .await
+}
+
 /// Executes with `inputs` and `outputs` empty slots; returns the output tensors.
 pub async fn execute(
     delegate: &mut LoadedDelegate,

@@ -3,15 +3,16 @@
 //! with the maximum placed at the start, end and middle, random rows against a plain loop, and
 //! hostile programs refused.
 
-use crate::common::harness::{Model, SuiteConfig, assert_error, assert_exact, dims, f32_tensor};
+use crate::common::harness::{
+    Model, SuiteConfig, assert_error, assert_exact, dims, f32_tensor, init_blob,
+};
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;
-use std::sync::Arc;
 use webdelegate::ErrorCode;
 use webdelegate::program::ops::Argmax;
 use webdelegate::program::{DType, Op, ProgramBuilder};
-use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
+use webdelegate::registry::SharedBackend;
 
 /// The first index of the largest value, NaN as `-inf` (the op's definition, in plain Rust).
 pub fn reference_row(row: &[f32]) -> i32 {
@@ -94,22 +95,6 @@ pub async fn argmax_long_and_random_rows(backend: SharedBackend, config: SuiteCo
         assert_eq!(got, want, "rows {rows} x {width}");
     }
 }
-}
-
-/// Initialises a hand-made (possibly invalid) blob with no parameters.
-async fn init_blob(
-    backend: &SharedBackend,
-    b: &ProgramBuilder,
-) -> webdelegate::Result<LoadedDelegate> {
-    let blob = b.encode_unchecked()?;
-    LoadedDelegate::init_with_backend(
-        "under-test",
-        Arc::clone(backend),
-        FreeableBuffer::new(blob),
-        &[],
-        &BackendInitContext::new(),
-    )
-    .await
 }
 
 op_case! {

@@ -6,13 +6,14 @@
 //! Tolerance of the random cases: `|got - want| <= 5e-5 * sum_k |w_nk x_mk| + 1e-6` (f32
 //! accumulation in any order stays far inside it; a wrong element is off by a whole term).
 
-use crate::common::harness::{Model, SCOPE, SuiteConfig, assert_error, dims, f32_tensor};
+use crate::common::harness::{
+    Model, SCOPE, SuiteConfig, assert_error, dims, f32_tensor, init_blob,
+};
 use crate::common::rng::Rng;
 use crate::op_case;
-use std::sync::Arc;
 use webdelegate::program::ops::Linear;
 use webdelegate::program::{BlockFormat, DType, Op, ProgramBuilder, TensorId};
-use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
+use webdelegate::registry::SharedBackend;
 use webdelegate::{ErrorCode, Tensor};
 
 /// Relative tolerance against `sum |w||x|`.
@@ -55,22 +56,6 @@ pub fn check_linear(
             );
         }
     }
-}
-
-/// Initialises a hand-made (possibly invalid) blob with no parameters.
-async fn init_blob(
-    backend: &SharedBackend,
-    b: &ProgramBuilder,
-) -> webdelegate::Result<LoadedDelegate> {
-    let blob = b.encode_unchecked()?;
-    LoadedDelegate::init_with_backend(
-        "under-test",
-        Arc::clone(backend),
-        FreeableBuffer::new(blob),
-        &[],
-        &BackendInitContext::new(),
-    )
-    .await
 }
 
 /// A program `out = linear(x [rows.., k], weight f32 [n, k], bias?)` with the weight a parameter.

@@ -1,14 +1,15 @@
 //! RMS normalisation: by hand, on random shapes (short and long rows) against f64, and
 //! hostile programs (wrong weight shape or dtype, bad eps) refused with the right codes.
 
-use crate::common::harness::{Model, SuiteConfig, assert_close, assert_error, f32_tensor};
+use crate::common::harness::{
+    Model, SuiteConfig, assert_close, assert_error, f32_tensor, init_blob,
+};
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;
-use std::sync::Arc;
 use webdelegate::program::ops::RmsNorm;
 use webdelegate::program::{DType, Op, ProgramBuilder};
-use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
+use webdelegate::registry::SharedBackend;
 use webdelegate::{ErrorCode, program::dump};
 
 /// `x / sqrt(mean(x^2) + eps) * weight` over the last dim, in f64.
@@ -25,22 +26,6 @@ fn reference(x: &Ref, weight: &[f32], eps: f64) -> Ref {
         );
     }
     Ref::from_f64(&x.shape, data)
-}
-
-/// Initialises a hand-made (possibly invalid) blob with no parameters.
-async fn init_blob(
-    backend: &SharedBackend,
-    b: &ProgramBuilder,
-) -> webdelegate::Result<LoadedDelegate> {
-    let blob = b.encode_unchecked()?;
-    LoadedDelegate::init_with_backend(
-        "under-test",
-        Arc::clone(backend),
-        FreeableBuffer::new(blob),
-        &[],
-        &BackendInitContext::new(),
-    )
-    .await
 }
 
 op_case! {

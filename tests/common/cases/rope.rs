@@ -3,14 +3,15 @@
 //! tolerance that grows with the position, see `tolerance`), negative positions, and hostile
 //! programs refused with the operand named.
 
-use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor, i32_tensor};
+use crate::common::harness::{
+    Model, SuiteConfig, assert_error, dims, f32_tensor, i32_tensor, init_blob,
+};
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;
-use std::sync::Arc;
 use webdelegate::program::ops::{Rope, RopeStyle};
 use webdelegate::program::{DType, Op, ProgramBuilder};
-use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
+use webdelegate::registry::SharedBackend;
 use webdelegate::{ErrorCode, Tensor};
 
 /// RoPE in f64 from the definition: `x` `[.., S, H, D]`, exact angles `p * base^(-2i/dims)`.
@@ -172,22 +173,6 @@ pub async fn rope_extreme_positions_stay_finite(backend: SharedBackend, _config:
     let got = Ref::from_tensor(&got[0]);
     assert!(got.data.iter().all(|v| v.is_finite() && v.abs() <= 5.0), "{got:?}");
 }
-}
-
-/// Initialises a hand-made (possibly invalid) blob with no parameters.
-async fn init_blob(
-    backend: &SharedBackend,
-    b: &ProgramBuilder,
-) -> webdelegate::Result<LoadedDelegate> {
-    let blob = b.encode_unchecked()?;
-    LoadedDelegate::init_with_backend(
-        "under-test",
-        Arc::clone(backend),
-        FreeableBuffer::new(blob),
-        &[],
-        &BackendInitContext::new(),
-    )
-    .await
 }
 
 /// A hostile rope: what, x shape, positions dtype, positions length, dims, base, and the

@@ -5,15 +5,14 @@
 //! interval must contain `u`; the seeded RNG's reproducibility; hostile programs refused.
 
 use crate::common::cases::argmax::reference_row;
-use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor};
+use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor, init_blob};
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;
-use std::sync::Arc;
 use webdelegate::ErrorCode;
 use webdelegate::program::ops::{Argmax, Sample};
 use webdelegate::program::{DType, Op, ProgramBuilder};
-use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
+use webdelegate::registry::SharedBackend;
 
 /// A program `sample(logits [R, V], knobs [R, 4])` (plus `argmax(logits)` as a second output).
 fn sample_model(rows: usize, v: usize) -> Model {
@@ -227,22 +226,6 @@ pub async fn sample_long_rows_against_f64_chain(backend: SharedBackend, config: 
         }
     }
 }
-}
-
-/// Initialises a hand-made (possibly invalid) blob with no parameters.
-async fn init_blob(
-    backend: &SharedBackend,
-    b: &ProgramBuilder,
-) -> webdelegate::Result<LoadedDelegate> {
-    let blob = b.encode_unchecked()?;
-    LoadedDelegate::init_with_backend(
-        "under-test",
-        Arc::clone(backend),
-        FreeableBuffer::new(blob),
-        &[],
-        &BackendInitContext::new(),
-    )
-    .await
 }
 
 /// A hostile sample: what, logits dtype and shape, knobs dtype and shape, and the word its
