@@ -10,6 +10,7 @@ use crate::error::{Error, Result};
 use crate::evalue::EValue;
 use crate::lifecycle::{Released, Signal};
 use crate::registry::context::{BackendExecutionContext, BackendInitContext, BackendOptionContext};
+use crate::registry::freeable::FreeableBuffer;
 use crate::registry::options::BackendOption;
 pub use crate::send_sync::{LocalBoxFuture, MaybeSendSync};
 use std::any::Any;
@@ -62,40 +63,6 @@ impl CompileSpec {
             key: key.into(),
             value: value.into(),
         }
-    }
-}
-
-/// The processed blob handed to `init` (upstream's `FreeableBuffer`). The backend owns it and may
-/// [`free`](FreeableBuffer::free) it once it no longer needs the bytes.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct FreeableBuffer {
-    data: Option<Vec<u8>>,
-}
-
-impl FreeableBuffer {
-    /// A buffer holding `data`.
-    pub fn new(data: Vec<u8>) -> Self {
-        Self { data: Some(data) }
-    }
-
-    /// The bytes; empty once freed.
-    pub fn data(&self) -> &[u8] {
-        self.data.as_deref().unwrap_or(&[])
-    }
-
-    /// Size in bytes; 0 once freed.
-    pub fn size(&self) -> usize {
-        self.data().len()
-    }
-
-    /// Releases the bytes.
-    pub fn free(&mut self) {
-        self.data = None;
-    }
-
-    /// Whether [`free`](FreeableBuffer::free) was called.
-    pub fn is_freed(&self) -> bool {
-        self.data.is_none()
     }
 }
 
@@ -195,14 +162,5 @@ mod tests {
         assert!(handle.downcast_ref::<String>().is_none());
         *handle.downcast_mut::<u32>().unwrap() += 1;
         assert_eq!(handle.downcast_ref::<u32>(), Some(&42));
-    }
-
-    #[test]
-    fn freeable_buffer_frees() {
-        let mut buffer = FreeableBuffer::new(vec![1, 2, 3]);
-        assert_eq!(buffer.size(), 3);
-        buffer.free();
-        assert!(buffer.is_freed());
-        assert!(buffer.data().is_empty());
     }
 }

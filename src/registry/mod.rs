@@ -11,6 +11,7 @@
 
 mod context;
 mod delegate;
+mod freeable;
 mod global;
 mod interface;
 mod named_data;
@@ -19,13 +20,12 @@ mod table;
 
 pub use context::{BackendExecutionContext, BackendInitContext, BackendOptionContext};
 pub use delegate::{DelegateEntry, LoadedDelegate, MethodDelegates};
+pub use freeable::FreeableBuffer;
 pub use global::{
     get_backend_class, get_backend_name, get_num_registered_backends, get_option, notify_backends,
     register_backend, registered_backend_names, set_option,
 };
-pub use interface::{
-    BackendInterface, CompileSpec, DelegateHandle, FreeableBuffer, LocalBoxFuture, MaybeSendSync,
-};
+pub use interface::{BackendInterface, CompileSpec, DelegateHandle, LocalBoxFuture, MaybeSendSync};
 pub use named_data::{LayoutScalarType, NamedDataMap, TensorLayout};
 pub use options::{
     BackendOption, BackendOptions, LoadBackendOptionsMap, MAX_BACKEND_ID_BYTES,

@@ -43,7 +43,7 @@ use crate::params::{
     HostBuffer, ParameterBuffer, ParameterInfo, SharedProvider, Span, SpanRequest,
 };
 use crate::quant::BlockFormat;
-use crate::registry::interface::FreeableBuffer;
+use crate::registry::freeable::FreeableBuffer;
 
 /// Upstream's `executorch::aten::ScalarType` as a `TensorLayout` carries it, with its numeric
 /// codes (`scalar_type.fbs`), for the element types a weights file can name. (Named apart from
