@@ -21,8 +21,21 @@ pub(crate) use crate::backends::webgpu::shape_plan::{
 use crate::error::{Error, ErrorCode, Result};
 use crate::program::{DType, Op, Program, TensorId};
 
-/// Bytes of a tensor of `dtype` and `shape` on the GPU.
+/// Bytes of a tensor of `dtype` and `shape` on the GPU (a block format: its packed bytes,
+/// padded to a word).
 pub(crate) fn gpu_bytes(dtype: DType, shape: &[usize]) -> Result<u64> {
+    if dtype.is_block() {
+        let dims: Vec<u64> = shape.iter().map(|&d| d as u64).collect();
+        return dtype
+            .tensor_bytes(&dims)
+            .and_then(|bytes| bytes.checked_next_multiple_of(4))
+            .ok_or_else(|| {
+                Error::out_of_resources(format!(
+                    "a {} tensor of shape {shape:?} overflows or is not whole blocks",
+                    dtype.name()
+                ))
+            });
+    }
     shape
         .iter()
         .try_fold(words_per_element(dtype) as u64 * 4, |acc, &d| {
@@ -60,6 +73,25 @@ pub(crate) fn param_slots(program: &Program) -> Result<Vec<Option<usize>>> {
         }
     }
     Ok(slots)
+}
+
+/// Whether every op reading `id` binds it by row ranges when it exceeds one storage binding
+/// (a linear layer's weight, a block-format gather table), so a parameter larger than the
+/// device's binding limit (up to its buffer limit) still works.
+pub(crate) fn bound_by_rows(program: &Program, id: TensorId) -> bool {
+    let block = program
+        .tensors
+        .get(id as usize)
+        .is_some_and(|decl| decl.dtype.is_block());
+    program
+        .ops
+        .iter()
+        .filter(|op| op.inputs().contains(&id))
+        .all(|op| match op {
+            Op::Linear(linear) => linear.weight == id && linear.x != id && linear.bias != Some(id),
+            Op::Gather(gather) => block && gather.table == id && gather.ids != id,
+            _ => false,
+        })
 }
 
 /// Tensor ids that are states, mapped to their slot in `Program::states`.
@@ -196,7 +228,9 @@ pub(crate) fn plan(
         .map(|(decl, shape)| gpu_bytes(decl.dtype, shape))
         .collect::<Result<Vec<u64>>>()?;
     for (id, (&size, decl)) in bytes.iter().zip(&program.tensors).enumerate() {
-        if size > limits.max_binding {
+        if size > limits.max_binding
+            && !(slots[id].is_some() && bound_by_rows(program, id as TensorId))
+        {
             return Err(Error::new(
                 ErrorCode::OutOfResources,
                 format!(
@@ -212,6 +246,8 @@ pub(crate) fn plan(
         shapes: &shapes,
         config,
         max_workgroups: limits.max_workgroups,
+        max_binding: limits.max_binding,
+        storage_alignment: limits.storage_alignment,
     };
     let mut ops = program
         .ops

@@ -7,7 +7,8 @@ use crate::backends::webgpu::kernels::linear::{
 };
 use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, row_chunks,
+    to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::Gather;
@@ -124,51 +125,84 @@ fn gather(
     }
     let format = weight_format(ctx.dtype(table)?, "gather")?;
     let n = ctx.numel(out)?;
-    let (threads, uniforms) = match format {
-        None => (
-            n,
-            Uniforms::new().vec4([
-                to_u32(n, "element count")?,
-                to_u32(hidden, "embedding width")?,
-                to_u32(vocab, "vocabulary size")?,
-                to_u32(tag, "op tag")?,
-            ]),
-        ),
-        Some(_) => {
-            let row_bytes = row_bytes(format, hidden, "gather")?;
-            // Table byte offsets must fit the kernel's u32 arithmetic.
-            to_u32(vocab.saturating_mul(row_bytes as usize), "table bytes")?;
-            let per_row = hidden.div_ceil(8);
-            let units = ctx.numel(ids)? * per_row;
-            (
-                units,
-                Uniforms::new()
-                    .vec4([
-                        to_u32(units, "element count")?,
-                        to_u32(per_row, "embedding width")?,
-                        to_u32(vocab, "vocabulary size")?,
-                        to_u32(tag, "op tag")?,
-                    ])
-                    .vec4([0, 0, to_u32(hidden, "embedding width")?, row_bytes]),
-            )
-        }
-    };
-    let Some(workgroups) = ctx.grid_for_threads(threads)? else {
-        return Ok(Vec::new());
-    };
-    Ok(vec![Dispatch {
-        key: KernelKey::new(GatherKey {
-            ids: ids_dtype,
-            wg: ctx.config.workgroup_size,
-            table: format,
-        }),
-        uniforms: uniforms.finish(),
-        bindings: vec![
-            Binding::Tensor(table),
+    let key = KernelKey::new(GatherKey {
+        ids: ids_dtype,
+        wg: ctx.config.workgroup_size,
+        table: format,
+    });
+    let bindings = |table_binding| {
+        vec![
+            table_binding,
             Binding::Tensor(ids),
             Binding::Tensor(out),
             Binding::Status,
-        ],
-        workgroups,
-    }])
+        ]
+    };
+    let Some(_) = format else {
+        let Some(workgroups) = ctx.grid_for_threads(n)? else {
+            return Ok(Vec::new());
+        };
+        return Ok(vec![Dispatch {
+            key,
+            uniforms: Uniforms::new()
+                .vec4([
+                    to_u32(n, "element count")?,
+                    to_u32(hidden, "embedding width")?,
+                    to_u32(vocab, "vocabulary size")?,
+                    to_u32(tag, "op tag")?,
+                ])
+                .finish(),
+            bindings: bindings(Binding::Tensor(table)),
+            workgroups,
+        }]);
+    };
+    let row_bytes = row_bytes(format, hidden, "gather")?;
+    let per_row = hidden.div_ceil(8);
+    let units = ctx.numel(ids)? * per_row;
+    let Some(workgroups) = ctx.grid_for_threads(units)? else {
+        return Ok(Vec::new());
+    };
+    // A table larger than one storage binding runs by row ranges, each bound alone: every
+    // dispatch reads all ids and writes the rows whose ids fall in its range.
+    let chunks = row_chunks(
+        vocab,
+        u64::from(row_bytes),
+        ctx.max_binding,
+        ctx.storage_alignment,
+    )?;
+    let split = chunks.len() > 1;
+    let mut dispatches = Vec::with_capacity(chunks.len());
+    for (first, rows) in chunks {
+        // Table byte offsets within one binding must fit the kernel's u32 arithmetic.
+        to_u32(rows.saturating_mul(row_bytes as usize), "table bytes")?;
+        let table_binding = if split {
+            Binding::Slice {
+                tensor: table,
+                offset: first as u64 * u64::from(row_bytes),
+                bytes: rows as u64 * u64::from(row_bytes),
+            }
+        } else {
+            Binding::Tensor(table)
+        };
+        dispatches.push(Dispatch {
+            key: key.clone(),
+            uniforms: Uniforms::new()
+                .vec4([
+                    to_u32(units, "element count")?,
+                    to_u32(per_row, "embedding width")?,
+                    to_u32(vocab, "vocabulary size")?,
+                    to_u32(tag, "op tag")?,
+                ])
+                .vec4([
+                    to_u32(first, "first row")?,
+                    to_u32(rows, "rows")?,
+                    to_u32(hidden, "embedding width")?,
+                    row_bytes,
+                ])
+                .finish(),
+            bindings: bindings(table_binding),
+            workgroups,
+        });
+    }
+    Ok(dispatches)
 }

@@ -6,7 +6,8 @@
 struct Params {
     // x: 8-value units in out, y: units per row, z: V, w: op tag
     head: vec4<u32>,
-    // z: H (the decoder's row length), w: bytes per table row
+    // x: first table row bound (a table larger than one binding is bound and run by row
+    // ranges), y: rows bound, z: H (the decoder's row length), w: bytes per table row
     dims: vec4<u32>,
 }
 
@@ -36,8 +37,16 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let id = lookup(s);
     var d = Eight(vec4<f32>(0.0), vec4<f32>(0.0));
     if (id.y == 1u) {
-        d = {{DECODE}}(id.x * p.dims.w, e);
+        // Rows outside this dispatch's range are another dispatch's to write.
+        if (id.x < p.dims.x || id.x - p.dims.x >= p.dims.y) {
+            return;
+        }
+        d = {{DECODE}}((id.x - p.dims.x) * p.dims.w, e);
     } else {
+        // Out of the whole table: the first range's dispatch writes zeros and flags it.
+        if (p.dims.x != 0u) {
+            return;
+        }
         atomicMax(&status[0], p.head.w);
     }
     let base = s * h + e;

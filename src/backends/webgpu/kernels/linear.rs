@@ -13,7 +13,7 @@
 
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    to_u32,
+    row_chunks, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::Linear;
@@ -136,8 +136,8 @@ impl Kernel for LinearKey {
             (
                 "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
                 match self.path {
-                    LinearPath::Gemv => " + bias[row]",
-                    LinearPath::Tiled => " + bias[gn]",
+                    LinearPath::Gemv => " + bias[p.split.x + row]",
+                    LinearPath::Tiled => " + bias[p.split.x + gn]",
                 },
             )
         } else {
@@ -201,8 +201,6 @@ impl GpuOp for Linear {
             )));
         }
         let row_bytes = row_bytes(format, k, "linear")?;
-        // Byte offsets of the weight must fit the kernels' u32 arithmetic.
-        to_u32(n.saturating_mul(row_bytes as usize), "weight bytes")?;
         if m == 0 || n == 0 {
             return Ok(Vec::new());
         }
@@ -211,56 +209,82 @@ impl GpuOp for Linear {
         } else {
             LinearPath::Tiled
         };
-        let workgroups = match path {
-            LinearPath::Gemv => {
-                let Some(mut grid) = grid_1d(n.div_ceil(GEMV_ROWS as usize), ctx.max_workgroups)?
-                else {
-                    return Ok(Vec::new());
-                };
-                grid[2] = to_u32(m, "activation rows")?;
-                grid
-            }
-            LinearPath::Tiled => {
-                let (wgx, wgy, rm) = TILED_GEOMETRY;
-                let groups = [
-                    n.div_ceil((wgx * 4) as usize),
-                    m.div_ceil((wgy * rm) as usize),
-                ];
-                let mut grid = [1u32; 3];
-                for (slot, count) in grid.iter_mut().zip(groups) {
-                    *slot = u32::try_from(count)
-                        .ok()
-                        .filter(|&c| c <= ctx.max_workgroups)
-                        .ok_or_else(|| {
-                            Error::out_of_resources(format!(
-                                "linear [{m} x {k} x {n}] needs {count} workgroups in one \
-                                 dimension; the device allows {}",
-                                ctx.max_workgroups
-                            ))
-                        })?;
+        // A weight larger than one storage binding runs by row ranges, each bound alone.
+        let chunks = row_chunks(
+            n,
+            u64::from(row_bytes),
+            ctx.max_binding,
+            ctx.storage_alignment,
+        )?;
+        let split = chunks.len() > 1;
+        let mut dispatches = Vec::with_capacity(chunks.len());
+        for (first, rows) in chunks {
+            // Byte offsets within one binding must fit the kernels' u32 arithmetic.
+            to_u32(rows.saturating_mul(row_bytes as usize), "weight bytes")?;
+            let workgroups = match path {
+                LinearPath::Gemv => {
+                    let Some(mut grid) =
+                        grid_1d(rows.div_ceil(GEMV_ROWS as usize), ctx.max_workgroups)?
+                    else {
+                        continue;
+                    };
+                    grid[2] = to_u32(m, "activation rows")?;
+                    grid
                 }
-                grid
-            }
-        };
-        let uniforms = Uniforms::new()
-            .vec4([to_u32(m, "M")?, to_u32(n, "N")?, to_u32(k, "K")?, row_bytes])
-            .finish();
-        let mut bindings = vec![
-            Binding::Tensor(self.x),
-            Binding::Tensor(self.weight),
-            Binding::Tensor(self.out),
-        ];
-        bindings.extend(self.bias.map(Binding::Tensor));
-        Ok(vec![Dispatch {
-            key: KernelKey::new(LinearKey {
-                path,
-                format,
-                bias: self.bias.is_some(),
-            }),
-            uniforms,
-            bindings,
-            workgroups,
-        }])
+                LinearPath::Tiled => {
+                    let (wgx, wgy, rm) = TILED_GEOMETRY;
+                    let groups = [
+                        rows.div_ceil((wgx * 4) as usize),
+                        m.div_ceil((wgy * rm) as usize),
+                    ];
+                    let mut grid = [1u32; 3];
+                    for (slot, count) in grid.iter_mut().zip(groups) {
+                        *slot = u32::try_from(count)
+                            .ok()
+                            .filter(|&c| c <= ctx.max_workgroups)
+                            .ok_or_else(|| {
+                                Error::out_of_resources(format!(
+                                    "linear [{m} x {k} x {n}] needs {count} workgroups in one \
+                                     dimension; the device allows {}",
+                                    ctx.max_workgroups
+                                ))
+                            })?;
+                    }
+                    grid
+                }
+            };
+            let uniforms = Uniforms::new()
+                .vec4([
+                    to_u32(m, "M")?,
+                    to_u32(rows, "N")?,
+                    to_u32(k, "K")?,
+                    row_bytes,
+                ])
+                .vec4([to_u32(first, "first row")?, to_u32(n, "N")?, 0, 0])
+                .finish();
+            let weight = if split {
+                Binding::Slice {
+                    tensor: self.weight,
+                    offset: first as u64 * u64::from(row_bytes),
+                    bytes: rows as u64 * u64::from(row_bytes),
+                }
+            } else {
+                Binding::Tensor(self.weight)
+            };
+            let mut bindings = vec![Binding::Tensor(self.x), weight, Binding::Tensor(self.out)];
+            bindings.extend(self.bias.map(Binding::Tensor));
+            dispatches.push(Dispatch {
+                key: KernelKey::new(LinearKey {
+                    path,
+                    format,
+                    bias: self.bias.is_some(),
+                }),
+                uniforms,
+                bindings,
+                workgroups,
+            });
+        }
+        Ok(dispatches)
     }
 
     fn kernels(&self, tensors: &[TensorDecl], _config: KernelConfig) -> Vec<KernelKey> {

@@ -8,8 +8,11 @@
 // and dotting them with 8 staged activations; a plain workgroup reduction sums the TPR partial
 // sums. The memory-bound part, the weight bytes, is read exactly once.
 struct Params {
-    // x: M, y: N, z: K, w: bytes per weight row
+    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
     dims: vec4<u32>,
+    // x: first output row of this dispatch (a weight larger than one binding is bound and run
+    // by row ranges), y: the output's full row length
+    split: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -69,6 +72,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var i = 0u; i < TPR; i = i + 1u) {
             s = s + partial[lid + i];
         }
-        out[m * n_len + row] = s{{BIAS_ADD}};
+        out[m * p.split.y + p.split.x + row] = s{{BIAS_ADD}};
     }
 }

@@ -7,8 +7,11 @@
 // the edges), which all TM rows then reuse; each thread accumulates RM rows x 4 columns in vec4
 // registers (thread (lx, ly) owns rows ly + i * WGY and columns 4 lx .. 4 lx + 3).
 struct Params {
-    // x: M, y: N, z: K, w: bytes per weight row
+    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
     dims: vec4<u32>,
+    // x: first output row of this dispatch (a weight larger than one binding is bound and run
+    // by row ranges), y: the output's full row length
+    split: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -92,7 +95,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var j = 0u; j < 4u; j = j + 1u) {
             let gn = col0 + lx * 4u + j;
             if (gn < n_len) {
-                out[gm * n_len + gn] = acc[i][j]{{BIAS_ADD}};
+                out[gm * p.split.y + p.split.x + gn] = acc[i][j]{{BIAS_ADD}};
             }
         }
     }

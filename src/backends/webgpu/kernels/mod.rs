@@ -168,8 +168,60 @@ pub(crate) struct KernelConfig {
 pub(crate) enum Binding {
     /// The whole storage of a tensor.
     Tensor(TensorId),
+    /// Bytes `offset..offset + bytes` of a tensor's storage: a range of rows of a parameter
+    /// larger than one storage binding (see [`row_chunks`]); `offset` is a multiple of the
+    /// device's storage offset alignment.
+    Slice {
+        /// The tensor.
+        tensor: TensorId,
+        /// First byte, from the tensor's start.
+        offset: u64,
+        /// Bytes bound.
+        bytes: u64,
+    },
     /// The plan's status word (gather range errors).
     Status,
+}
+
+/// Row ranges `(first, count)` of a `rows x row_bytes` weight, each at most `max_binding`
+/// bytes and starting at a multiple of `alignment` bytes: one range when the whole weight fits
+/// one binding, else the fewest equal ranges (the last shorter) that do.
+///
+/// # Errors
+/// `OutOfResources` when not even one aligned row group fits a binding.
+pub(crate) fn row_chunks(
+    rows: usize,
+    row_bytes: u64,
+    max_binding: u64,
+    alignment: u64,
+) -> Result<Vec<(usize, usize)>> {
+    let total = (rows as u64).saturating_mul(row_bytes);
+    if total <= max_binding || rows == 0 {
+        return Ok(vec![(0, rows)]);
+    }
+    let alignment = alignment.max(1);
+    // Rows per chunk must keep every chunk's start aligned.
+    let step = alignment / gcd(row_bytes.max(1), alignment);
+    let fit = max_binding / row_bytes.max(1);
+    let per_chunk = fit / step * step;
+    if per_chunk == 0 {
+        return Err(Error::out_of_resources(format!(
+            "a weight of {rows} rows of {row_bytes} bytes exceeds one {max_binding}-byte storage \
+             binding, and {step} rows (the smallest aligned row group) do not fit one either"
+        )));
+    }
+    let per_chunk = usize::try_from(per_chunk).unwrap_or(usize::MAX);
+    Ok((0..rows)
+        .step_by(per_chunk)
+        .map(|first| (first, per_chunk.min(rows - first)))
+        .collect())
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
+    }
+    a
 }
 
 /// One recorded compute dispatch.
@@ -195,6 +247,10 @@ pub(crate) struct PlanContext<'a> {
     pub config: KernelConfig,
     /// The device's `maxComputeWorkgroupsPerDimension`.
     pub max_workgroups: u32,
+    /// The device's `maxStorageBufferBindingSize` (weights beyond it are bound by row ranges).
+    pub max_binding: u64,
+    /// The device's `minStorageBufferOffsetAlignment`.
+    pub storage_alignment: u64,
 }
 
 impl PlanContext<'_> {

@@ -60,6 +60,29 @@ impl Placements<'_> {
                     .ok_or_else(|| Error::internal("plan has no status word"))?;
                 (status, 0, 4)
             }
+            Binding::Slice {
+                tensor,
+                offset,
+                bytes,
+            } => {
+                let (buffer, base, _) = self.resolve(plan, Binding::Tensor(tensor))?;
+                let whole = plan.placement(tensor)?.bytes;
+                let start = base.checked_add(offset);
+                let size = bytes.max(4).next_multiple_of(4);
+                match start {
+                    Some(start)
+                        if offset.saturating_add(bytes) <= whole
+                            && start.saturating_add(size) <= buffer.size() =>
+                    {
+                        return Ok((buffer, start, size));
+                    }
+                    _ => {
+                        return Err(Error::internal(format!(
+                            "cannot bind bytes {offset}..+{bytes} of tensor {tensor} ({whole} bytes)"
+                        )));
+                    }
+                }
+            }
             Binding::Tensor(id) => {
                 let placement = plan.placement(id)?;
                 match placement.storage {

@@ -141,7 +141,8 @@ fn check_structure(program: &Program) -> Result<()> {
     plan::check_structure(program)
 }
 
-/// Every tensor with a fixed shape must fit one binding; every kernel the device's limits.
+/// Every tensor with a fixed shape must fit one binding (a weight its ops bind by row ranges:
+/// one buffer); every kernel the device's limits.
 fn check_limits(ctx: &GpuContext, program: &Program, config: KernelConfig) -> Result<()> {
     let limits = &ctx.limits;
     for (id, decl) in program.tensors.iter().enumerate() {
@@ -155,9 +156,14 @@ fn check_limits(ctx: &GpuContext, program: &Program, config: KernelConfig) -> Re
             .collect();
         let Some(shape) = fixed else { continue };
         let bytes = gpu_bytes(decl.dtype, &shape)?;
-        let cap = limits
-            .max_storage_buffer_binding_size
-            .min(limits.max_buffer_size);
+        let is_param = program.params.iter().any(|p| p.tensor as usize == id);
+        let cap = if is_param && plan::bound_by_rows(program, id as u32) {
+            limits.max_buffer_size
+        } else {
+            limits
+                .max_storage_buffer_binding_size
+                .min(limits.max_buffer_size)
+        };
         if bytes > cap {
             return Err(Error::out_of_resources(format!(
                 "tensor {id} ({}) needs {bytes} bytes on the GPU; this device binds at most {cap}",

@@ -13,6 +13,7 @@
 use crate::backends::parameters::{self, status_error};
 use crate::backends::webgpu::buffers::{GpuAllocator, GpuBuffer};
 use crate::backends::webgpu::device::{GpuContext, share};
+use crate::backends::webgpu::plan;
 use crate::error::{Error, Result};
 use crate::params::{LoadedSpan, SharedBuffer, SharedProvider, SpanRequest};
 use crate::program::{DType, Program};
@@ -119,7 +120,12 @@ pub(crate) async fn resolve_params(
                 .get(param.tensor as usize)
                 .map(|t| t.dtype)
                 .ok_or_else(|| Error::internal("a parameter names no tensor"))?;
-            resolved[position] = Some(place(ctx, span, dtype, &label).await?);
+            let limit = if plan::bound_by_rows(program, param.tensor) {
+                ctx.limits.max_buffer_size
+            } else {
+                ctx.limits.max_storage_buffer_binding_size
+            };
+            resolved[position] = Some(place(ctx, span, dtype, limit, &label).await?);
         }
     }
     resolved
@@ -143,9 +149,9 @@ async fn place(
     ctx: &Arc<GpuContext>,
     span: LoadedSpan,
     dtype: DType,
+    max_binding: u64,
     key: &str,
 ) -> Result<ParamStorage> {
-    let max_binding = ctx.limits.max_storage_buffer_binding_size;
     let gpu_bytes = if dtype == DType::U8 {
         span.length.saturating_mul(4)
     } else {
@@ -153,7 +159,8 @@ async fn place(
     };
     if gpu_bytes > max_binding {
         return Err(Error::out_of_resources(format!(
-            "parameter {key:?} needs {gpu_bytes} bytes; this device binds at most {max_binding}"
+            "parameter {key:?} needs {gpu_bytes} bytes; this device takes at most {max_binding} \
+             for it"
         )));
     }
     let ours = span

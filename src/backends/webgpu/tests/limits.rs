@@ -170,3 +170,137 @@ fn a_forced_binding_cap_takes_effect_at_the_next_init_and_is_validated() {
     );
     assert_eq!(int_option(&backend, "device_generation"), generation + 3);
 }
+
+/// A tied Q8_0 table `[700, 64]` (47,600 bytes) under a 16 KiB binding cap: the embedding
+/// gather and the linear head that share it run by row ranges (68-byte rows, ranges starting on
+/// the device's storage offset alignment: four with 256, three with lavapipe's smaller one),
+/// and give the CPU backend's results (oracle; tolerance 1e-4 absolute + relative, the op
+/// suite's matmul bound) for one row (GEMV) and three (tiled). Without the cap the same program
+/// runs in one dispatch per op.
+#[test]
+fn a_weight_larger_than_one_binding_runs_by_row_ranges() {
+    use crate::backends::cpu::CpuBackend;
+    use crate::evalue::{EValue, Tensor, TensorData};
+    use crate::program::BlockFormat;
+    use crate::program::ops::Linear;
+    use crate::registry::BackendExecutionContext;
+    let (vocab, hidden) = (700usize, 64usize);
+    let mut table = Vec::new();
+    let mut state = 12345u32;
+    for block in 0..vocab * hidden / 32 {
+        let scale = half::f16::from_f32(0.002 + 0.0001 * (block % 17) as f32);
+        table.extend(scale.to_le_bytes());
+        for _ in 0..32 {
+            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            table.push((state >> 24) as u8);
+        }
+    }
+    let mut b = ProgramBuilder::new();
+    let rows = b.symbol("rows");
+    let ids = b.input("ids", DType::I32, vec![rows]);
+    let embd = b.param(
+        "embd",
+        DType::Block(BlockFormat::Q8_0),
+        dims(&[vocab, hidden]),
+        "test",
+        "embd",
+    );
+    let x = b.gather(embd, ids).unwrap();
+    let logits = b
+        .push(|out| Linear {
+            x,
+            weight: embd,
+            bias: None,
+            out,
+        })
+        .unwrap();
+    b.output(x).output(logits);
+    let blob = b.encode().unwrap();
+    let provider = MemoryProvider::new();
+    provider.insert_described(
+        "test",
+        "embd",
+        table,
+        Some("Q8_0".into()),
+        Some(vec![vocab as u64, hidden as u64]),
+    );
+    let context = BackendInitContext::new().with_parameters(Arc::new(provider));
+    let run = |backend: &dyn BackendInterface, ids: &[i32]| -> (Vec<Vec<f32>>, usize) {
+        let mut handle =
+            pollster::block_on(backend.init(&context, FreeableBuffer::new(blob.clone()), &[]))
+                .unwrap();
+        let input = Tensor::new(vec![ids.len()], TensorData::Int32(ids.to_vec())).unwrap();
+        let mut args = vec![EValue::Tensor(input), EValue::None, EValue::None];
+        pollster::block_on(backend.execute(
+            &BackendExecutionContext::default(),
+            &mut handle,
+            &mut args,
+        ))
+        .unwrap();
+        let dispatches = WebGpuBackend::stats_of(&handle).map_or(0, |s| s.dispatches);
+
+        backend.destroy(handle);
+        let outputs = args[1..]
+            .iter()
+            .map(|a| a.as_tensor().unwrap().as_f32().unwrap().to_vec())
+            .collect();
+        (outputs, dispatches)
+    };
+    let gpu = new_backend();
+    let cpu = CpuBackend::new();
+    for ids in [&[699][..], &[0, 350, 699][..]] {
+        let (want, _) = run(&cpu, ids);
+        let (whole, one_each) = run(&gpu, ids);
+        assert_eq!(one_each, 2, "one dispatch per op without a cap");
+        set(
+            &gpu,
+            "max_storage_binding_bytes",
+            OptionValue::Int(16 << 10),
+        )
+        .unwrap();
+        let (split, dispatches) = run(&gpu, ids);
+        set(&gpu, "max_storage_binding_bytes", OptionValue::Int(0)).unwrap();
+        let alignment = int_option(&gpu, "limits.min_storage_buffer_offset_alignment") as u64;
+        let ranges = crate::backends::webgpu::kernels::row_chunks(vocab, 68, 16 << 10, alignment)
+            .unwrap()
+            .len();
+        assert!(ranges >= 3, "{ranges} row ranges");
+        assert_eq!(
+            dispatches,
+            2 * ranges,
+            "{ranges} row ranges for each of the two ops"
+        );
+        for (name, got) in [("whole", &whole), ("split", &split)] {
+            for (output, (g, w)) in got.iter().zip(&want).enumerate() {
+                assert_eq!(g.len(), w.len());
+                for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                    assert!(
+                        (a - b).abs() <= 1e-4 + 1e-4 * b.abs(),
+                        "{name} {ids:?} output {output}[{i}]: {a} vs cpu {b}"
+                    );
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn row_ranges_start_aligned_and_cover_every_row() {
+    use crate::backends::webgpu::kernels::row_chunks;
+    assert_eq!(row_chunks(700, 68, 1 << 20, 256).unwrap(), [(0, 700)]);
+    assert_eq!(
+        row_chunks(700, 68, 16 << 10, 256).unwrap(),
+        [(0, 192), (192, 192), (384, 192), (576, 124)]
+    );
+    // The real Gemma lm_head (680-byte Q8_0 rows) under lavapipe's 128 MiB binding.
+    let chunks = row_chunks(262_144, 680, 128 << 20, 256).unwrap();
+    assert_eq!(chunks.len(), 2);
+    for &(first, rows) in &chunks {
+        assert_eq!(first as u64 * 680 % 256, 0);
+        assert!(rows as u64 * 680 <= 128 << 20);
+    }
+    assert_eq!(chunks.iter().map(|c| c.1).sum::<usize>(), 262_144);
+    // A row group that cannot fit is refused, not split into misaligned pieces.
+    let error = row_chunks(10, 4096, 2048, 256).unwrap_err();
+    assert_eq!(error.code(), ErrorCode::OutOfResources);
+}
