@@ -143,6 +143,24 @@ pub fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
     total
 }
 
+/// `w . x` in eight lanes (the shorter length wins).
+pub fn lane_dot(w: &[f32], x: &[f32]) -> f32 {
+    let mut acc = [0.0f32; LANES];
+    let (wc, xc) = (w.chunks_exact(LANES), x.chunks_exact(LANES));
+    let tail: f32 = wc
+        .remainder()
+        .iter()
+        .zip(xc.remainder())
+        .map(|(a, b)| a * b)
+        .sum();
+    for (wl, xl) in wc.zip(xc) {
+        for ((slot, &a), &b) in acc.iter_mut().zip(wl).zip(xl) {
+            *slot += a * b;
+        }
+    }
+    acc.iter().sum::<f32>() + tail
+}
+
 /// `max xs` in eight lanes (NaN elements are skipped here; they still poison the softmax sum).
 #[inline(always)]
 pub fn lane_max(xs: &[f32]) -> f32 {

@@ -2,7 +2,7 @@
 //! the cache (state tensors, taken out of the frame and put back), then for each query row and
 //! head a numerically stable softmax over the visible cache positions, accumulated in f32.
 
-use crate::backends::cpu::fast_math::lane_sum;
+use crate::backends::cpu::fast_math::lane_dot;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::values::Values;
 use crate::error::{Error, Result};
@@ -46,7 +46,7 @@ fn attend(
             let mut max = f32::NEG_INFINITY;
             for j in lo..=p {
                 let key = &k_cache[(j * kv_heads + g) * head_dim..][..head_dim];
-                let mut l = op.scale * lane_sum_dot(query, key);
+                let mut l = op.scale * lane_dot(query, key);
                 if op.softcap > 0.0 {
                     l = op.softcap * (l / op.softcap).tanh();
                 }
@@ -72,19 +72,6 @@ fn attend(
             }
         }
     }
-}
-
-/// `a . b` with the eight-lane sum the other row kernels use.
-fn lane_sum_dot(a: &[f32], b: &[f32]) -> f32 {
-    let mut products = [0.0f32; 8];
-    let mut total = 0.0;
-    for (chunk_a, chunk_b) in a.chunks(8).zip(b.chunks(8)) {
-        for ((p, &x), &y) in products.iter_mut().zip(chunk_a).zip(chunk_b) {
-            *p = x * y;
-        }
-        total += lane_sum(&products[..chunk_a.len()], |v| v);
-    }
-    total
 }
 
 /// Stores `rows` (`[S, Hkv, width]`) at `positions` of `cache` (`[C, Hkv, width]`).

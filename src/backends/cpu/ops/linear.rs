@@ -7,7 +7,7 @@
 //! Q8_0 (the decode step's lm_head) skips the decode buffer: each block's quants are dotted
 //! with `x` in place and scaled once (`d * sum(q * x)`).
 
-use crate::backends::cpu::fast_math::LANES;
+use crate::backends::cpu::fast_math::{LANES, lane_dot};
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
 use crate::backends::cpu::values::{Values, ValuesRef};
 use crate::error::{Error, Result};
@@ -159,7 +159,7 @@ pub(crate) fn linear(
                 }
             } else {
                 for (r, w) in decoded.iter().take(rows).enumerate() {
-                    target[n0 + r] = dot(w, xm) + bias.map_or(0.0, |b| b[n0 + r]);
+                    target[n0 + r] = lane_dot(w, xm) + bias.map_or(0.0, |b| b[n0 + r]);
                 }
             }
         }
@@ -185,24 +185,6 @@ fn dot_q8_0(row: &[u8], x: &[f32]) -> f32 {
         }
     }
     lanes.iter().sum()
-}
-
-/// `w . x` in eight lanes.
-fn dot(w: &[f32], x: &[f32]) -> f32 {
-    let mut acc = [0.0f32; LANES];
-    let (wc, xc) = (w.chunks_exact(LANES), x.chunks_exact(LANES));
-    let tail: f32 = wc
-        .remainder()
-        .iter()
-        .zip(xc.remainder())
-        .map(|(a, b)| a * b)
-        .sum();
-    for (wl, xl) in wc.zip(xc) {
-        for ((slot, &a), &b) in acc.iter_mut().zip(wl).zip(xl) {
-            *slot += a * b;
-        }
-    }
-    acc.iter().sum::<f32>() + tail
 }
 
 /// Four rows of `w` dotted with `x` at once (`x` is loaded once for all four), eight lanes each.
