@@ -3,4 +3,6 @@
 
 pub mod bert;
 pub mod catalog;
+pub mod decoder;
+pub mod decoder_session;
 pub mod sbert;

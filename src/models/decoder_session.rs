@@ -1,0 +1,161 @@
+//! [`DecoderSession`]: one sequence run through an initialised [decoder
+//! program](crate::models::decoder): it feeds tokens at the next positions (a prompt in chunks,
+//! then one token per step), keeps the position the KV caches have reached, and returns the
+//! chosen tokens (and, for a program built with logits, the selected rows' logits).
+//!
+//! The caches live in the delegate's state; the session only counts. Starting over is
+//! [`DecoderSession::rewind`]: the attention op never reads a cache position past the query's,
+//! so rows left from an earlier sequence are overwritten before they are read.
+
+use crate::error::{Error, Result};
+use crate::evalue::{EValue, Tensor, TensorData};
+use crate::registry::LoadedDelegate;
+
+/// Which fed rows get logits (and a chosen token).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LogitRows {
+    /// Only the last fed token (generation).
+    Last,
+    /// Every fed token (scoring, teacher forcing, tests).
+    All,
+}
+
+/// Sampling knobs of one step: `(temperature, top_k, top_p, u)` as the
+/// [`Sample`](crate::program::ops::Sample) op reads them.
+pub type Knobs = [f32; 4];
+
+/// Greedy selection (temperature 0).
+pub const GREEDY: Knobs = [0.0, 1.0, 1.0, 0.0];
+
+/// What one [`DecoderSession::feed`] returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fed {
+    /// The chosen token of each selected row.
+    pub tokens: Vec<u32>,
+    /// The selected rows' logits, row after row (`vocab` each), when the program outputs them.
+    pub logits: Option<Vec<f32>>,
+}
+
+/// One sequence over a decoder program's delegate.
+pub struct DecoderSession {
+    delegate: LoadedDelegate,
+    context: u64,
+    vocab: usize,
+    with_logits: bool,
+    position: u64,
+}
+
+impl DecoderSession {
+    /// A session over `delegate`, which runs a decoder program built for `context` positions
+    /// and `vocab` tokens, with the `logits` output when `with_logits`.
+    pub fn new(delegate: LoadedDelegate, context: u64, vocab: usize, with_logits: bool) -> Self {
+        Self {
+            delegate,
+            context,
+            vocab,
+            with_logits,
+            position: 0,
+        }
+    }
+
+    /// The next position to be fed (the tokens the caches hold).
+    pub fn position(&self) -> u64 {
+        self.position
+    }
+
+    /// Positions the caches hold at most.
+    pub fn context(&self) -> u64 {
+        self.context
+    }
+
+    /// The delegate (for stats, options and lifecycle).
+    pub fn delegate(&self) -> &LoadedDelegate {
+        &self.delegate
+    }
+
+    /// The delegate, mutably.
+    pub fn delegate_mut(&mut self) -> &mut LoadedDelegate {
+        &mut self.delegate
+    }
+
+    /// Starts a new sequence at position 0 (the caches are overwritten as it proceeds).
+    pub fn rewind(&mut self) {
+        self.position = 0;
+    }
+
+    /// Clears the caches through the backend (after a dropped state, say) and rewinds.
+    ///
+    /// # Errors
+    /// The backend's reset errors.
+    pub fn reset(&mut self) -> Result<()> {
+        self.delegate.reset_state()?;
+        self.position = 0;
+        Ok(())
+    }
+
+    /// Feeds `ids` at the next positions in one execute; `rows` chooses which get logits, each
+    /// with `knobs`.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for no ids, or ids that would pass the context (nothing is run);
+    /// the execute's errors (then the position is unchanged, and the caches may hold part of
+    /// the rows: feeding them again overwrites them).
+    pub async fn feed(&mut self, ids: &[u32], rows: LogitRows, knobs: Knobs) -> Result<Fed> {
+        if ids.is_empty() {
+            return Err(Error::invalid_argument("no tokens to feed"));
+        }
+        let count = ids.len() as u64;
+        let end = self.position.checked_add(count).filter(|&e| e <= self.context);
+        let Some(end) = end else {
+            return Err(Error::invalid_argument(format!(
+                "{count} tokens at position {} pass the context of {} positions",
+                self.position, self.context
+            )));
+        };
+        let as_i32 = |v: u64| i32::try_from(v).map_err(|_| Error::invalid_argument("too large"));
+        let ids_i32 = ids
+            .iter()
+            .map(|&id| i32::try_from(id).map_err(|_| Error::invalid_argument("token id too large")))
+            .collect::<Result<Vec<_>>>()?;
+        let positions = (self.position..end)
+            .map(as_i32)
+            .collect::<Result<Vec<_>>>()?;
+        let selected: Vec<i32> = match rows {
+            LogitRows::Last => vec![as_i32(count - 1)?],
+            LogitRows::All => (0..as_i32(count)?).collect(),
+        };
+        let r = selected.len();
+        let knob_values = knobs.iter().copied().cycle().take(r * 4).collect();
+        let vector = |data: TensorData, n: usize| Tensor::new(vec![n], data).map(EValue::Tensor);
+        let mut args = vec![
+            vector(TensorData::Int32(ids_i32), ids.len())?,
+            vector(TensorData::Int32(positions), ids.len())?,
+            vector(TensorData::Int32(selected), r)?,
+            EValue::Tensor(Tensor::new(vec![r, 4], TensorData::Float32(knob_values))?),
+            EValue::None,
+        ];
+        if self.with_logits {
+            args.push(EValue::None);
+        }
+        self.delegate.execute(&mut args).await?;
+        let tokens = match args[4].as_tensor().map(Tensor::data) {
+            Some(TensorData::Int32(values)) => values
+                .iter()
+                .map(|&t| u32::try_from(t).map_err(|_| Error::internal("negative token")))
+                .collect::<Result<Vec<_>>>()?,
+            _ => return Err(Error::internal("the tokens output is not i32")),
+        };
+        let logits = if self.with_logits {
+            let values = args[5]
+                .as_tensor()
+                .and_then(Tensor::as_f32)
+                .filter(|v| v.len() == r * self.vocab)
+                .ok_or_else(|| Error::internal("the logits output has the wrong size"))?;
+            Some(values.to_vec())
+        } else {
+            None
+        };
+        self.position = end;
+        Ok(Fed { tokens, logits })
+    }
+}
