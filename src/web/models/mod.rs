@@ -1,5 +1,7 @@
 //! High-level model APIs for JavaScript, each a whole task in one class on top of the registry
 //! and the providers: [`embedder`] (`Embedder`: sentence embeddings from a BERT-family model
-//! directory).
+//! directory);
+//! [`loading`]: the backend choice and abort race every load shares.
 
 pub mod embedder;
+pub(crate) mod loading;

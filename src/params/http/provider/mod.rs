@@ -14,6 +14,8 @@ mod index_source;
 
 use crate::error::{Status, StatusCode};
 use crate::lifecycle::Released;
+use crate::params::formats::Format;
+use crate::params::formats::gguf::GgufIndex;
 use crate::params::http::loading::control::{AbortHandle, SuspendGate};
 use crate::params::http::loading::destination::Destination;
 use crate::params::http::loading::load::{Engine, RemoteScope, transfer};
@@ -194,6 +196,28 @@ impl HttpProvider {
         let file = self.open(url).await?;
         self.insert(scope, &file, index, options);
         Ok(())
+    }
+
+    /// Serves the GGUF file at `url` as `scope`, like [`HttpProvider::add_scope`], and returns
+    /// its header with every metadata value kept (a model builder's hyper-parameters and
+    /// vocabulary), read once with the same requests that read the index.
+    ///
+    /// # Errors
+    /// As [`HttpProvider::add_scope`]; the GGUF parser's errors for a file that is not GGUF.
+    pub async fn add_gguf_scope(
+        &self,
+        scope: &str,
+        url: &str,
+        options: ScopeOptions,
+    ) -> StatusResult<GgufIndex> {
+        let file = self.open(url).await?;
+        let header = GgufIndex::parse(&file).await?;
+        let options = ScopeOptions {
+            format: Some(Format::Gguf.to_string()),
+            ..options
+        };
+        self.insert(scope, &file, header.index().clone(), options);
+        Ok(header)
     }
 
     /// Stops serving `scope`; whether it was served.

@@ -8,24 +8,19 @@
 //! signal), the provider's Range requests are aborted (a suspend stops them all), and whatever
 //! was half-built is dropped.
 //!
-//! With backend `"auto"` the candidates are `"webgpu"` then `"cpu"`, except that a WebGPU with
-//! only a fallback adapter (WebGPU emulated on the CPU) goes after `"cpu"`; every one skipped or
-//! failed is explained (an unavailable WebGPU with the backend's own `unavailable_reason`), and
-//! the explanations become the embedder's `fallbackReason`.
+//! The backend is chosen as every model load chooses it ([`crate::web::models::loading`]); the
+//! reasons for skipping the preferred ones become the embedder's `fallbackReason`.
 
 use super::options::LoadOptions;
-use crate::backends::defaults::{CPU, WEBGPU};
-use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
+use crate::error::{Error, Result};
 use crate::models::bert::{BertConfig, sentence_embedding_program};
 use crate::models::sbert::{max_seq_length, truncation_length};
-use crate::params::Signal;
 use crate::params::http::{HttpProvider, ScopeOptions};
 use crate::program;
-use crate::registry::{
-    self, BackendInitContext, BackendOption, FreeableBuffer, LoadedDelegate, OptionValue,
-};
+use crate::registry::{BackendInitContext, LoadedDelegate};
 use crate::text::TextTokenizer;
-use js_sys::{Function, Promise};
+use crate::web::models::loading::{aborted_error, init_on_first, race_abort, status_error};
+use js_sys::Promise;
 use std::sync::Arc;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
@@ -33,8 +28,6 @@ use wasm_bindgen_futures::JsFuture;
 
 /// The provider scope the model's weights are served under.
 pub(super) const SCOPE: &str = "model";
-/// The message of every abort rejection.
-const ABORTED: &str = "load aborted";
 
 #[wasm_bindgen]
 extern "C" {
@@ -58,10 +51,6 @@ fn resolve_url(base: &str, name: &str) -> String {
     } else {
         format!("{base}/{name}")
     }
-}
-
-fn aborted_error() -> Error {
-    Error::invalid_state(ABORTED)
 }
 
 /// GETs `url` with `signal`; `Ok(None)` for a 404 when `optional`.
@@ -97,77 +86,6 @@ async fn fetch_bytes(
         .await
         .map_err(failed)?;
     Ok(Some(js_sys::Uint8Array::new(&buffer).to_vec()))
-}
-
-/// The provider's status as an ExecuTorch error for `Embedder.load`'s callers.
-pub(super) fn status_error(status: Status) -> Error {
-    let code = match status.code() {
-        StatusCode::NotFound => ErrorCode::NotFound,
-        StatusCode::Cancelled | StatusCode::Aborted => ErrorCode::InvalidState,
-        StatusCode::InvalidArgument | StatusCode::DataLoss => ErrorCode::InvalidExternalData,
-        _ => ErrorCode::AccessFailed,
-    };
-    Error::new(code, status.to_string())
-}
-
-/// Why the backend `name` cannot run now, from its `unavailable_reason` option when it has one.
-fn unavailable_reason(name: &str) -> String {
-    let mut options = match BackendOption::new("unavailable_reason", "") {
-        Ok(option) => vec![option],
-        Err(_) => return "the backend gives no reason".into(),
-    };
-    match registry::get_option(name, &mut options) {
-        Ok(()) => match options.first().map(BackendOption::value) {
-            Some(OptionValue::String(reason)) if !reason.is_empty() => reason.clone(),
-            _ => "the backend gives no reason".into(),
-        },
-        Err(_) => "the backend gives no reason".into(),
-    }
-}
-
-/// Backends to try, in order, for `requested`, and why each preferred one was skipped.
-fn candidates(requested: &str) -> (Vec<String>, Vec<String>) {
-    if requested != "auto" {
-        return (vec![requested.to_owned()], Vec::new());
-    }
-    let mut names = Vec::new();
-    let mut skipped = Vec::new();
-    for name in [WEBGPU, CPU] {
-        match registry::get_backend_class(name) {
-            None => skipped.push(format!("{name} is not registered")),
-            Some(backend) if !backend.is_available() => {
-                skipped.push(format!("{name} unavailable: {}", unavailable_reason(name)));
-            }
-            Some(_) => names.push(name.to_owned()),
-        }
-    }
-    // A fallback adapter is the browser's software rasteriser (SwiftShader-class): WebGPU on the
-    // CPU, far slower than the CPU backend's SIMD kernels. It stays second choice.
-    if names.first().map(String::as_str) == Some(WEBGPU)
-        && names.iter().any(|n| n == CPU)
-        && is_fallback_adapter(WEBGPU)
-    {
-        names.retain(|n| n != WEBGPU);
-        names.push(WEBGPU.to_owned());
-        skipped.push(format!(
-            "{WEBGPU} has only a fallback adapter (WebGPU emulated on the CPU), slower than the \
-             {CPU} backend; ask for backend '{WEBGPU}' to use it anyway"
-        ));
-    }
-    (names, skipped)
-}
-
-/// Whether backend `name` reports its adapter as a fallback adapter (`adapter.fallback`).
-fn is_fallback_adapter(name: &str) -> bool {
-    let Ok(option) = BackendOption::new("adapter.fallback", false) else {
-        return false;
-    };
-    let mut options = vec![option];
-    registry::get_option(name, &mut options).is_ok()
-        && matches!(
-            options.first().map(BackendOption::value),
-            Some(OptionValue::Bool(true))
-        )
 }
 
 /// Loads the model in `base_url` with `provider` serving its weights, unless `options.signal`
@@ -228,85 +146,14 @@ async fn load_model(
     let context = BackendInitContext::new()
         .with_method_name("sentence_embedding")
         .with_parameters(Arc::clone(provider) as crate::params::SharedProvider);
-    let (names, mut notes) = candidates(&options.backend);
-    let mut last_error = None;
-    for name in names {
-        match LoadedDelegate::init(&name, FreeableBuffer::new(blob.clone()), &[], &context).await {
-            Ok(delegate) => {
-                return Ok(LoadedModel {
-                    backend: name,
-                    fallback: (!notes.is_empty()).then(|| notes.join("; ")),
-                    delegate,
-                    dim,
-                    max_tokens,
-                    tokenizer,
-                });
-            }
-            Err(error) if error.code() == ErrorCode::InvalidState => return Err(error),
-            Err(error) => {
-                notes.push(format!("{name} failed: {error}"));
-                last_error = Some(error);
-            }
-        }
-    }
-    Err(last_error.unwrap_or_else(|| {
-        Error::not_found(format!(
-            "no available backend for {:?}: {}",
-            options.backend,
-            notes.join("; ")
-        ))
-    }))
+    let placed = init_on_first(&options.backend, &blob, &context).await?;
+    Ok(LoadedModel {
+        backend: placed.backend,
+        fallback: placed.fallback,
+        delegate: placed.delegate,
+        dim,
+        max_tokens,
+        tokenizer,
+    })
 }
 
-/// Removes an `abort` listener when dropped.
-struct AbortListener {
-    signal: web_sys::AbortSignal,
-    callback: Function,
-}
-
-impl Drop for AbortListener {
-    fn drop(&mut self) {
-        let _ = self
-            .signal
-            .remove_event_listener_with_callback("abort", &self.callback);
-    }
-}
-
-/// Runs `work` unless `signal` aborts first; on abort the provider's in-flight requests are
-/// stopped (a suspend aborts them at once), `work` is dropped with everything it allocated, and
-/// the result is `InvalidState`.
-async fn race_abort<T>(
-    work: impl std::future::Future<Output = Result<T>>,
-    signal: Option<&web_sys::AbortSignal>,
-    provider: &HttpProvider,
-) -> Result<T> {
-    use futures_util::future::{Either, select};
-    let Some(signal) = signal else {
-        return work.await;
-    };
-    if signal.aborted() {
-        return Err(aborted_error());
-    }
-    let mut listener = None;
-    let aborted = Promise::new(&mut |resolve, _reject| {
-        let _ = signal.add_event_listener_with_callback("abort", &resolve);
-        listener = Some(AbortListener {
-            signal: signal.clone(),
-            callback: resolve,
-        });
-    });
-    let work = std::pin::pin!(work);
-    let outcome = match select(work, JsFuture::from(aborted)).await {
-        // A fetch that failed because of the abort can finish first: still an abort.
-        Either::Left((Err(_), _)) if signal.aborted() => Err(aborted_error()),
-        Either::Left((outcome, _)) => outcome,
-        Either::Right(_) => Err(aborted_error()),
-    };
-    drop(listener);
-    if outcome.is_err() && signal.aborted() && !provider.is_suspended() {
-        // Suspending aborts every request at once; resume unless the page had suspended it.
-        provider.signal(Signal::Suspend);
-        provider.signal(Signal::Resume);
-    }
-    outcome
-}

@@ -26,7 +26,7 @@ use crate::web::edge::errors::to_js_error;
 use crate::web::providers::http::provider_from_options;
 use crate::web::registry::introspect;
 use js_sys::{Array, BigInt64Array, Float32Array, Object, Promise, Reflect};
-use load::status_error;
+use crate::web::models::loading::status_error;
 use options::LoadOptions;
 use std::cell::Cell;
 use std::rc::Rc;

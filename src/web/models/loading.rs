@@ -1,0 +1,196 @@
+//! What every high-level model load shares: the backend to run on (`"auto"`'s order and the
+//! reasons each skipped backend gives), the provider's IREE status as the ExecuTorch error a
+//! caller sees, and racing a load against the caller's `AbortSignal`.
+//!
+//! With backend `"auto"` the candidates are `"webgpu"` then `"cpu"`, except that a WebGPU with
+//! only a fallback adapter (WebGPU emulated on the CPU) goes after `"cpu"`; every one skipped or
+//! failed is explained (an unavailable WebGPU with the backend's own `unavailable_reason`).
+
+use crate::backends::defaults::{CPU, WEBGPU};
+use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
+use crate::params::Signal;
+use crate::params::http::HttpProvider;
+use crate::registry::{
+    self, BackendInitContext, BackendOption, FreeableBuffer, LoadedDelegate, OptionValue,
+};
+use js_sys::{Function, Promise};
+use wasm_bindgen_futures::JsFuture;
+
+/// The message of every abort rejection.
+const ABORTED: &str = "load aborted";
+
+/// The error an aborted load rejects with.
+pub(crate) fn aborted_error() -> Error {
+    Error::invalid_state(ABORTED)
+}
+
+/// The provider's status as an ExecuTorch error for `Embedder.load`'s callers.
+pub(crate) fn status_error(status: Status) -> Error {
+    let code = match status.code() {
+        StatusCode::NotFound => ErrorCode::NotFound,
+        StatusCode::Cancelled | StatusCode::Aborted => ErrorCode::InvalidState,
+        StatusCode::InvalidArgument | StatusCode::DataLoss => ErrorCode::InvalidExternalData,
+        _ => ErrorCode::AccessFailed,
+    };
+    Error::new(code, status.to_string())
+}
+
+/// Why the backend `name` cannot run now, from its `unavailable_reason` option when it has one.
+fn unavailable_reason(name: &str) -> String {
+    let mut options = match BackendOption::new("unavailable_reason", "") {
+        Ok(option) => vec![option],
+        Err(_) => return "the backend gives no reason".into(),
+    };
+    match registry::get_option(name, &mut options) {
+        Ok(()) => match options.first().map(BackendOption::value) {
+            Some(OptionValue::String(reason)) if !reason.is_empty() => reason.clone(),
+            _ => "the backend gives no reason".into(),
+        },
+        Err(_) => "the backend gives no reason".into(),
+    }
+}
+
+/// Backends to try, in order, for `requested`, and why each preferred one was skipped.
+pub(crate) fn candidates(requested: &str) -> (Vec<String>, Vec<String>) {
+    if requested != "auto" {
+        return (vec![requested.to_owned()], Vec::new());
+    }
+    let mut names = Vec::new();
+    let mut skipped = Vec::new();
+    for name in [WEBGPU, CPU] {
+        match registry::get_backend_class(name) {
+            None => skipped.push(format!("{name} is not registered")),
+            Some(backend) if !backend.is_available() => {
+                skipped.push(format!("{name} unavailable: {}", unavailable_reason(name)));
+            }
+            Some(_) => names.push(name.to_owned()),
+        }
+    }
+    // A fallback adapter is the browser's software rasteriser (SwiftShader-class): WebGPU on the
+    // CPU, far slower than the CPU backend's SIMD kernels. It stays second choice.
+    if names.first().map(String::as_str) == Some(WEBGPU)
+        && names.iter().any(|n| n == CPU)
+        && is_fallback_adapter(WEBGPU)
+    {
+        names.retain(|n| n != WEBGPU);
+        names.push(WEBGPU.to_owned());
+        skipped.push(format!(
+            "{WEBGPU} has only a fallback adapter (WebGPU emulated on the CPU), slower than the \
+             {CPU} backend; ask for backend '{WEBGPU}' to use it anyway"
+        ));
+    }
+    (names, skipped)
+}
+
+/// Whether backend `name` reports its adapter as a fallback adapter (`adapter.fallback`).
+fn is_fallback_adapter(name: &str) -> bool {
+    let Ok(option) = BackendOption::new("adapter.fallback", false) else {
+        return false;
+    };
+    let mut options = vec![option];
+    registry::get_option(name, &mut options).is_ok()
+        && matches!(
+            options.first().map(BackendOption::value),
+            Some(OptionValue::Bool(true))
+        )
+}
+
+/// Removes an `abort` listener when dropped.
+struct AbortListener {
+    signal: web_sys::AbortSignal,
+    callback: Function,
+}
+
+impl Drop for AbortListener {
+    fn drop(&mut self) {
+        let _ = self
+            .signal
+            .remove_event_listener_with_callback("abort", &self.callback);
+    }
+}
+
+/// Runs `work` unless `signal` aborts first; on abort the provider's in-flight requests are
+/// stopped (a suspend aborts them at once), `work` is dropped with everything it allocated, and
+/// the result is `InvalidState`.
+pub(crate) async fn race_abort<T>(
+    work: impl std::future::Future<Output = Result<T>>,
+    signal: Option<&web_sys::AbortSignal>,
+    provider: &HttpProvider,
+) -> Result<T> {
+    use futures_util::future::{Either, select};
+    let Some(signal) = signal else {
+        return work.await;
+    };
+    if signal.aborted() {
+        return Err(aborted_error());
+    }
+    let mut listener = None;
+    let aborted = Promise::new(&mut |resolve, _reject| {
+        let _ = signal.add_event_listener_with_callback("abort", &resolve);
+        listener = Some(AbortListener {
+            signal: signal.clone(),
+            callback: resolve,
+        });
+    });
+    let work = std::pin::pin!(work);
+    let outcome = match select(work, JsFuture::from(aborted)).await {
+        // A fetch that failed because of the abort can finish first: still an abort.
+        Either::Left((Err(_), _)) if signal.aborted() => Err(aborted_error()),
+        Either::Left((outcome, _)) => outcome,
+        Either::Right(_) => Err(aborted_error()),
+    };
+    drop(listener);
+    if outcome.is_err() && signal.aborted() && !provider.is_suspended() {
+        // Suspending aborts every request at once; resume unless the page had suspended it.
+        provider.signal(Signal::Suspend);
+        provider.signal(Signal::Resume);
+    }
+    outcome
+}
+
+/// A delegate initialised on the first candidate backend that accepts the program.
+pub(crate) struct Placed {
+    /// The backend that runs it.
+    pub backend: String,
+    /// Why the backends before it were skipped or failed, if any were.
+    pub fallback: Option<String>,
+    /// The initialised program.
+    pub delegate: LoadedDelegate,
+}
+
+/// Initialises `blob` on the first of [`candidates`]`(requested)` that accepts it.
+///
+/// # Errors
+/// An `InvalidState` failure at once (an abort or a lost device is not a reason to try the
+/// next backend); otherwise the last backend's error, or `NotFound` listing why none could run.
+pub(crate) async fn init_on_first(
+    requested: &str,
+    blob: &[u8],
+    context: &BackendInitContext,
+) -> Result<Placed> {
+    let (names, mut notes) = candidates(requested);
+    let mut last_error = None;
+    for name in names {
+        match LoadedDelegate::init(&name, FreeableBuffer::new(blob.to_vec()), &[], context).await
+        {
+            Ok(delegate) => {
+                return Ok(Placed {
+                    backend: name,
+                    fallback: (!notes.is_empty()).then(|| notes.join("; ")),
+                    delegate,
+                });
+            }
+            Err(error) if error.code() == ErrorCode::InvalidState => return Err(error),
+            Err(error) => {
+                notes.push(format!("{name} failed: {error}"));
+                last_error = Some(error);
+            }
+        }
+    }
+    Err(last_error.unwrap_or_else(|| {
+        Error::not_found(format!(
+            "no available backend for {requested:?}: {}",
+            notes.join("; ")
+        ))
+    }))
+}
