@@ -1,13 +1,14 @@
 //! A sleep that works on any executor: `setTimeout` in the browser (window or worker), a
 //! sleeping helper thread natively. Used for retry backoff and idle timeouts, never on a hot
-//! path. In the browser also a clock for idle timeouts (`now_ms`) and `setTimeout`'s limit
-//! (`MAX_TIMEOUT_MS`); native code has its own (the native transport's socket timeouts).
+//! path. Also a wall clock in milliseconds on both platforms (`now_ms`: idle timeouts, the
+//! generator's timings), and in the browser `setTimeout`'s limit (`MAX_TIMEOUT_MS`).
 
 use crate::send_sync::LocalBoxFuture;
 use std::time::Duration;
 
 #[cfg(web)]
-pub use platform::{MAX_TIMEOUT_MS, now_ms};
+pub use platform::MAX_TIMEOUT_MS;
+pub use platform::now_ms;
 
 #[cfg(web)]
 mod platform {
@@ -73,6 +74,13 @@ mod platform {
                 Err(_) => std::thread::sleep(duration),
             }
         })
+    }
+
+    /// Milliseconds since the Unix epoch, like the browser's `Date.now()`.
+    pub fn now_ms() -> f64 {
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     }
 }
 
