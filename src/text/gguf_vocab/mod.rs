@@ -1,0 +1,377 @@
+//! The tokenizer a GGUF file carries in its own metadata (`tokenizer.ggml.*`), reproducing
+//! llama.cpp's `llama_tokenize` and `llama_token_to_piece` (src/llama-vocab.cpp), so that a
+//! model runs on exactly the token ids llama.cpp would give it.
+//!
+//! - `tokenizer.ggml.model = "llama"` (Gemma, Llama 2): special pieces cut out first, then
+//!   spaces become `▁` (after a leading space when `add_space_prefix`), then llama.cpp's
+//!   score-driven SentencePiece merge with byte fallback ([`spm`]).
+//! - `tokenizer.ggml.model = "gpt2"` (Llama 3, Qwen 2, SmolLM): special pieces cut out first,
+//!   then the regex list of `tokenizer.ggml.pre` ([`pretokenize`], on Hugging Face
+//!   `tokenizers`' `Split`), GPT-2's byte-to-character mapping, then ranked merges ([`bpe`]).
+//!
+//! Pieces live in one byte arena ([`vocab`]): Gemma 3's 262,144-token vocabulary takes about
+//! 6.5 MiB of heap, which matters in a wasm module whose whole generator should stay near
+//! 32 MiB. Decoding goes through [`GgufTokenizer::token_to_piece`] (llama.cpp's
+//! `token_to_piece(id, special = true)`) and an [`IncrementalDecoder`] that emits only complete
+//! UTF-8 characters while a character is split across byte tokens.
+//!
+//! Not reproduced: llama.cpp's model-name rules for phi-3 and jina `LSTRIP`/`RSTRIP`
+//! attributes, the UGM/WPM/RWKV vocabularies, and `llama_detokenize`'s clean-up of spaces.
+//! Where llama.cpp would throw while tokenizing (an SPM byte without a byte token) the unknown
+//! token is emitted instead.
+
+mod bpe;
+mod detokenize;
+mod metadata;
+mod pretokenize;
+mod special;
+mod spm;
+mod vocab;
+
+pub use detokenize::IncrementalDecoder;
+pub use metadata::TokenizerModel;
+
+use crate::error::Result;
+use crate::params::formats::gguf::{GgufIndex, GgufValue};
+use bpe::MergeRanks;
+use pretokenize::{PreTokenizerList, byte_to_char_table, char_to_byte};
+use special::Fragment;
+use vocab::{Vocab, attr};
+
+/// The model-specific half of the tokenizer.
+#[derive(Debug)]
+enum Model {
+    /// SentencePiece-style: the token of each byte for the fallback.
+    Spm {
+        byte_tokens: Box<[Option<u32>; 256]>,
+    },
+    /// Byte-level BPE.
+    Bpe {
+        merges: MergeRanks,
+        pre: PreTokenizerList,
+        ignore_merges: bool,
+        byte_chars: Box<[char; 256]>,
+    },
+}
+
+/// A tokenizer built from a GGUF file's `tokenizer.ggml.*` metadata, giving llama.cpp's ids.
+#[derive(Debug)]
+pub struct GgufTokenizer {
+    vocab: Vocab,
+    model: Model,
+    kind: TokenizerModel,
+    /// Control, user-defined and unknown tokens, longest piece first (the partition order).
+    specials: Vec<u32>,
+    bos: Option<u32>,
+    eos: Option<u32>,
+    eot: Option<u32>,
+    unk: Option<u32>,
+    pad: Option<u32>,
+    add_bos: bool,
+    add_eos: bool,
+    add_space_prefix: bool,
+    eog: Vec<u32>,
+}
+
+impl GgufTokenizer {
+    /// The tokenizer of a parsed GGUF header (it must have been parsed with
+    /// [`GgufIndex::parse`], which keeps the metadata).
+    ///
+    /// # Errors
+    /// As [`GgufTokenizer::from_metadata`].
+    pub fn from_gguf(index: &GgufIndex) -> Result<Self> {
+        Self::from_metadata(index.metadata())
+    }
+
+    /// The tokenizer of GGUF metadata pairs.
+    ///
+    /// # Errors
+    /// `InvalidArgument` naming the key when `tokenizer.ggml.*` is missing, ill-typed or
+    /// inconsistent (token, score and type counts that differ, a non-UTF-8 or repeated piece, a
+    /// NaN score, a special id out of range, a merge naming a piece that is not a token,
+    /// `add_bos_token` without a BOS id, an unknown `pre`); `NotSupported` for a tokenizer model
+    /// other than `llama` and `gpt2`.
+    pub fn from_metadata(metadata: &[(String, GgufValue)]) -> Result<Self> {
+        let loaded = metadata::load(metadata)?;
+        let vocab = loaded.vocab;
+        let model = match (loaded.model, loaded.pre) {
+            (TokenizerModel::BytePairEncoding, Some(pre)) => Model::Bpe {
+                merges: loaded.merges,
+                pre: PreTokenizerList::new(pre.regexes)?,
+                ignore_merges: pre.ignore_merges,
+                byte_chars: Box::new(byte_to_char_table()),
+            },
+            _ => {
+                let mut byte_tokens = Box::new([None; 256]);
+                for (b, slot) in byte_tokens.iter_mut().enumerate() {
+                    let hex = format!("<0x{b:02X}>");
+                    *slot = vocab
+                        .id(hex.as_bytes())
+                        .or_else(|| vocab.id(&[b as u8]))
+                        .or(loaded.unk);
+                }
+                Model::Spm { byte_tokens }
+            }
+        };
+        let mut specials: Vec<u32> = (0..vocab.len() as u32)
+            .filter(|&id| {
+                vocab.attr(id) & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0
+            })
+            .collect();
+        specials.sort_by_key(|&id| std::cmp::Reverse(vocab.piece(id).len()));
+        Ok(Self {
+            vocab,
+            model,
+            kind: loaded.model,
+            specials,
+            bos: loaded.bos,
+            eos: loaded.eos,
+            eot: loaded.eot,
+            unk: loaded.unk,
+            pad: loaded.pad,
+            add_bos: loaded.add_bos,
+            add_eos: loaded.add_eos,
+            add_space_prefix: loaded.add_space_prefix,
+            eog: loaded.eog,
+        })
+    }
+
+    /// The token ids of `text`, as llama.cpp's `llama_tokenize(text, add_special,
+    /// parse_special)`: with `add_special`, BOS first when the vocabulary adds it
+    /// ([`add_bos_default`](Self::add_bos_default)) and EOS last when it adds that; with
+    /// `parse_special`, control-token pieces in the text (`<start_of_turn>`) become their
+    /// tokens, otherwise only user-defined pieces do.
+    ///
+    /// # Errors
+    /// `InvalidArgument` only when a BPE pre-tokenizer regex gives up on a pathological input
+    /// (fancy-regex's backtracking limit); SentencePiece encoding cannot fail.
+    pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        let mut out = Vec::with_capacity(text.len() / 3 + 2);
+        if add_special && self.add_bos {
+            out.extend(self.bos);
+        }
+        let fragments = special::partition(&self.vocab, &self.specials, text, parse_special);
+        match &self.model {
+            Model::Spm { byte_tokens } => {
+                let byte_token = |b: u8| byte_tokens[usize::from(b)];
+                let mut prev_special = true;
+                let mut buffer = String::new();
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Token(id) => {
+                            out.push(id);
+                            prev_special = true;
+                        }
+                        Fragment::Text(start, end) => {
+                            buffer.clear();
+                            if self.add_space_prefix && prev_special {
+                                buffer.push('▁');
+                            }
+                            for c in text[start..end].chars() {
+                                buffer.push(if c == ' ' { '▁' } else { c });
+                            }
+                            spm::tokenize(&self.vocab, &buffer, &byte_token, &mut out);
+                            prev_special = false;
+                        }
+                    }
+                }
+            }
+            Model::Bpe {
+                merges,
+                pre,
+                ignore_merges,
+                byte_chars,
+            } => {
+                let mut word = String::new();
+                for fragment in fragments {
+                    match fragment {
+                        Fragment::Token(id) => out.push(id),
+                        Fragment::Text(start, end) => {
+                            let piece = &text[start..end];
+                            for (a, b) in pre.words(piece)? {
+                                word.clear();
+                                word.extend(
+                                    piece.as_bytes()[a..b]
+                                        .iter()
+                                        .map(|&x| byte_chars[usize::from(x)]),
+                                );
+                                bpe::tokenize_word(
+                                    &self.vocab,
+                                    merges,
+                                    *ignore_merges,
+                                    &word,
+                                    &mut out,
+                                );
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        if add_special && self.add_eos {
+            out.extend(self.eos);
+        }
+        Ok(out)
+    }
+
+    /// The bytes token `id` stands for, as llama.cpp's `token_to_piece(id, special = true)`:
+    /// control, unknown and user-defined tokens give their piece as written; normal tokens give
+    /// their piece with `▁` as a space (SentencePiece) or mapped back from GPT-2's byte
+    /// characters (BPE); byte tokens `<0xNN>` give that one byte; any other type (unused,
+    /// undefined) and an id out of range give nothing.
+    pub fn token_to_piece(&self, id: u32) -> Vec<u8> {
+        let bits = self.vocab.attr(id);
+        let piece = self.vocab.piece(id);
+        if bits & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
+            return piece.to_vec();
+        }
+        if bits & attr::NORMAL != 0 {
+            return match self.model {
+                Model::Spm { .. } => {
+                    let text = String::from_utf8_lossy(piece);
+                    text.replace('▁', " ").into_bytes()
+                }
+                Model::Bpe { .. } => decode_byte_level(piece),
+            };
+        }
+        if bits & attr::BYTE != 0 {
+            return vec![byte_of_token(piece)];
+        }
+        Vec::new()
+    }
+
+    /// The text of `ids`: their pieces concatenated, invalid UTF-8 replaced by U+FFFD (what an
+    /// [`IncrementalDecoder`] streams). Unlike llama.cpp's `llama_detokenize` it strips no
+    /// leading space and cleans up no spaces around punctuation.
+    pub fn decode(&self, ids: &[u32]) -> String {
+        let bytes: Vec<u8> = ids.iter().flat_map(|&id| self.token_to_piece(id)).collect();
+        String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// The piece of `id` as stored in the vocabulary (`▁` and byte characters unmapped), or
+    /// `None` out of range.
+    pub fn token_text(&self, id: u32) -> Option<&str> {
+        ((id as usize) < self.vocab.len())
+            .then(|| std::str::from_utf8(self.vocab.piece(id)).ok())
+            .flatten()
+    }
+
+    /// The id whose stored piece is exactly `text`.
+    pub fn token_id(&self, text: &str) -> Option<u32> {
+        self.vocab.id(text.as_bytes())
+    }
+
+    /// Number of tokens in the vocabulary.
+    pub fn vocab_size(&self) -> usize {
+        self.vocab.len()
+    }
+
+    /// The tokenizer algorithm.
+    pub fn model(&self) -> TokenizerModel {
+        self.kind
+    }
+
+    /// The beginning-of-sequence token.
+    pub fn bos(&self) -> Option<u32> {
+        self.bos
+    }
+
+    /// The end-of-sequence token.
+    pub fn eos(&self) -> Option<u32> {
+        self.eos
+    }
+
+    /// The end-of-turn token (`tokenizer.ggml.eot_token_id`, or detected by its text such as
+    /// `<end_of_turn>` or `<|im_end|>`).
+    pub fn eot(&self) -> Option<u32> {
+        self.eot
+    }
+
+    /// The unknown token.
+    pub fn unk(&self) -> Option<u32> {
+        self.unk
+    }
+
+    /// The padding token.
+    pub fn pad(&self) -> Option<u32> {
+        self.pad
+    }
+
+    /// Whether `id` ends generation: llama.cpp's end-of-generation set (EOS, EOT, EOM, the
+    /// fill-in-the-middle pad/repo/separator tokens and the pieces llama.cpp lists by text,
+    /// such as Gemma's `<end_of_turn>`).
+    pub fn is_end_of_generation(&self, id: u32) -> bool {
+        self.eog.binary_search(&id).is_ok()
+    }
+
+    /// The end-of-generation tokens, sorted.
+    pub fn end_of_generation(&self) -> &[u32] {
+        &self.eog
+    }
+
+    /// Whether [`encode`](Self::encode) with `add_special` starts with BOS
+    /// (`tokenizer.ggml.add_bos_token`, else the model's default).
+    pub fn add_bos_default(&self) -> bool {
+        self.add_bos
+    }
+
+    /// Whether [`encode`](Self::encode) with `add_special` ends with EOS.
+    pub fn add_eos_default(&self) -> bool {
+        self.add_eos
+    }
+
+    /// Whether a space is put before text at the start and after special tokens
+    /// (`tokenizer.ggml.add_space_prefix`; SentencePiece only).
+    pub fn add_space_prefix(&self) -> bool {
+        self.add_space_prefix
+    }
+
+    /// Heap bytes this tokenizer holds (from capacities; the compiled pre-tokenizer regexes of a
+    /// BPE vocabulary are not counted).
+    pub fn heap_bytes(&self) -> usize {
+        let model = match &self.model {
+            Model::Spm { .. } => 256 * std::mem::size_of::<Option<u32>>(),
+            Model::Bpe { merges, .. } => merges.heap_bytes() + 256 * 4,
+        };
+        self.vocab.heap_bytes() + model + self.specials.capacity() * 4 + self.eog.capacity() * 4
+    }
+}
+
+/// The byte of a byte token `<0xNN>` (llama.cpp's `token_to_byte`: `strtol` of the two
+/// characters after `<0x`, 0 when they are not hex).
+fn byte_of_token(piece: &[u8]) -> u8 {
+    let digits = piece.get(3..5).unwrap_or_default();
+    let mut value = 0u8;
+    for &d in digits {
+        match (d as char).to_digit(16) {
+            Some(v) => value = value.wrapping_mul(16).wrapping_add(v as u8),
+            None => break,
+        }
+    }
+    value
+}
+
+/// A byte-level BPE piece back to bytes (llama.cpp's `llama_decode_text`): each character is a
+/// byte; a character outside GPT-2's table becomes `[UNK_BYTE_0x..]` as llama.cpp writes it.
+fn decode_byte_level(piece: &[u8]) -> Vec<u8> {
+    let text = String::from_utf8_lossy(piece);
+    let mut out = Vec::with_capacity(piece.len());
+    for c in text.chars() {
+        match char_to_byte(c) {
+            Some(b) => out.push(b),
+            None => {
+                out.extend_from_slice(b"[UNK_BYTE_0x");
+                let mut utf8 = [0u8; 4];
+                for b in c.encode_utf8(&mut utf8).bytes() {
+                    out.extend_from_slice(format!("{b:02x}").as_bytes());
+                }
+                out.extend_from_slice(text.as_bytes());
+                out.push(b']');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests;
