@@ -83,6 +83,22 @@ impl DecoderSession {
         self.position = 0;
     }
 
+    /// Continues from `position` (at most the current one): the caches keep the rows before
+    /// it, and the next feed overwrites the rest.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for a position past the current one.
+    pub fn rewind_to(&mut self, position: u64) -> Result<()> {
+        if position > self.position {
+            return Err(Error::invalid_argument(format!(
+                "cannot move forward to position {position} from {}",
+                self.position
+            )));
+        }
+        self.position = position;
+        Ok(())
+    }
+
     /// Clears the caches through the backend (after a dropped state, say) and rewinds.
     ///
     /// # Errors

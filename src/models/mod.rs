@@ -5,4 +5,6 @@ pub mod bert;
 pub mod catalog;
 pub mod decoder;
 pub mod decoder_session;
+#[cfg(feature = "text")]
+pub mod generator;
 pub mod sbert;

@@ -4,4 +4,5 @@
 //! [`loading`]: the backend choice and abort race every load shares.
 
 pub mod embedder;
+pub mod generator;
 pub(crate) mod loading;

@@ -1,0 +1,315 @@
+//! `Generator`: text generation from one GGUF decoder file on an HTTP server — the
+//! high-level API on top of the registry and the HTTP parameter provider, in the style of
+//! transformers.js' and WebLLM's.
+//!
+//! `Generator.load(ggufUrl, options)` reads the file's header with Range requests (once: the
+//! hyper-parameters and the vocabulary come from its metadata, the tensor index from the same
+//! bytes), builds the decoder program whose parameters are the file's tensors
+//! ([`crate::models::decoder`]), and initialises it on the backend the options ask for
+//! (`'auto'`: see [`crate::web::models::loading`]); the weights stream from the server straight
+//! into the backend's buffers. `generate(prompt, options)` returns an async iterator of
+//! `{token, text, ms}` ([`stream`]); `generateText` resolves to the whole text. Calls run one
+//! at a time in call order; `destroy()` rejects the waiting ones.
+
+mod options;
+mod stream;
+
+use crate::error::{Error, Result};
+use crate::fifo_slot::FifoSlot;
+use crate::models::decoder::{DecoderConfig, DecoderProgramOptions, decoder_program};
+use crate::models::decoder_session::DecoderSession;
+use crate::models::generator::TextGenerator;
+use crate::params::http::{HttpProvider, ScopeOptions};
+use crate::program;
+use crate::registry::BackendInitContext;
+use crate::text::GgufTokenizer;
+use crate::web::edge::errors::to_js_error;
+use crate::web::models::loading::{init_on_first, race_abort, status_error};
+use crate::web::providers::http::provider_from_options;
+use crate::web::registry::introspect;
+use js_sys::{Object, Promise, Reflect, Uint32Array};
+use options::{DEFAULT_CONTEXT, LoadOptions, generate_options};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use stream::GenerationStream;
+use wasm_bindgen::prelude::*;
+use wasm_bindgen_futures::JsFuture;
+
+type JsResult<T> = std::result::Result<T, JsValue>;
+
+/// The provider scope the model's weights are served under.
+const SCOPE: &str = "model";
+
+/// A loaded decoder model, ready to generate.
+#[wasm_bindgen]
+pub struct Generator {
+    backend: String,
+    fallback: Option<String>,
+    architecture: &'static str,
+    context: u64,
+    tokenizer: Arc<GgufTokenizer>,
+    provider: Arc<HttpProvider>,
+    generator: FifoSlot<TextGenerator>,
+    last_finish: Rc<Cell<Option<&'static str>>>,
+}
+
+fn set(object: &Object, key: &str, value: JsValue) {
+    let _ = Reflect::set(object, &JsValue::from_str(key), &value);
+}
+
+#[allow(clippy::cast_precision_loss)]
+fn number(value: u64) -> JsValue {
+    JsValue::from_f64(value as f64)
+}
+
+#[wasm_bindgen]
+impl Generator {
+    /// Loads the GGUF decoder at `ggufUrl` (architectures `gemma3`, `llama`, `qwen2`).
+    /// `options`: `backend` (`'auto'` default, `'webgpu'`, `'cpu'`), `contextLength`
+    /// (positions the KV cache holds, default 2048, at most the model's training context),
+    /// `signal` (AbortSignal), and the HTTP provider's options (`onProgress`, `concurrency`,
+    /// `persistentCache`, ...). Rejects with a `WebDelegateError`: `InvalidArgument` for a bad
+    /// option, `NotFound`/`AccessFailed` when the file cannot be fetched,
+    /// `InvalidExternalData` for a file whose tensors disagree with its metadata,
+    /// `NotSupported` for another architecture, `InvalidState` when aborted.
+    pub async fn load(
+        #[wasm_bindgen(js_name = ggufUrl)] url: String,
+        #[wasm_bindgen(unchecked_param_type = "GeneratorOptions")] options: Option<JsValue>,
+    ) -> JsResult<Generator> {
+        let options = options.unwrap_or(JsValue::UNDEFINED);
+        Self::load_inner(&url, &options).await.map_err(to_js_error)
+    }
+
+    async fn load_inner(url: &str, js_options: &JsValue) -> Result<Generator> {
+        let options = LoadOptions::from_js(js_options)?;
+        let (provider, _cache) = provider_from_options(js_options)
+            .map_err(|s| Error::invalid_argument(s.message().to_owned()))?;
+        let provider = Arc::new(provider);
+        crate::web::lifecycle::attach(&provider);
+        let work = async {
+            let _ = JsFuture::from(crate::web::registry::defaults::ready()).await;
+            let header = provider
+                .add_gguf_scope(SCOPE, url, ScopeOptions::default())
+                .await
+                .map_err(status_error)?;
+            let config = DecoderConfig::from_gguf(header.metadata())?;
+            let tokenizer = GgufTokenizer::from_gguf(&header)?;
+            let index = header.into_index();
+            let context = options
+                .context
+                .unwrap_or(DEFAULT_CONTEXT)
+                .min(config.train_context);
+            let program = decoder_program(
+                &config,
+                &index,
+                SCOPE,
+                DecoderProgramOptions {
+                    context,
+                    logits: false,
+                },
+            )?;
+            drop(index);
+            let blob = program::encode(&program)?;
+            drop(program);
+            let init = BackendInitContext::new()
+                .with_method_name("generate")
+                .with_parameters(Arc::clone(&provider) as crate::params::SharedProvider);
+            let placed = init_on_first(&options.backend, &blob, &init).await?;
+            Ok((config, tokenizer, context, placed))
+        };
+        let (config, tokenizer, context, placed) =
+            race_abort(work, options.signal.as_ref(), &provider).await?;
+        let tokenizer = Arc::new(tokenizer);
+        let vocab = tokenizer.vocab_size();
+        let session = DecoderSession::new(placed.delegate, context, vocab, false);
+        Ok(Generator {
+            backend: placed.backend,
+            fallback: placed.fallback,
+            architecture: config.arch.name(),
+            context,
+            generator: FifoSlot::new(TextGenerator::new(Arc::clone(&tokenizer), session)),
+            tokenizer,
+            provider,
+            last_finish: Rc::new(Cell::new(None)),
+        })
+    }
+
+    /// Generates a continuation of `prompt`: an async iterator of `{token, text, ms}` (`text`
+    /// may be empty while a character or a possible stop string is incomplete; `ms` of the
+    /// first piece is the prefill). `options`: `maxNewTokens` (default 128), `temperature`
+    /// (0 = greedy, the default), `topK` (40), `topP` (0.95), `seed` (0), `stop` (a string or
+    /// strings that end the text, not included), `addSpecial` (the vocabulary's BOS, default
+    /// true), `parseSpecial` (control tokens written in the prompt, default true), `signal`.
+    /// Throws `InvalidArgument` for a bad option at once.
+    #[wasm_bindgen(unchecked_return_type = "AsyncIterableIterator<GeneratedPiece>")]
+    pub fn generate(
+        &self,
+        prompt: String,
+        #[wasm_bindgen(unchecked_param_type = "GenerateOptions")] options: Option<JsValue>,
+    ) -> JsResult<JsValue> {
+        let (options, signal) =
+            generate_options(&options.unwrap_or(JsValue::UNDEFINED)).map_err(to_js_error)?;
+        Ok(GenerationStream::new(
+            &self.generator,
+            prompt,
+            options,
+            signal,
+            Arc::clone(&self.provider),
+            Rc::clone(&self.last_finish),
+        )
+        .into_iterable())
+    }
+
+    /// As `generate`, resolving to the whole generated text.
+    #[wasm_bindgen(js_name = generateText, unchecked_return_type = "Promise<string>")]
+    pub fn generate_text(
+        &self,
+        prompt: String,
+        #[wasm_bindgen(unchecked_param_type = "GenerateOptions")] options: Option<JsValue>,
+    ) -> Promise {
+        let parsed = generate_options(&options.unwrap_or(JsValue::UNDEFINED));
+        let stream = parsed.map(|(options, signal)| {
+            GenerationStream::new(
+                &self.generator,
+                prompt,
+                options,
+                signal,
+                Arc::clone(&self.provider),
+                Rc::clone(&self.last_finish),
+            )
+        });
+        wasm_bindgen_futures::future_to_promise(async move {
+            let text = stream.map_err(to_js_error)?.collect().await.map_err(to_js_error)?;
+            Ok(JsValue::from_str(&text))
+        })
+    }
+
+    /// The token ids of `text` as this model's tokenizer gives them (llama.cpp's ids).
+    /// `options`: `addSpecial` (default true: the vocabulary's BOS), `parseSpecial` (default
+    /// true: control tokens written in the text).
+    pub fn tokenize(
+        &self,
+        text: &str,
+        #[wasm_bindgen(unchecked_param_type = "TokenizeOptions")] options: Option<JsValue>,
+    ) -> JsResult<Uint32Array> {
+        let options = options.unwrap_or(JsValue::UNDEFINED);
+        let flag = |key: &str| {
+            crate::web::edge::fields::boolean(&options, key)
+                .map(|v| v.unwrap_or(true))
+                .map_err(|s| to_js_error(Error::invalid_argument(s.message().to_owned())))
+        };
+        let ids = self
+            .tokenizer
+            .encode(text, flag("addSpecial")?, flag("parseSpecial")?)
+            .map_err(to_js_error)?;
+        Ok(Uint32Array::from(ids.as_slice()))
+    }
+
+    /// The text of `ids` (control tokens as their text; bytes that do not form UTF-8 as
+    /// U+FFFD).
+    pub fn detokenize(&self, ids: Vec<u32>) -> String {
+        self.tokenizer.decode(&ids)
+    }
+
+    /// Forgets the conversation: clears the KV cache, so the next prompt is fed whole. Waits
+    /// for a running generation to end.
+    pub fn reset(&self) -> Promise {
+        let turn = self.generator.acquire();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let mut generator = turn
+                .await
+                .map_err(|_| to_js_error(Error::invalid_state("this generator was destroyed")))?;
+            generator.reset().map_err(to_js_error)?;
+            Ok(JsValue::UNDEFINED)
+        })
+    }
+
+    /// Counters: `promptTokens`, `reusedTokens` (prompt tokens whose cache was kept from the
+    /// last call), `prefillMs`, `generatedTokens`, `decodeMs`, `decodeMsPerToken`,
+    /// `prefillTokensPerSecond`, `decodeTokensPerSecond`, `rebuilds` (caches rebuilt after a
+    /// device loss), `finishReason`, `bytesLoaded`, `requests`, `backend`, `fallbackReason`,
+    /// `architecture`, `contextLength`, `vocabSize`. The generation counters are `null` while a
+    /// generation runs.
+    #[wasm_bindgen(unchecked_return_type = "GeneratorStats")]
+    pub fn stats(&self) -> JsValue {
+        let object = Object::new();
+        self.generator.peek(|generator| {
+            if let Some(generator) = generator {
+                let s = generator.stats();
+                set(&object, "promptTokens", number(s.prompt_tokens));
+                set(&object, "reusedTokens", number(s.reused_tokens));
+                set(&object, "prefillMs", JsValue::from_f64(s.prefill_ms));
+                set(&object, "generatedTokens", number(s.generated_tokens));
+                set(&object, "decodeMs", JsValue::from_f64(s.decode_ms));
+                let per_token = s.decode_ms_per_token();
+                set(&object, "decodeMsPerToken", JsValue::from_f64(per_token));
+                #[allow(clippy::cast_precision_loss)]
+                let prefill_rate =
+                    (s.prompt_tokens - s.reused_tokens) as f64 / (s.prefill_ms / 1000.0);
+                set(&object, "prefillTokensPerSecond", JsValue::from_f64(prefill_rate));
+                set(
+                    &object,
+                    "decodeTokensPerSecond",
+                    JsValue::from_f64(1000.0 / per_token),
+                );
+                set(&object, "rebuilds", number(s.rebuilds));
+            }
+        });
+        let loaded = self.provider.total_stats();
+        let finish = self.last_finish.get();
+        set(&object, "finishReason", finish.map_or(JsValue::NULL, JsValue::from_str));
+        set(&object, "bytesLoaded", number(loaded.bytes_received));
+        set(&object, "requests", number(loaded.requests_sent));
+        set(&object, "backend", JsValue::from_str(&self.backend));
+        set(
+            &object,
+            "fallbackReason",
+            self.fallback.as_deref().map_or(JsValue::NULL, JsValue::from_str),
+        );
+        set(&object, "architecture", JsValue::from_str(self.architecture));
+        set(&object, "contextLength", number(self.context));
+        set(&object, "vocabSize", number(self.tokenizer.vocab_size() as u64));
+        object.into()
+    }
+
+    /// The backend that runs the model (`"webgpu"` or `"cpu"`).
+    #[wasm_bindgen(getter)]
+    pub fn backend(&self) -> String {
+        self.backend.clone()
+    }
+
+    /// Why the preferred backend was not used (`undefined` when it was).
+    #[wasm_bindgen(getter, js_name = fallbackReason)]
+    pub fn fallback_reason(&self) -> Option<String> {
+        self.fallback.clone()
+    }
+
+    /// Positions the KV cache holds (prompt + generated tokens).
+    #[wasm_bindgen(getter, js_name = contextLength)]
+    pub fn context_length(&self) -> f64 {
+        #[allow(clippy::cast_precision_loss)]
+        let context = self.context as f64;
+        context
+    }
+
+    /// The WebGPU program's stats (states, plans, bind groups, parameters); `null` on the CPU
+    /// backend, while generating, or after `destroy()`.
+    #[wasm_bindgen(js_name = programStats, unchecked_return_type = "WebGpuProgramStats | null")]
+    pub fn program_stats(&self) -> JsValue {
+        self.generator
+            .peek(|g| introspect::program_stats(g.map(|g| g.session().delegate())))
+    }
+
+    /// Frees the model (GPU buffers, caches): waiting calls reject with `InvalidState`, a
+    /// running generation ends at its next step.
+    pub fn destroy(&self) {
+        self.generator.close();
+    }
+}
+
+impl Drop for Generator {
+    fn drop(&mut self) {
+        self.generator.close();
+    }
+}
