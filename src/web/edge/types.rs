@@ -109,6 +109,78 @@ export interface TokenBatch {
   attentionMask: BigInt64Array;
 }
 
+/** Options of `Generator.load` (plus every `HttpProviderOptions` key, e.g. `onProgress`). */
+export interface GeneratorOptions {
+  /** `'auto'` (as `Embedder.load`), `'webgpu'`, `'cpu'` or a registered name. */
+  backend?: string;
+  /** Positions the KV cache holds, prompt plus generated tokens (default 2048, at most the
+   *  model's training context). */
+  contextLength?: number;
+  /** Aborts the load. */
+  signal?: AbortSignal;
+  onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;
+                         requestsDone: number; requestsTotal: number }) => void;
+  [option: string]: unknown;
+}
+
+/** Options of `Generator.generate` and `generateText`. */
+export interface GenerateOptions {
+  /** Tokens to generate at most (default 128). */
+  maxNewTokens?: number;
+  /** Softmax temperature, 0 = greedy (default 0). */
+  temperature?: number;
+  /** Candidates kept by top-k, 0 = up to 1024 (default 40). */
+  topK?: number;
+  /** Nucleus mass kept by top-p, 0..1 (default 0.95). */
+  topP?: number;
+  /** Seed of the step draws (default 0): the same seed gives the same tokens. */
+  seed?: number;
+  /** Strings that end the generation (not included in the text). */
+  stop?: string | string[];
+  /** Add the vocabulary's BOS (default true). */
+  addSpecial?: boolean;
+  /** Read control tokens written in the prompt, e.g. `<start_of_turn>` (default true). */
+  parseSpecial?: boolean;
+  /** Ends the generation within one token: `next()` rejects with `InvalidState`. */
+  signal?: AbortSignal;
+}
+
+/** Options of `Generator.tokenize`. */
+export interface TokenizeOptions {
+  addSpecial?: boolean;
+  parseSpecial?: boolean;
+}
+
+/** One generated token. */
+export interface GeneratedPiece {
+  token: number;
+  /** Text now final (empty while a character or a possible stop string is incomplete). */
+  text: string;
+  /** Milliseconds this token took (the first: the prefill). */
+  ms: number;
+}
+
+/** `Generator.stats()`. */
+export interface GeneratorStats {
+  promptTokens?: number;
+  reusedTokens?: number;
+  prefillMs?: number;
+  generatedTokens?: number;
+  decodeMs?: number;
+  decodeMsPerToken?: number;
+  prefillTokensPerSecond?: number;
+  decodeTokensPerSecond?: number;
+  rebuilds?: number;
+  finishReason: 'eos' | 'stop' | 'length' | 'context' | 'aborted' | 'return' | 'error' | 'destroyed' | null;
+  bytesLoaded: number;
+  requests: number;
+  backend: string;
+  fallbackReason: string | null;
+  architecture: string;
+  contextLength: number;
+  vocabSize: number;
+}
+
 /**
  * The errors of the registry, backends and delegates (ExecuTorch codes). The parameter
  * providers reject with `StatusError` (IREE codes), a subclass of the same runtime class: test
