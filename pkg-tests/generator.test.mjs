@@ -1,0 +1,145 @@
+// The high-level Generator on the real Gemma 3 270M Q4_K_M GGUF (streamed by Range from nginx),
+// in headless Chromium through the built package, on the CPU backend. Oracles:
+// - tokenization: llama.cpp's own ids (tests/fixtures/gemma/tokenize.json, written by
+//   scripts/make-gemma-llamacpp-fixtures.py with llama-cpp-python);
+// - generation: the float64 NumPy reference's greedy continuation
+//   (tests/fixtures/gemma/greedy_reference.json, scripts/make-greedy-reference.py, with every
+//   step's top-1 margin, so a mismatch at a near-tie would be visible as such).
+// The API's behaviour (streaming, stop strings, prefix reuse, abort, seeds, errors) is checked
+// against the same run's own greedy tokens.
+import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { test } from 'node:test';
+import { useBrowserHarness } from './support/fixture.mjs';
+import { REPO_ROOT } from './support/server.mjs';
+
+const MODEL_URL = '/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf';
+const fixture = async (name) => JSON.parse(await readFile(path.join(REPO_ROOT, 'tests/fixtures/gemma', name), 'utf8'));
+const tokenizeFixture = await fixture('tokenize.json');
+const greedy = await fixture('greedy_reference.json');
+const harness = useBrowserHarness();
+const SLOW = { timeout: 600_000 };
+
+test('CPU: load, tokenize like llama.cpp, greedy text equals the float64 reference', SLOW, async (t) => {
+  const page = await harness.openHarnessPage(t);
+  const cases = tokenizeFixture.cases.filter((c) => c.add_bos === false && c.parse_special === true).slice(0, 80);
+  const r = await page.evaluate(async ({ url, cases, prompts }) => {
+    const progress = [];
+    const t0 = performance.now();
+    const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 256, onProgress: (e) => progress.push(e) });
+    const loadMs = performance.now() - t0;
+    const tokenized = cases.map((c) => Array.from(gen.tokenize(c.text, { addSpecial: false, parseSpecial: true })));
+    const runs = [];
+    for (const p of prompts) {
+      const pieces = [];
+      for await (const piece of gen.generate(p.text, { maxNewTokens: p.tokens.length })) pieces.push(piece);
+      runs.push({ pieces, stats: gen.stats() });
+    }
+    const memoryMb = wd.wasmMemoryBytes ? wd.wasmMemoryBytes() / 2 ** 20 : null;
+    return { loadMs, tokenized, runs, backend: gen.backend, progress: progress.length, lastProgress: progress.at(-1), memoryMb, promptIds: prompts.map((p) => Array.from(gen.tokenize(p.text))) };
+  }, { url: MODEL_URL, cases, prompts: greedy.prompts });
+
+  t.diagnostic(`load ${r.loadMs.toFixed(0)} ms on ${r.backend}, wasm memory ${r.memoryMb?.toFixed(1)} MiB`);
+  assert.equal(r.backend, 'cpu');
+  cases.forEach((c, i) => assert.deepEqual(r.tokenized[i], c.ids, `tokenize ${JSON.stringify(c.text)}`));
+  assert.ok(r.progress > 0, 'progress was reported');
+  assert.equal(r.lastProgress.bytesDone, r.lastProgress.bytesTotal);
+
+  greedy.prompts.forEach((p, k) => {
+    assert.deepEqual(r.promptIds[k], p.ids, `prompt ids of ${JSON.stringify(p.text)}`);
+    const run = r.runs[k];
+    const tokens = run.pieces.map((x) => x.token);
+    assert.deepEqual(tokens, p.tokens, `greedy tokens of ${JSON.stringify(p.text)} (reference margins ${p.margins.map((m) => m.toFixed(3))})`);
+    assert.equal(run.pieces.map((x) => x.text).join(''), p.continuation);
+    assert.ok(run.pieces.every((x) => x.ms > 0));
+    const s = run.stats;
+    t.diagnostic(`${JSON.stringify(p.text)}: prefill ${s.prefillMs.toFixed(0)} ms for ${s.promptTokens} tokens, decode ${s.decodeMsPerToken.toFixed(1)} ms/token`);
+    assert.equal(s.promptTokens, p.ids.length);
+    assert.equal(s.generatedTokens, p.tokens.length);
+    assert.equal(s.finishReason, 'length');
+    assert.equal(s.architecture, 'gemma3');
+    assert.equal(s.vocabSize, 262144);
+    assert.equal(s.contextLength, 256);
+  });
+});
+
+test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW, async (t) => {
+  const page = await harness.openHarnessPage(t);
+  const prompt = greedy.prompts[0];
+  const r = await page.evaluate(async ({ url, prompt }) => {
+    const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 128 });
+    const out = {};
+    // The whole text, then the same prompt again: its cache is reused but for the last token.
+    out.text = await gen.generateText(prompt.text, { maxNewTokens: 6 });
+    out.reuse = gen.stats();
+    // A stop string cut out of the greedy text: the text ends before it.
+    out.stopText = await gen.generateText(prompt.text, { maxNewTokens: 6, stop: prompt.stop });
+    out.stopStats = gen.stats();
+    // Sampling: the same seed gives the same tokens, another seed (very likely) other ones.
+    const sample = async (seed) => {
+      const ids = [];
+      for await (const p of gen.generate(prompt.text, { maxNewTokens: 8, temperature: 1.5, topK: 0, topP: 1, seed })) ids.push(p.token);
+      return ids;
+    };
+    out.seedA = await sample(7);
+    out.seedA2 = await sample(7);
+    out.seedB = await sample(8);
+    // Breaking out of the loop frees the generator for the next call.
+    let n = 0;
+    for await (const _ of gen.generate(prompt.text, { maxNewTokens: 50 })) if (++n === 2) break;
+    out.afterBreak = await gen.generateText('Hello', { maxNewTokens: 2 });
+    // Abort after the second token: next() rejects with InvalidState, within one token.
+    const controller = new AbortController();
+    const got = [];
+    out.abort = await capture(async () => {
+      for await (const p of gen.generate(prompt.text, { maxNewTokens: 50, signal: controller.signal })) {
+        got.push(p.token);
+        if (got.length === 2) controller.abort();
+      }
+    });
+    out.abortedAfter = got.length;
+    out.abortReason = gen.stats().finishReason;
+    await gen.reset();
+    out.text2 = await gen.generateText(prompt.text, { maxNewTokens: 6 });
+    out.afterReset = gen.stats();
+    out.badOption = await capture(() => gen.generate('x', { temperature: -1 }));
+    out.badTopP = await capture(() => gen.generate('x', { topP: 2 }));
+    out.tooLong = await capture(() => gen.generateText('word '.repeat(400)));
+    out.detok = gen.detokenize(Array.from(gen.tokenize(prompt.text, { addSpecial: false })));
+    gen.destroy();
+    out.afterDestroy = await capture(() => gen.generateText('x'));
+    out.missing = await capture(() => wd.Generator.load('/no/such/model.gguf', { backend: 'cpu' }));
+    out.notGguf = await capture(() => wd.Generator.load('/.cache/models/all-MiniLM-L6-v2/config.json', { backend: 'cpu' }));
+    out.badContext = await capture(() => wd.Generator.load(url, { backend: 'cpu', contextLength: 0 }));
+    return out;
+  }, { url: MODEL_URL, prompt: { ...prompt, stop: prompt.continuation.slice(4, 9) } });
+
+  assert.equal(r.reuse.reusedTokens, 0, 'first call: nothing cached');
+  assert.equal(r.stopStats.reusedTokens, prompt.ids.length - 1, 'same prompt: all but the last token reused');
+  assert.equal(r.stopText, r.text.slice(0, r.text.indexOf(prompt.continuation.slice(4, 9))));
+  assert.equal(r.stopStats.finishReason, 'stop');
+  assert.deepEqual(r.seedA, r.seedA2, 'same seed, same tokens');
+  assert.notDeepEqual(r.seedA, r.seedB, 'another seed, other tokens');
+  assert.equal(typeof r.afterBreak, 'string');
+  assert.equal(r.abort.ok, false);
+  assert.equal(r.abort.error.code, 'InvalidState');
+  assert.match(r.abort.error.message, /aborted/);
+  assert.equal(r.abortedAfter, 2, 'no token after the abort');
+  assert.equal(r.abortReason, 'aborted');
+  assert.equal(r.text2, r.text, 'after reset: the same greedy text');
+  assert.equal(r.afterReset.reusedTokens, 0, 'after reset nothing is reused');
+  assert.equal(r.badOption.ok, false);
+  assert.equal(r.badOption.error.code, 'InvalidArgument');
+  assert.equal(r.badTopP.error.code, 'InvalidArgument');
+  assert.equal(r.tooLong.ok, false);
+  assert.equal(r.tooLong.error.code, 'InvalidArgument');
+  assert.match(r.tooLong.error.message, /context/);
+  assert.equal(r.detok, prompt.text);
+  assert.equal(r.afterDestroy.error.code, 'InvalidState');
+  assert.equal(r.missing.ok, false);
+  assert.ok(['NotFound', 'AccessFailed'].includes(r.missing.error.code), JSON.stringify(r.missing.error));
+  assert.equal(r.notGguf.ok, false);
+  assert.equal(r.badContext.error.code, 'InvalidArgument');
+  t.diagnostic(`errors: ${JSON.stringify([r.missing.error.message, r.notGguf.error.message])}`);
+});
