@@ -20,17 +20,17 @@ export default () => {
   }
   return {
     context: path.join(ROOT, 'www'),
-    entry: './main.js',
+    entry: { main: './main.js', generate: './generate.js' },
     output: {
       path: path.join(ROOT, 'www', 'dist'),
-      filename: 'main.js',
+      filename: '[name].js',
       assetModuleFilename: '[name].[contenthash:8][ext]',
       clean: true,
     },
     resolve: {
       alias: { webdelegate$: PKG_ENTRY },
     },
-    plugins: [new CopyPlugin({ patterns: ['index.html', 'style.css'] })],
+    plugins: [new CopyPlugin({ patterns: ['index.html', 'generate.html', 'style.css'] })],
     performance: { hints: false }, // the wasm module is expected to be large
     devtool: 'source-map',
     devServer: {
