@@ -150,6 +150,13 @@ PROSE_GARDEN = (
     "the pantry shelves. In autumn the leaves are raked onto the beds and left to rot, and the whole cycle, which "
     "once seemed so slow, turns out to have been very short after all.\n\n"
 )
+PROSE_HARBOUR = (
+    "The harbour below the lighthouse was small, no more than a curved stone wall and a slipway, but it held "
+    "six fishing boats in summer and twice as many in the herring season. The boats were painted in the colours "
+    "of the families that owned them, blue and white, red and black, a green so bright that it could be seen "
+    "from the top of the hill. On market days the quay was crowded with baskets, nets hung out to dry, and "
+    "children selling shells to the few visitors who came on the morning ferry and left on the evening one.\n\n"
+)
 CODE_PY = (
     "import math\n\n\n"
     "def primes_below(n: int) -> list[int]:\n"
@@ -234,8 +241,9 @@ PROMPTS = [
     ("multilingual", MULTI),
     ("code_rust", CODE_RUST + "\nimpl<T> Ring<T> {\n    pub fn pop(&mut self) -> Option<T> {\n"),
     ("garden", PROSE_GARDEN + "The best time to plant garlic is"),
-    ("lighthouse_long", PROSE_LIGHTHOUSE + PROSE_GARDEN + "When the youngest child finally left the island, she took with her"),
-    ("mixed_long", PROSE_LIGHTHOUSE + CODE_PY + "\n" + MULTI + "\n" + PROSE_GARDEN + LIST),
+    ("turns", "<start_of_turn>user\nWrite one sentence about the sea.<end_of_turn>\n<start_of_turn>model\n"),
+    ("lighthouse_long", PROSE_LIGHTHOUSE + PROSE_HARBOUR + PROSE_GARDEN + "When the youngest child finally left the island, she took with her"),
+    ("mixed_long", PROSE_LIGHTHOUSE + CODE_PY + "\n" + PROSE_GARDEN + LIST),
 ]
 
 
@@ -261,6 +269,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--model", default=DEFAULT_MODEL)
     ap.add_argument("--out", default=os.path.join(ROOT, "tests/fixtures/gemma"))
+    ap.add_argument("--tokenize-only", action="store_true", help="write tokenize.json only")
     a = ap.parse_args(argv)
     model_sha = sha256_file(a.model)
     source = f"llama-cpp-python {llama_cpp.__version__} (llama.cpp {LLAMA_CPP_COMMIT})"
@@ -306,16 +315,21 @@ def main(argv=None) -> int:
         counts[int(t)] = counts.get(int(t), 0) + 1
     doc = {
         "source": source, "model_sha256": model_sha,
-        "notes": "ids from llama_tokenize(text utf-8, add_bos, parse_special); pieces from llama_token_to_piece(id, lstrip=0, "
+        "notes": "eog_ids: the ids llama.cpp ends generation on (llama_vocab_is_eog). ids from llama_tokenize(text utf-8, add_bos, parse_special); pieces from llama_token_to_piece(id, lstrip=0, "
                  "special=True) as hex; attr = llama_token_attr bits (1 unknown, 2 unused, 4 normal, 8 control, 16 user_defined, "
                  "32 byte, ...); pieces_nonspecial lists only the ids whose special=False piece differs; byte_cases are "
                  "non-UTF-8 inputs given by hex.",
-        "n_vocab": n_vocab, "attr_counts": {str(k): v for k, v in sorted(counts.items())},
+        "n_vocab": n_vocab,
+        "eog_ids": [t for t in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, t)],
+        "bos_id": llama_cpp.llama_vocab_bos(vocab), "eos_id": llama_cpp.llama_vocab_eos(vocab),
+        "attr_counts": {str(k): v for k, v in sorted(counts.items())},
         "cases": cases, "byte_cases": byte_cases, "pieces": pieces, "pieces_nonspecial": pieces_ns, "detokenize": detoks,
     }
     with open(os.path.join(a.out, "tokenize.json"), "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False, indent=0)
     print(f"tokenize.json: {len(strings)} strings, {len(cases)} cases, {len(pieces)} pieces")
+    if a.tokenize_only:
+        return 0
 
     # --- prompts.json ---
     prompts = []
@@ -347,7 +361,7 @@ def main(argv=None) -> int:
         print(f"greedy {p['name']}: {text.decode('utf-8', 'replace')!r} min margin {min(margins):.4f}")
     secs = time.time() - t0
     settings = {"n_threads": N_THREADS, "n_ctx": N_CTX, "n_batch": N_BATCH, "n_ubatch": N_BATCH, "logits_all": True,
-                "flash_attn": "disabled (llama-cpp-python default)", "kv_cache_type": "f16 (default)", "swa_full": "default",
+                "flash_attn": "disabled (llama-cpp-python default)", "kv_cache_type": "f16 (default)", "swa_full": "true (llama-cpp-python default: full-size SWA cache)",
                 "sampling": "argmax of llama.cpp's logits (temperature 0), lowest id on ties; prompt evaluated in one "
                             "llm.eval (n_batch chunks), then one token per eval", "backend": "CPU",
                 "cpu_build": "GGML_NATIVE=OFF, AVX AVX2 FMA F16C BMI2 (scripts/setup-llamacpp.sh)",

@@ -165,7 +165,13 @@ def random_q4_k(rng, rows: int, cols: int) -> np.ndarray:
     return blocks.reshape(rows, cols // 256 * 144)
 
 
-def add_weight(w: gguf.GGUFWriter, rng, name: str, out_dim: int, in_dim: int, qtype, scale: float):
+def add_weight(w: gguf.GGUFWriter, rng, name: str, out_dim: int, in_dim: int, qtype, scale: float, all_f32=False):
+    if all_f32 and qtype == Q.Q4_K:
+        from gguf.quants import dequantize
+        w.add_tensor(name, dequantize(random_q4_k(rng, out_dim, in_dim), Q.Q4_K).reshape(out_dim, in_dim).astype(np.float32))
+        return
+    if all_f32:
+        qtype = Q.F32
     if qtype == Q.Q4_K:
         w.add_tensor(name, random_q4_k(rng, out_dim, in_dim), raw_dtype=Q.Q4_K)
         return
@@ -185,7 +191,9 @@ LAYER_TYPES = [
 ]
 
 
-def write_model(arch: str, path: str, seed: int):
+def write_model(arch: str, path: str, seed: int, all_f32: bool = False):
+    """Writes the tiny model; all_f32 stores every weight as F32 (same random values for the non-Q4_K
+    ones), for the exactness check of --validate-f32."""
     rng = np.random.default_rng(seed)
     w = gguf.GGUFWriter(path, arch)
     w.add_name(f"tiny-{arch}-random")
@@ -226,25 +234,25 @@ def write_model(arch: str, path: str, seed: int):
         w.add_bos_token_id(eot)
         w.add_add_bos_token(False)
     n_vocab = len(tokens)
-    add_weight(w, rng, "token_embd.weight", n_vocab, N_EMBD, Q.Q8_0, 0.5)
+    add_weight(w, rng, "token_embd.weight", n_vocab, N_EMBD, Q.Q8_0, 0.5, all_f32)
     w.add_tensor("output_norm.weight", rng.uniform(0.8, 1.2, N_EMBD).astype(np.float32))
     if arch == "llama":
-        add_weight(w, rng, "output.weight", n_vocab, N_EMBD, Q.Q8_0, 0.2)
+        add_weight(w, rng, "output.weight", n_vocab, N_EMBD, Q.Q8_0, 0.2, all_f32)
     for il in range(N_LAYER):
         b = f"blk.{il}."
         t = LAYER_TYPES[il]
         w.add_tensor(b + "attn_norm.weight", rng.uniform(0.8, 1.2, N_EMBD).astype(np.float32))
         w.add_tensor(b + "ffn_norm.weight", rng.uniform(0.8, 1.2, N_EMBD).astype(np.float32))
-        add_weight(w, rng, b + "attn_q.weight", N_HEAD * HEAD_DIM, N_EMBD, t["attn_q"], 0.25)
-        add_weight(w, rng, b + "attn_k.weight", N_HEAD_KV * HEAD_DIM, N_EMBD, t["attn_k"], 0.25)
-        add_weight(w, rng, b + "attn_v.weight", N_HEAD_KV * HEAD_DIM, N_EMBD, t["attn_v"], 0.25)
+        add_weight(w, rng, b + "attn_q.weight", N_HEAD * HEAD_DIM, N_EMBD, t["attn_q"], 0.25, all_f32)
+        add_weight(w, rng, b + "attn_k.weight", N_HEAD_KV * HEAD_DIM, N_EMBD, t["attn_k"], 0.25, all_f32)
+        add_weight(w, rng, b + "attn_v.weight", N_HEAD_KV * HEAD_DIM, N_EMBD, t["attn_v"], 0.25, all_f32)
         if arch == "qwen2":
             for n, dim in (("attn_q", N_HEAD * HEAD_DIM), ("attn_k", N_HEAD_KV * HEAD_DIM), ("attn_v", N_HEAD_KV * HEAD_DIM)):
                 w.add_tensor(b + n + ".bias", (rng.standard_normal(dim) * 0.3).astype(np.float32))
-        add_weight(w, rng, b + "attn_output.weight", N_EMBD, N_HEAD * HEAD_DIM, t["attn_output"], 0.15)
-        add_weight(w, rng, b + "ffn_gate.weight", N_FF, N_EMBD, t["ffn_gate"], 0.2)
-        add_weight(w, rng, b + "ffn_up.weight", N_FF, N_EMBD, t["ffn_up"], 0.2)
-        add_weight(w, rng, b + "ffn_down.weight", N_EMBD, N_FF, t["ffn_down"], 0.1)
+        add_weight(w, rng, b + "attn_output.weight", N_EMBD, N_HEAD * HEAD_DIM, t["attn_output"], 0.15, all_f32)
+        add_weight(w, rng, b + "ffn_gate.weight", N_FF, N_EMBD, t["ffn_gate"], 0.2, all_f32)
+        add_weight(w, rng, b + "ffn_up.weight", N_FF, N_EMBD, t["ffn_up"], 0.2, all_f32)
+        add_weight(w, rng, b + "ffn_down.weight", N_EMBD, N_FF, t["ffn_down"], 0.1, all_f32)
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -266,13 +274,14 @@ SEQUENCES = {
 }
 
 
-def oracles(arch: str, path: str, n_vocab: int):
+def oracles(arch: str, path: str, n_vocab: int, write: bool = True, f32_kv: bool = False):
     import llama_cpp  # only here: the GGUF step needs no llama.cpp
     sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
     import gemma_reference
 
     llm = llama_cpp.Llama(model_path=path, n_ctx=64, n_batch=64, n_ubatch=64, n_threads=2, n_threads_batch=2,
-                          logits_all=True, verbose=False, seed=0)
+                          logits_all=True, verbose=False, seed=0,
+                          **({"type_k": 0, "type_v": 0} if f32_kv else {}))  # 0 = GGML_TYPE_F32
     ref = gemma_reference.Model(path)
     seqs = []
     worst = 0.0
@@ -298,6 +307,10 @@ def oracles(arch: str, path: str, n_vocab: int):
            "settings": {"n_threads": 2, "n_ctx": 64, "n_batch": 64, "logits_all": True, "backend": "CPU",
                         "reference": "scripts/gemma_reference.py float64, rounded to f32"},
            "n_vocab": n_vocab, "sequences": seqs, "tokenize": toks}
+    if not write:
+        print(f"{os.path.basename(path)} (F32 weights, F32 KV cache): max |llama.cpp - reference| = {worst:.3e}; "
+              f"top1 agree {[s['top1_agree'] for s in seqs]} of {[len(s['ids']) for s in seqs]}")
+        return
     out = path.replace(".gguf", ".llamacpp.json")
     with open(out, "w", encoding="utf-8") as f:
         json.dump(doc, f, ensure_ascii=False)
@@ -308,6 +321,8 @@ def oracles(arch: str, path: str, n_vocab: int):
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser()
     ap.add_argument("--gguf-only", action="store_true")
+    ap.add_argument("--validate-f32", metavar="DIR", help="also write all-F32 copies into DIR and compare llama.cpp "
+                    "(F32 KV cache) with the reference on them: checks the reference graph itself, free of quantization")
     a = ap.parse_args(argv)
     os.makedirs(OUT, exist_ok=True)
     for arch, seed in (("llama", 1234), ("qwen2", 5678)):
@@ -316,6 +331,11 @@ def main(argv=None) -> int:
         print(f"{os.path.basename(path)}: {os.path.getsize(path)} bytes, vocab {n_vocab}, sha256 {sha256_file(path)}")
         if not a.gguf_only:
             oracles(arch, path, n_vocab)
+        if a.validate_f32:
+            os.makedirs(a.validate_f32, exist_ok=True)
+            p32 = os.path.join(a.validate_f32, f"tiny-{arch}-f32.gguf")
+            write_model(arch, p32, seed, all_f32=True)
+            oracles(arch, p32, n_vocab, write=False, f32_kv=True)
     return 0
 
 
