@@ -295,10 +295,11 @@ class Model:
 
 
 def default_logit_positions(T: int) -> list[int]:
-    """First, last, one past 512 (when present), and three more spread over the prompt."""
+    """First, last, 512 and 513 (the first positions whose 512-token sliding window no longer reaches
+    position 0; when present), and three more spread over the prompt."""
     ps = {0, T - 1, T // 4, T // 2, (3 * T) // 4}
     if T > 513:
-        ps.add(513)
+        ps.update((512, 513))
     return sorted(p for p in ps if 0 <= p < T)
 
 
