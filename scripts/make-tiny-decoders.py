@@ -21,6 +21,8 @@ llama: SentencePiece vocabulary (scores from a small BPE training run, byte fall
 add_space_prefix), untied Q8_0 `output.weight`, NORM (adjacent-pair) RoPE.
 qwen2: GPT-2 byte-level BPE (vocab + merges trained here, pre-tokenizer "qwen2"), q/k/v biases, tied
 lm_head (no output.weight), NEOX RoPE, base 1e6.
+--validate-f32 DIR also writes all-F32 copies (and an all-F32 tiny gemma3 with a 4-token sliding window) into
+DIR and prints llama.cpp's (F32 KV cache) max abs difference from the reference on them.
 """
 
 from __future__ import annotations
@@ -271,7 +273,64 @@ TOKENIZE_STRINGS = [
 SEQUENCES = {
     "llama": [[1], [1, 260, 300, 261, 290, 301], [1] + [(i * 37 + 11) % 380 + 3 for i in range(23)]],
     "qwen2": [[5], [100, 200, 256, 300, 301, 99], [(i * 53 + 7) % 400 for i in range(24)]],
+    "gemma3": [[1], [1, 260, 300, 261, 290, 301], [1] + [(i * 37 + 11) % 370 + 3 for i in range(23)]],
 }
+
+
+def write_tiny_gemma3_f32(path: str, seed: int = 4321) -> int:
+    """An all-F32 tiny `gemma3` (6 layers so layer 5 is global as in the real file's pattern, sliding
+    window 4, 4 query heads sharing 1 KV head, key_length 32 != n_embd/n_head, GeGLU, post-norms,
+    QK-norm): checks the reference's Gemma 3 graph against llama.cpp free of quantization."""
+    rng = np.random.default_rng(seed)
+    hk, nl = 32, 6
+    w = gguf.GGUFWriter(path, "gemma3")
+    w.add_name("tiny-gemma3-random-f32")
+    w.add_context_length(256)
+    w.add_embedding_length(N_EMBD)
+    w.add_block_count(nl)
+    w.add_feed_forward_length(N_FF)
+    w.add_head_count(N_HEAD)
+    w.add_head_count_kv(1)
+    w.add_key_length(hk)
+    w.add_value_length(hk)
+    w.add_layer_norm_rms_eps(1e-6)
+    w.add_rope_freq_base(1000000.0)
+    w.add_sliding_window(4)
+    w.add_file_type(0)
+    tokens, scores, types = spm_vocab()
+    w.add_tokenizer_model("llama")
+    w.add_tokenizer_pre("default")
+    w.add_token_list(tokens)
+    w.add_token_scores(scores)
+    w.add_token_types(types)
+    w.add_unk_token_id(0)
+    w.add_bos_token_id(1)
+    w.add_eos_token_id(2)
+    w.add_add_bos_token(True)
+    w.add_add_space_prefix(False)
+    n_vocab = len(tokens)
+    f32 = lambda *shape, s=1.0: (rng.standard_normal(shape) * s).astype(np.float32)  # noqa: E731
+    norm = lambda n: rng.uniform(0.5, 1.5, n).astype(np.float32)  # noqa: E731
+    w.add_tensor("token_embd.weight", f32(n_vocab, N_EMBD, s=0.1))
+    w.add_tensor("output_norm.weight", norm(N_EMBD))
+    for il in range(nl):
+        b = f"blk.{il}."
+        for n in ("attn_norm", "post_attention_norm", "ffn_norm", "post_ffw_norm"):
+            w.add_tensor(b + n + ".weight", norm(N_EMBD))
+        w.add_tensor(b + "attn_q_norm.weight", norm(hk))
+        w.add_tensor(b + "attn_k_norm.weight", norm(hk))
+        w.add_tensor(b + "attn_q.weight", f32(N_HEAD * hk, N_EMBD, s=0.2))
+        w.add_tensor(b + "attn_k.weight", f32(hk, N_EMBD, s=0.2))
+        w.add_tensor(b + "attn_v.weight", f32(hk, N_EMBD, s=0.2))
+        w.add_tensor(b + "attn_output.weight", f32(N_EMBD, N_HEAD * hk, s=0.1))
+        w.add_tensor(b + "ffn_gate.weight", f32(N_FF, N_EMBD, s=0.2))
+        w.add_tensor(b + "ffn_up.weight", f32(N_FF, N_EMBD, s=0.2))
+        w.add_tensor(b + "ffn_down.weight", f32(N_EMBD, N_FF, s=0.1))
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_tensors_to_file()
+    w.close()
+    return n_vocab
 
 
 def oracles(arch: str, path: str, n_vocab: int, write: bool = True, f32_kv: bool = False):
@@ -336,6 +395,9 @@ def main(argv=None) -> int:
             p32 = os.path.join(a.validate_f32, f"tiny-{arch}-f32.gguf")
             write_model(arch, p32, seed, all_f32=True)
             oracles(arch, p32, n_vocab, write=False, f32_kv=True)
+    if a.validate_f32:
+        p32 = os.path.join(a.validate_f32, "tiny-gemma3-f32.gguf")
+        oracles("gemma3", p32, write_tiny_gemma3_f32(p32), write=False, f32_kv=True)
     return 0
 
 
