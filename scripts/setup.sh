@@ -152,4 +152,38 @@ PY
   touch "$GEMMA_DIR/.complete"
 fi
 
+# --- The float64 reference for Gemma 3 (scripts/gemma_reference.py): logits of the fixed prompts ---
+# A venv with the pinned gguf + numpy (reused when present) runs the NumPy forward pass over the
+# prompts of tests/fixtures/gemma/prompts.json and writes .cache/reference/gemma-3-270m/
+# (reference.json + <prompt>.f32). Regenerated only when the script, the prompts or the model change
+# (their SHA-256s are recorded in a stamp file). Takes a few minutes on two cores.
+REF_VENV=.cache/venv-ref
+REF_GGUF_VERSION=0.19.0
+REF_NUMPY_VERSION=2.3.5
+if [[ -x "$REF_VENV/bin/python" ]] &&
+  "$REF_VENV/bin/python" -c "import gguf, numpy, importlib.metadata as m, sys; sys.exit(0 if m.version('gguf') == '$REF_GGUF_VERSION' and numpy.__version__ == '$REF_NUMPY_VERSION' else 1)" 2>/dev/null; then
+  echo "ok reference venv ($REF_VENV: gguf $REF_GGUF_VERSION, numpy $REF_NUMPY_VERSION)"
+else
+  echo "installing reference venv ($REF_VENV: gguf==$REF_GGUF_VERSION numpy==$REF_NUMPY_VERSION)"
+  rm -rf "$REF_VENV"
+  python3 -m venv "$REF_VENV"
+  "$REF_VENV/bin/pip" install --quiet "gguf==$REF_GGUF_VERSION" "numpy==$REF_NUMPY_VERSION"
+fi
+REF_DIR=.cache/reference/gemma-3-270m
+REF_PROMPTS=tests/fixtures/gemma/prompts.json
+if [[ -f "$REF_PROMPTS" ]]; then
+  REF_STAMP="$(sha256sum scripts/gemma_reference.py "$REF_PROMPTS" | awk '{print $1}' | tr '\n' ' ')$GEMMA_SHA256"
+  if [[ -f "$REF_DIR/reference.json" && -f "$REF_DIR/.stamp" && "$(cat "$REF_DIR/.stamp")" == "$REF_STAMP" ]]; then
+    echo "ok gemma reference logits ($REF_DIR)"
+  else
+    echo "installing gemma reference logits ($REF_DIR; float64 NumPy forward pass, a few minutes)"
+    rm -f "$REF_DIR/.stamp"
+    "$REF_VENV/bin/python" scripts/gemma_reference.py --model "$GEMMA_DIR/$GEMMA_FILE" \
+      --prompts "$REF_PROMPTS" --out "$REF_DIR"
+    echo "$REF_STAMP" >"$REF_DIR/.stamp"
+  fi
+else
+  die "missing $REF_PROMPTS (the committed Gemma prompts)"
+fi
+
 echo "setup done"
