@@ -409,8 +409,11 @@ pub(super) fn load(pairs: &[(String, GgufValue)]) -> Result<Loaded> {
             vocab.set_attr(end, attr::USER_DEFINED);
         }
     }
-    // Gemma 4 and PaddleOCR: "</s>" is not the end when "<|tool_response>" is there.
-    if in_eog(&vocab, &eog, "<|tool_response>").is_some() {
+    // Gemma 4, PaddleOCR and PLaMo: "</s>" is a normal token when "<|tool_response>" or
+    // "<|plamo:eos|>" ends generation.
+    if in_eog(&vocab, &eog, "<|tool_response>").is_some()
+        || in_eog(&vocab, &eog, "<|plamo:eos|>").is_some()
+    {
         if let Some(s) = in_eog(&vocab, &eog, "</s>") {
             eog.retain(|&id| id != s);
             vocab.set_attr(s, attr::NORMAL);
