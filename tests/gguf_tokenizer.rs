@@ -4,7 +4,7 @@
 //!   scripts/setup.sh): hand-checked ids from DECODER-FACTS §0, then the llama.cpp oracle
 //!   `tests/fixtures/gemma/tokenize.json` (scripts/make-gemma-llamacpp-fixtures.py, llama-cpp-python
 //!   over the same file): every case's ids, every listed piece and every detokenization must be
-//!   identical (no tolerance: ids are integers).
+//!   identical (no tolerance: ids are integers); and the prompts of `gemma/prompts.json`.
 //! - The tiny `llama` (SentencePiece, `add_space_prefix`) and `qwen2` (byte-level BPE) GGUFs of
 //!   scripts/make-tiny-decoders.py with their `tiny-*.llamacpp.json` tokenizations.
 //!
@@ -320,6 +320,22 @@ fn gemma_tokenizes_pieces_and_detokenizes_like_llama_cpp() {
         }
     }
     assert!(bad.is_empty(), "{}", bad.join("\n"));
+}
+
+/// The prompts of the generation oracles (5 to ~700 tokens, prose, code, lists, HTML, eleven
+/// languages), tokenized by llama.cpp with BOS and special parsing.
+#[test]
+fn gemma_prompts_tokenize_like_llama_cpp() {
+    let doc = fixture("gemma/prompts.json");
+    let t = gemma();
+    let mut n = 0;
+    for prompt in doc["prompts"].as_array().unwrap() {
+        let text = prompt["text"].as_str().unwrap();
+        let got = t.encode(text, true, true).unwrap();
+        assert_eq!(got, ids_of(&prompt["ids"]), "prompt {}", prompt["name"]);
+        n += got.len();
+    }
+    assert!(n > 1000, "{n} tokens");
 }
 
 fn tiny(arch: &str, model: TokenizerModel) {

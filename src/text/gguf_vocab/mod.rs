@@ -289,20 +289,20 @@ impl GgufTokenizer {
     pub fn detokenize(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Vec<u8> {
         let mut ids = ids;
         let mut remove_space = self.add_space_prefix;
-        if remove_special && self.add_bos {
-            if let (Some(&first), Some(bos)) = (ids.first(), self.bos) {
-                if first == bos {
-                    remove_space = false;
-                    ids = &ids[1..];
-                }
-            }
+        if remove_special
+            && self.add_bos
+            && let (Some(&first), Some(bos)) = (ids.first(), self.bos)
+            && first == bos
+        {
+            remove_space = false;
+            ids = &ids[1..];
         }
-        if remove_special && self.add_eos {
-            if let (Some(&last), Some(eos)) = (ids.last(), self.eos) {
-                if last == eos {
-                    ids = &ids[..ids.len() - 1];
-                }
-            }
+        if remove_special
+            && self.add_eos
+            && let (Some(&last), Some(eos)) = (ids.last(), self.eos)
+            && last == eos
+        {
+            ids = &ids[..ids.len() - 1];
         }
         let mut text = Vec::new();
         for &id in ids {
