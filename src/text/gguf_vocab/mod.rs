@@ -373,6 +373,13 @@ impl GgufTokenizer {
         self.eog.binary_search(&id).is_ok()
     }
 
+    /// The control, user-defined and unknown tokens whose pieces are cut out of the text before
+    /// tokenizing, in the order they are matched (longest piece first, then lower id; llama.cpp
+    /// sorts by length alone, which only matters for two equal-length pieces that overlap).
+    pub fn special_tokens(&self) -> &[u32] {
+        &self.specials
+    }
+
     /// The end-of-generation tokens, sorted.
     pub fn end_of_generation(&self) -> &[u32] {
         &self.eog
