@@ -120,11 +120,9 @@ pub(super) fn tokenize_word(
     if bytes.is_empty() {
         return;
     }
-    if ignore_merges {
-        if let Some(id) = vocab.id(bytes) {
-            out.push(id);
-            return;
-        }
+    if ignore_merges && let Some(id) = vocab.id(bytes) {
+        out.push(id);
+        return;
     }
     let mut symbols: Vec<Symbol> = word
         .char_indices()
@@ -149,15 +147,15 @@ pub(super) fn tokenize_word(
             return;
         }
         let (l, r) = (symbols[left as usize], symbols[right as usize]);
-        if let (Some(a), Some(b)) = (l.id, r.id) {
-            if let Some(rank) = ranks.rank(a, b) {
-                queue.push(Bigram {
-                    rank,
-                    left,
-                    right,
-                    size: l.len + r.len,
-                });
-            }
+        if let (Some(a), Some(b)) = (l.id, r.id)
+            && let Some(rank) = ranks.rank(a, b)
+        {
+            queue.push(Bigram {
+                rank,
+                left,
+                right,
+                size: l.len + r.len,
+            });
         }
     };
     for i in 1..symbols.len() as i32 {

@@ -404,17 +404,19 @@ pub(super) fn load(pairs: &[(String, GgufValue)]) -> Result<Loaded> {
     if let Some(end) = in_eog(&vocab, &eog, "<|end|>") {
         let has = |t| in_eog(&vocab, &eog, t).is_some();
         let call = has("<|call|>") || has("<|calls|>");
-        if (has("<|return|>") && call) || (call && has("<|flush|>")) {
+        if call && (has("<|return|>") || has("<|flush|>")) {
             eog.retain(|&id| id != end);
             vocab.set_attr(end, attr::USER_DEFINED);
         }
     }
-    // Gemma 4 and PaddleOCR: "</s>" is not the end when "<|tool_response>" is there.
-    if in_eog(&vocab, &eog, "<|tool_response>").is_some() {
-        if let Some(s) = in_eog(&vocab, &eog, "</s>") {
-            eog.retain(|&id| id != s);
-            vocab.set_attr(s, attr::NORMAL);
-        }
+    // Gemma 4, PaddleOCR and PLaMo: "</s>" is a normal token when "<|tool_response>" or
+    // "<|plamo:eos|>" ends generation.
+    if (in_eog(&vocab, &eog, "<|tool_response>").is_some()
+        || in_eog(&vocab, &eog, "<|plamo:eos|>").is_some())
+        && let Some(s) = in_eog(&vocab, &eog, "</s>")
+    {
+        eog.retain(|&id| id != s);
+        vocab.set_attr(s, attr::NORMAL);
     }
 
     Ok(Loaded {

@@ -70,6 +70,7 @@ pub struct GgufTokenizer {
     add_bos: bool,
     add_eos: bool,
     add_space_prefix: bool,
+    clean_spaces: bool,
     eog: Vec<u32>,
 }
 
@@ -132,6 +133,7 @@ impl GgufTokenizer {
             add_bos: loaded.add_bos,
             add_eos: loaded.add_eos,
             add_space_prefix: loaded.add_space_prefix,
+            clean_spaces: loaded.pre.is_some_and(|p| p.clean_spaces),
             eog: loaded.eog,
         })
     }
@@ -146,6 +148,23 @@ impl GgufTokenizer {
     /// `InvalidArgument` only when a BPE pre-tokenizer regex gives up on a pathological input
     /// (fancy-regex's backtracking limit); SentencePiece encoding cannot fail.
     pub fn encode(&self, text: &str, add_special: bool, parse_special: bool) -> Result<Vec<u32>> {
+        self.encode_bytes(text.as_bytes(), add_special, parse_special)
+    }
+
+    /// As [`encode`](Self::encode), for bytes that need not be UTF-8, taken as llama.cpp takes
+    /// them: SentencePiece cuts symbols at each byte's UTF-8 lead length and falls back to byte
+    /// tokens; BPE reads each invalid byte as U+FFFD (llama.cpp's `unicode_cpts_from_utf8`; a
+    /// decoded surrogate or a code point past U+10FFFF, which llama.cpp keeps or throws on, is
+    /// U+FFFD here too).
+    ///
+    /// # Errors
+    /// As [`encode`](Self::encode).
+    pub fn encode_bytes(
+        &self,
+        text: &[u8],
+        add_special: bool,
+        parse_special: bool,
+    ) -> Result<Vec<u32>> {
         let mut out = Vec::with_capacity(text.len() / 3 + 2);
         if add_special && self.add_bos {
             out.extend(self.bos);
@@ -155,7 +174,7 @@ impl GgufTokenizer {
             Model::Spm { byte_tokens } => {
                 let byte_token = |b: u8| byte_tokens[usize::from(b)];
                 let mut prev_special = true;
-                let mut buffer = String::new();
+                let mut buffer = Vec::new();
                 for fragment in fragments {
                     match fragment {
                         Fragment::Token(id) => {
@@ -165,10 +184,14 @@ impl GgufTokenizer {
                         Fragment::Text(start, end) => {
                             buffer.clear();
                             if self.add_space_prefix && prev_special {
-                                buffer.push('▁');
+                                buffer.extend_from_slice(SPACE_MARK);
                             }
-                            for c in text[start..end].chars() {
-                                buffer.push(if c == ' ' { '▁' } else { c });
+                            for &b in &text[start..end] {
+                                if b == b' ' {
+                                    buffer.extend_from_slice(SPACE_MARK);
+                                } else {
+                                    buffer.push(b);
+                                }
                             }
                             spm::tokenize(&self.vocab, &buffer, &byte_token, &mut out);
                             prev_special = false;
@@ -187,8 +210,8 @@ impl GgufTokenizer {
                     match fragment {
                         Fragment::Token(id) => out.push(id),
                         Fragment::Text(start, end) => {
-                            let piece = &text[start..end];
-                            for (a, b) in pre.words(piece)? {
+                            let piece = llama_lossy(&text[start..end]);
+                            for (a, b) in pre.words(&piece)? {
                                 word.clear();
                                 word.extend(
                                     piece.as_bytes()[a..b]
@@ -220,8 +243,17 @@ impl GgufTokenizer {
     /// characters (BPE); byte tokens `<0xNN>` give that one byte; any other type (unused,
     /// undefined) and an id out of range give nothing.
     pub fn token_to_piece(&self, id: u32) -> Vec<u8> {
+        self.token_to_piece_with(id, true)
+    }
+
+    /// As [`token_to_piece`](Self::token_to_piece), with llama.cpp's `special` flag: when
+    /// false, control and unknown tokens give nothing (user-defined ones still their piece).
+    pub fn token_to_piece_with(&self, id: u32, special: bool) -> Vec<u8> {
         let bits = self.vocab.attr(id);
         let piece = self.vocab.piece(id);
+        if !special && bits & (attr::UNKNOWN | attr::CONTROL) != 0 {
+            return Vec::new();
+        }
         if bits & (attr::UNKNOWN | attr::CONTROL | attr::USER_DEFINED) != 0 {
             return piece.to_vec();
         }
@@ -241,11 +273,48 @@ impl GgufTokenizer {
     }
 
     /// The text of `ids`: their pieces concatenated, invalid UTF-8 replaced by U+FFFD (what an
-    /// [`IncrementalDecoder`] streams). Unlike llama.cpp's `llama_detokenize` it strips no
-    /// leading space and cleans up no spaces around punctuation.
+    /// [`IncrementalDecoder`] streams). For llama.cpp's `llama_detokenize`, which also strips a
+    /// prefix space and cleans up spaces, see [`detokenize`](Self::detokenize).
     pub fn decode(&self, ids: &[u32]) -> String {
         let bytes: Vec<u8> = ids.iter().flat_map(|&id| self.token_to_piece(id)).collect();
         String::from_utf8_lossy(&bytes).into_owned()
+    }
+
+    /// llama.cpp's `llama_detokenize(ids, remove_special, unparse_special)`, as bytes: with
+    /// `remove_special`, a leading BOS and a trailing EOS that the vocabulary adds are dropped;
+    /// the first piece loses one leading space when `add_space_prefix` (unless a BOS was
+    /// dropped); pieces as [`token_to_piece_with`](Self::token_to_piece_with)`(id,
+    /// unparse_special)`; then, for BPE vocabularies that ask for it, llama.cpp's three passes
+    /// of space clean-up (`" ?"`, `" ' "`, `" 's"`...).
+    pub fn detokenize(&self, ids: &[u32], remove_special: bool, unparse_special: bool) -> Vec<u8> {
+        let mut ids = ids;
+        let mut remove_space = self.add_space_prefix;
+        if remove_special
+            && self.add_bos
+            && let (Some(&first), Some(bos)) = (ids.first(), self.bos)
+            && first == bos
+        {
+            remove_space = false;
+            ids = &ids[1..];
+        }
+        if remove_special
+            && self.add_eos
+            && let (Some(&last), Some(eos)) = (ids.last(), self.eos)
+            && last == eos
+        {
+            ids = &ids[..ids.len() - 1];
+        }
+        let mut text = Vec::new();
+        for &id in ids {
+            let piece = self.token_to_piece_with(id, unparse_special);
+            let skip = usize::from(remove_space && piece.first() == Some(&b' '));
+            text.extend_from_slice(&piece[skip..]);
+            remove_space = false;
+        }
+        if self.clean_spaces {
+            clean_spaces(&mut text);
+        }
+        text
     }
 
     /// The piece of `id` as stored in the vocabulary (`▁` and byte characters unmapped), or
@@ -304,6 +373,13 @@ impl GgufTokenizer {
         self.eog.binary_search(&id).is_ok()
     }
 
+    /// The control, user-defined and unknown tokens whose pieces are cut out of the text before
+    /// tokenizing, in the order they are matched (longest piece first, then lower id; llama.cpp
+    /// sorts by length alone, which only matters for two equal-length pieces that overlap).
+    pub fn special_tokens(&self) -> &[u32] {
+        &self.specials
+    }
+
     /// The end-of-generation tokens, sorted.
     pub fn end_of_generation(&self) -> &[u32] {
         &self.eog
@@ -335,6 +411,112 @@ impl GgufTokenizer {
         };
         self.vocab.heap_bytes() + model + self.specials.capacity() * 4 + self.eog.capacity() * 4
     }
+}
+
+/// `▁` (U+2581), SentencePiece's space.
+const SPACE_MARK: &[u8] = "\u{2581}".as_bytes();
+
+/// Bytes to text as llama.cpp's `unicode_cpts_from_utf8` reads them: a byte that does not start
+/// a complete sequence (lead byte and continuation bytes only, no check for overlong forms) is
+/// one U+FFFD, and reading resumes at the next byte.
+fn llama_lossy(bytes: &[u8]) -> std::borrow::Cow<'_, str> {
+    if let Ok(text) = std::str::from_utf8(bytes) {
+        return std::borrow::Cow::Borrowed(text);
+    }
+    let cont = |i: usize| bytes.get(i).is_some_and(|&b| b & 0xC0 == 0x80);
+    let mut out = String::with_capacity(bytes.len() + 8);
+    let mut i = 0;
+    while i < bytes.len() {
+        let b0 = u32::from(bytes[i]);
+        let (cpt, len) = if b0 & 0x80 == 0 {
+            (Some(b0), 1)
+        } else if b0 & 0x40 == 0 {
+            (None, 1)
+        } else if b0 & 0x20 == 0 {
+            if cont(i + 1) {
+                let c = ((b0 & 0x1F) << 6) | (u32::from(bytes[i + 1]) & 0x3F);
+                (Some(c), 2)
+            } else {
+                (None, 1)
+            }
+        } else if b0 & 0x10 == 0 {
+            if cont(i + 1) && cont(i + 2) {
+                let c = ((b0 & 0x0F) << 12)
+                    | ((u32::from(bytes[i + 1]) & 0x3F) << 6)
+                    | (u32::from(bytes[i + 2]) & 0x3F);
+                (Some(c), 3)
+            } else {
+                (None, 1)
+            }
+        } else if b0 & 0x08 == 0 {
+            if cont(i + 1) && cont(i + 2) && cont(i + 3) {
+                let c = ((b0 & 0x07) << 18)
+                    | ((u32::from(bytes[i + 1]) & 0x3F) << 12)
+                    | ((u32::from(bytes[i + 2]) & 0x3F) << 6)
+                    | (u32::from(bytes[i + 3]) & 0x3F);
+                (Some(c), 4)
+            } else {
+                (None, 1)
+            }
+        } else {
+            (None, 1)
+        };
+        out.push(cpt.and_then(char::from_u32).unwrap_or('\u{FFFD}'));
+        i += len;
+    }
+    std::borrow::Cow::Owned(out)
+}
+
+/// llama.cpp's `clean_spaces` passes of `llama_detokenize`, ported literally (in place).
+fn clean_spaces(text: &mut Vec<u8>) {
+    // First pass: " ?", " !", " .", " ," lose the space.
+    let n1 = text.len();
+    let mut total = usize::from(n1 > 0);
+    for i in 1..n1 {
+        let x = text[i];
+        if text[i - 1] == b' ' && matches!(x, b'?' | b'!' | b'.' | b',') {
+            total -= 1;
+        }
+        text[total] = x;
+        total += 1;
+    }
+    text.truncate(total);
+    // Second pass: a single apostrophe between spaces loses both spaces.
+    let n2 = text.len();
+    let mut total = usize::from(n2 > 0);
+    let mut i = 1;
+    while i < n2 {
+        let x = text[i];
+        if x == b'\'' && i + 1 < n2 && text[i - 1] == b' ' && text[i + 1] == b' ' {
+            total -= 1;
+            i += 1;
+            text[i] = 0;
+        }
+        text[total] = x;
+        total += 1;
+        i += 1;
+    }
+    text.truncate(total);
+    // Third pass: " 's", " 'm", " 're", " 've" lose the space.
+    let n3 = text.len();
+    let mut total = usize::from(n3 > 0);
+    for i in 1..n3 {
+        let x = text[i];
+        if text[i - 1] == b' ' && x == b'\'' && i + 1 < n3 {
+            let x1 = text[i + 1];
+            if x1 == b's' || x1 == b'm' {
+                total -= 1;
+            } else if i + 2 < n3 {
+                let x2 = text[i + 2];
+                if (x1 == b'r' || x1 == b'v') && x2 == b'e' {
+                    total -= 1;
+                }
+            }
+        }
+        text[total] = x;
+        total += 1;
+    }
+    text.truncate(total);
 }
 
 /// The byte of a byte token `<0xNN>` (llama.cpp's `token_to_byte`: `strtol` of the two

@@ -91,6 +91,8 @@ pub(super) struct PreType {
     pub add_bos: bool,
     /// The BOS id default is none (ChatGLM).
     pub no_bos: bool,
+    /// `clean_spaces`: `llama_detokenize` removes spaces before `?!.,` and in contractions.
+    pub clean_spaces: bool,
 }
 
 impl PreType {
@@ -105,6 +107,11 @@ impl PreType {
             ignore_merges: false,
             add_bos: false,
             no_bos: false,
+            clean_spaces: true,
+        };
+        let unclean = |regexes| Self {
+            clean_spaces: false,
+            ..base(regexes)
         };
         let Some(name) = name else {
             return Ok(base(DEFAULT));
@@ -120,22 +127,27 @@ impl PreType {
             "dbrx" | "smaug-bpe" => base(LLAMA3),
             "gpt-2" | "phi-2" | "jina-es" | "jina-de" | "gigachat" | "jina-v2-es"
             | "jina-v2-de" | "a.x-4.0" | "mellum" | "modern-bert" | "exaone4" | "mpt" | "olmo"
-            | "jais" | "trillion" | "granite-docling" | "jina-v1-en" | "jina-v2-code"
-            | "roberta-bpe" => base(GPT2),
-            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "megrez" | "stablelm2"
-            | "hunyuan" | "solar-open" => base(QWEN2),
-            "qwen35" => base(QWEN35),
-            "starcoder" | "refact" | "command-r" | "smollm" | "codeshell" | "exaone"
-            | "minerva-7b" | "mellum2" => base(STARCODER),
+            | "jais" | "jina-v1-en" | "jina-v2-code" | "roberta-bpe" => base(GPT2),
+            "trillion" | "granite-docling" => unclean(GPT2),
+            "megrez" | "stablelm2" => base(QWEN2),
+            "qwen2" | "deepseek-r1-qwen" | "kormo" | "f2llmv2" | "hunyuan" | "solar-open" => {
+                unclean(QWEN2)
+            }
+            "qwen35" => unclean(QWEN35),
+            "starcoder" | "refact" | "codeshell" | "exaone" | "minerva-7b" | "mellum2" => {
+                base(STARCODER)
+            }
+            "command-r" | "smollm" => unclean(STARCODER),
             "falcon" => base(FALCON),
-            "deepseek-coder" => base(DEEPSEEK_CODER),
-            "gpt-4o" | "llama4" | "kanana2" | "talkie" => base(GPT4O),
+            "deepseek-coder" => unclean(DEEPSEEK_CODER),
+            "gpt-4o" | "llama4" | "kanana2" | "talkie" => unclean(GPT4O),
             "tekken" => Self {
                 ignore_merges: true,
                 add_bos: true,
-                ..base(TEKKEN)
+                ..unclean(TEKKEN)
             },
-            "poro-chat" | "bloom" | "gpt3-finnish" => base(BLOOM),
+            "poro-chat" => unclean(BLOOM),
+            "bloom" | "gpt3-finnish" => base(BLOOM),
             "glm4" | "chatglm-bpe" => Self {
                 no_bos: true,
                 ..base(CHATGLM4)

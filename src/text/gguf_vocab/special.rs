@@ -83,10 +83,9 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 pub(super) fn partition(
     vocab: &Vocab,
     specials: &[u32],
-    text: &str,
+    bytes: &[u8],
     parse_special: bool,
 ) -> Vec<Fragment> {
-    let bytes = text.as_bytes();
     if bytes.is_empty() {
         return Vec::new();
     }
@@ -158,11 +157,11 @@ mod tests {
         let specials = [2, 1, 0];
         use Fragment::*;
         assert_eq!(
-            partition(&v, &specials, "a\n\n\nb<b>c", false),
+            partition(&v, &specials, b"a\n\n\nb<b>c", false),
             [Text(0, 1), Token(1), Token(0), Text(4, 9)]
         );
         assert_eq!(
-            partition(&v, &specials, "a\n\n\nb<b>c", true),
+            partition(&v, &specials, b"a\n\n\nb<b>c", true),
             [
                 Text(0, 1),
                 Token(1),
@@ -173,10 +172,10 @@ mod tests {
             ]
         );
         assert_eq!(
-            partition(&v, &specials, "<b><b>", true),
+            partition(&v, &specials, b"<b><b>", true),
             [Token(2), Token(2)]
         );
-        assert_eq!(partition(&v, &specials, "", true), []);
+        assert_eq!(partition(&v, &specials, b"", true), []);
     }
 
     #[test]
@@ -184,10 +183,10 @@ mod tests {
         let v = vocab(&[("<m>", attr::CONTROL | attr::LSTRIP | attr::RSTRIP)]);
         use Fragment::*;
         assert_eq!(
-            partition(&v, &[0], "a \t<m>\n b", true),
+            partition(&v, &[0], b"a \t<m>\n b", true),
             [Text(0, 1), Token(0), Text(8, 9)]
         );
-        assert_eq!(partition(&v, &[0], " <m> ", true), [Token(0)]);
+        assert_eq!(partition(&v, &[0], b" <m> ", true), [Token(0)]);
     }
 
     #[test]

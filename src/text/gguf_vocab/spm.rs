@@ -56,26 +56,41 @@ impl Ord for Bigram {
     }
 }
 
-/// Appends the tokens of `text` (already space-escaped) to `out`. `byte_token(b)` is the token of
-/// byte `b` when a piece is not a token (llama.cpp's `byte_to_token`), `None` to skip it.
+/// Bytes of the UTF-8 sequence a lead byte starts, llama.cpp's `unicode_len_utf8` (1 for a
+/// continuation byte: invalid input is cut byte by byte, never rejected).
+fn utf8_len(lead: u8) -> usize {
+    match lead >> 4 {
+        0xC | 0xD => 2,
+        0xE => 3,
+        0xF => 4,
+        _ => 1,
+    }
+}
+
+/// Appends the tokens of `text` (already space-escaped; any bytes, as llama.cpp takes them) to
+/// `out`. `byte_token(b)` is the token of byte `b` when a piece is not a token (llama.cpp's
+/// `byte_to_token`), `None` to skip it.
 pub(super) fn tokenize(
     vocab: &Vocab,
-    text: &str,
+    bytes: &[u8],
     byte_token: &dyn Fn(u8) -> Option<u32>,
     out: &mut Vec<u32>,
 ) {
-    let bytes = text.as_bytes();
     if bytes.is_empty() {
         return;
     }
-    let mut symbols: Vec<Symbol> = Vec::with_capacity(text.len());
-    for (i, (start, c)) in text.char_indices().enumerate() {
+    let mut symbols: Vec<Symbol> = Vec::with_capacity(bytes.len());
+    let mut start = 0usize;
+    while start < bytes.len() {
+        let len = utf8_len(bytes[start]).min(bytes.len() - start);
+        let i = symbols.len() as i32;
         symbols.push(Symbol {
             start: start as u32,
-            len: c.len_utf8() as u32,
-            prev: i as i32 - 1,
-            next: i as i32 + 1,
+            len: len as u32,
+            prev: i - 1,
+            next: i + 1,
         });
+        start += len;
     }
     if let Some(last) = symbols.last_mut() {
         last.next = -1;

@@ -363,3 +363,51 @@ fn malformed_metadata_is_refused_naming_the_key() {
     let e = GgufTokenizer::from_metadata(&m).unwrap_err();
     assert_eq!(e.code(), ErrorCode::NotSupported);
 }
+
+#[test]
+fn raw_bytes_are_cut_as_llama_cpp_cuts_them() {
+    let mut meta = spm(&[("(", -1.0)], &[]);
+    set(
+        &mut meta,
+        "tokenizer.ggml.add_space_prefix",
+        GgufValue::Bool(false),
+    );
+    let t = GgufTokenizer::from_metadata(&meta).unwrap();
+    // C3 is a two-byte lead: C3 28 is one symbol, no piece, so both bytes fall back, even the
+    // '(' that is a piece of its own.
+    assert_eq!(
+        t.encode_bytes(b"\xc3\x28", false, false).unwrap(),
+        [3 + 0xC3, 3 + 0x28]
+    );
+    assert_eq!(t.encode_bytes(b"(", false, false).unwrap(), [FIRST]);
+    assert_eq!(t.encode_bytes(b"\xff", false, false).unwrap(), [3 + 0xFF]);
+    // BPE: an invalid byte is U+FFFD, whose byte characters are no tokens here.
+    let b = GgufTokenizer::from_metadata(&bpe("qwen2")).unwrap();
+    assert_eq!(b.encode_bytes(b"h\xffe", false, false).unwrap(), [0, 1]);
+    assert_eq!(
+        llama_lossy(b"a\xe2\x82x\xed\xa0\x80"),
+        "a\u{FFFD}\u{FFFD}x\u{FFFD}"
+    );
+}
+
+#[test]
+fn detokenize_strips_the_prefix_space_and_special_tokens_as_llama_cpp() {
+    let meta = spm(&[("▁a", -1.0)], &[]);
+    let t = GgufTokenizer::from_metadata(&meta).unwrap();
+    assert_eq!(t.detokenize(&[1, FIRST], false, true), b"<s> a");
+    assert_eq!(t.detokenize(&[1, FIRST], true, true), b" a");
+    assert_eq!(t.detokenize(&[1, FIRST], false, false), b" a");
+    assert_eq!(t.detokenize(&[FIRST, FIRST], false, false), b"a a");
+    let mut text = b"Hello , world ! it 's ok ' x '".to_vec();
+    clean_spaces(&mut text);
+    assert_eq!(
+        String::from_utf8(text).unwrap(),
+        "Hello, world! it's ok'x '"
+    );
+    // GPT-2-style vocabularies clean up; Qwen 2 does not.
+    let gpt2 = GgufTokenizer::from_metadata(&bpe("gpt-2")).unwrap();
+    let qwen = GgufTokenizer::from_metadata(&bpe("qwen2")).unwrap();
+    let ids = [11, 4, 18];
+    assert_eq!(gpt2.detokenize(&ids, false, true), b"hello!");
+    assert_eq!(qwen.detokenize(&ids, false, true), b"hello !");
+}
