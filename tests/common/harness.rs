@@ -36,6 +36,10 @@ pub struct SuiteConfig {
     pub model: Tol,
     /// Small shapes and fewer random trials (for slow backends, e.g. emulated GPUs).
     pub small: bool,
+    /// The compile-spec variants the one-activation-row (GEMV) `linear` cases run under, one
+    /// init per variant, so that a backend with several GEMV kernels has each tested whatever
+    /// its adapter would pick (`[[]]`: the backend's defaults only).
+    pub gemv_specs: &'static [&'static [(&'static str, &'static str)]],
 }
 
 impl SuiteConfig {
@@ -58,6 +62,7 @@ impl SuiteConfig {
             abs: 1e-4,
         },
         small: false,
+        gemv_specs: &[&[]],
     };
 
     /// The same tolerances with small shapes.
@@ -153,9 +158,23 @@ impl Model {
 
     /// Initialises, executes once on `inputs` and returns the outputs.
     pub async fn run(&self, backend: &SharedBackend, inputs: Vec<Tensor>) -> Vec<Tensor> {
-        let mut delegate = match self.init(backend).await {
+        self.run_with(backend, &[], inputs).await
+    }
+
+    /// [`Model::run`] with compile specs (`(key, value)` pairs).
+    pub async fn run_with(
+        &self,
+        backend: &SharedBackend,
+        specs: &[(&str, &str)],
+        inputs: Vec<Tensor>,
+    ) -> Vec<Tensor> {
+        let specs: Vec<CompileSpec> = specs
+            .iter()
+            .map(|&(key, value)| CompileSpec::new(key, value))
+            .collect();
+        let mut delegate = match self.init_with(backend, &specs).await {
             Ok(delegate) => delegate,
-            Err(error) => panic!("init failed: {error}\n{}", self.dump()),
+            Err(error) => panic!("init failed ({specs:?}): {error}\n{}", self.dump()),
         };
         let outputs = self.b.program().outputs.len();
         match execute(&mut delegate, inputs, outputs).await {

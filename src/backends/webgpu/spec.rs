@@ -6,6 +6,7 @@
 //! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
 //! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
+//! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup` | the `linear` GEMV (one activation row): `rows` is barrier-free, one output row per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `auto` picks `rows` on a fallback (CPU) adapter, else `workgroup` |
 //!
 //! Compile spec values are UTF-8 text; runtime specs may also be integers (`workgroup_size`).
 //! Runtime specs override compile specs. Keys are checked as every backend checks them
@@ -16,7 +17,7 @@ use crate::backends::compile_specs::{CompileSpecs, PRECISION, Precision, check_r
 use crate::backends::webgpu::device::GpuContext;
 use crate::backends::webgpu::kernels::matmul::{MatMulKey, matmul_geometry};
 use crate::backends::webgpu::kernels::source::workgroup_storage_bytes;
-use crate::backends::webgpu::kernels::{KernelConfig, KernelKey, MatMulKernel};
+use crate::backends::webgpu::kernels::{GemvKernel, KernelConfig, KernelKey, MatMulKernel};
 use crate::error::{Error, Result};
 use crate::registry::{BackendOption, CompileSpec, OptionValue};
 
@@ -29,9 +30,16 @@ pub const SPEC_WORKGROUP_SIZE: &str = "workgroup_size";
 pub const SPEC_PRECISION: &str = PRECISION;
 /// Spec key: `tiled` or `naive`.
 pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
+/// Spec key: `auto`, `rows` or `workgroup` (the `linear` GEMV kernel).
+pub const SPEC_GEMV_KERNEL: &str = "gemv_kernel";
 
 /// Every spec key the backend reads.
-pub const SPEC_KEYS: [&str; 3] = [SPEC_WORKGROUP_SIZE, SPEC_PRECISION, SPEC_MATMUL_KERNEL];
+pub const SPEC_KEYS: [&str; 4] = [
+    SPEC_WORKGROUP_SIZE,
+    SPEC_PRECISION,
+    SPEC_MATMUL_KERNEL,
+    SPEC_GEMV_KERNEL,
+];
 
 /// The specs given for one program, parsed but not yet fitted to a device.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -39,6 +47,8 @@ pub(crate) struct Specs {
     workgroup_size: Option<u32>,
     f16: bool,
     naive_matmul: bool,
+    /// The GEMV kernel, or `None` for the adapter's choice.
+    gemv: Option<GemvKernel>,
 }
 
 fn bad_value(key: &str, value: &str, expected: &str) -> Error {
@@ -62,6 +72,14 @@ fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
                 "tiled" => false,
                 "naive" => true,
                 _ => return Err(bad_value(key, text, "tiled or naive")),
+            }
+        }
+        SPEC_GEMV_KERNEL => {
+            specs.gemv = match text {
+                "auto" => None,
+                "rows" => Some(GemvKernel::Rows),
+                "workgroup" => Some(GemvKernel::Workgroup),
+                _ => return Err(bad_value(key, text, "auto, rows or workgroup")),
             }
         }
         _ => return Err(Error::internal(format!("unhandled spec key {key}"))),
@@ -153,10 +171,18 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
                 "this device's workgroup limits are below the smallest matmul kernel (8 x 8)",
             )
         })?;
+    // A fallback adapter emulates the GPU on the CPU (SwiftShader, lavapipe): there a workgroup
+    // barrier is a switch between the invocations' fibers, so the GEMV avoids them.
+    let gemv = specs.gemv.unwrap_or(if ctx.adapter.fallback {
+        GemvKernel::Rows
+    } else {
+        GemvKernel::Workgroup
+    });
     Ok(KernelConfig {
         workgroup_size,
         matmul,
         f16: specs.f16,
+        gemv,
     })
 }
 
@@ -218,6 +244,18 @@ mod tests {
         .unwrap();
         assert_eq!(specs.workgroup_size, Some(128));
         assert!(specs.naive_matmul && !specs.f16);
+        assert_eq!(specs.gemv, None);
+        for (text, want) in [
+            ("rows", Some(GemvKernel::Rows)),
+            ("workgroup", Some(GemvKernel::Workgroup)),
+            ("auto", None),
+        ] {
+            let spec = [CompileSpec::new(SPEC_GEMV_KERNEL, text)];
+            assert_eq!(parse_specs(&spec, &[]).unwrap().gemv, want, "{text}");
+        }
+        let spec = [CompileSpec::new(SPEC_GEMV_KERNEL, "subgroup")];
+        let err = parse_specs(&spec, &[]).unwrap_err();
+        assert!(err.message().contains("auto, rows or workgroup"), "{err}");
     }
 
     #[test]

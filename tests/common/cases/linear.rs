@@ -58,6 +58,15 @@ pub fn check_linear(
     }
 }
 
+/// The compile-spec variants a product with `rows` activation rows runs under: every GEMV
+/// kernel of the backend (`config.gemv_specs`) for one row, the defaults otherwise.
+fn variants(
+    config: &SuiteConfig,
+    rows: usize,
+) -> &'static [&'static [(&'static str, &'static str)]] {
+    if rows == 1 { config.gemv_specs } else { &[&[]] }
+}
+
 /// A program `out = linear(x [rows.., k], weight f32 [n, k], bias?)` with the weight a parameter.
 fn f32_program(rows: &[usize], n: usize, k: usize, w: &[f32], bias: Option<&[f32]>) -> Model {
     let mut m = Model::new();
@@ -82,7 +91,7 @@ op_case! {
 /// `x = [[1, 2, 3], [4, 5, 6]]`, `W = [[1, 0, -1], [0.5, 0.5, 0.5]]`, `bias = [10, 20]`:
 /// `[[1 - 3 + 10, 3 + 20], [4 - 6 + 10, 7.5 + 20]] = [[8, 23], [8, 27.5]]`; the first row
 /// alone (the GEMV path) gives `[8, 23]`, and without bias `[-2, 3]`.
-pub async fn linear_by_hand(backend: SharedBackend, _config: SuiteConfig) {
+pub async fn linear_by_hand(backend: SharedBackend, config: SuiteConfig) {
     let w = [1.0, 0.0, -1.0, 0.5, 0.5, 0.5];
     let bias = [10.0, 20.0];
     let m = f32_program(&[2], 2, 3, &w, Some(&bias));
@@ -91,13 +100,15 @@ pub async fn linear_by_hand(backend: SharedBackend, _config: SuiteConfig) {
     let got = m.run(&backend, vec![f32_tensor(&[2, 3], x)]).await;
     assert_eq!(got[0].shape(), &[2, 2]);
     assert_eq!(got[0].as_f32().unwrap(), &[8.0, 23.0, 8.0, 27.5]);
-    let m = f32_program(&[1], 2, 3, &w, Some(&bias));
-    let got = m.run(&backend, vec![f32_tensor(&[1, 3], vec![1.0, 2.0, 3.0])]).await;
-    assert_eq!(got[0].as_f32().unwrap(), &[8.0, 23.0]);
-    let m = f32_program(&[], 2, 3, &w, None);
-    let got = m.run(&backend, vec![f32_tensor(&[3], vec![1.0, 2.0, 3.0])]).await;
-    assert_eq!(got[0].shape(), &[2]);
-    assert_eq!(got[0].as_f32().unwrap(), &[-2.0, 3.0]);
+    for &specs in variants(&config, 1) {
+        let m = f32_program(&[1], 2, 3, &w, Some(&bias));
+        let got = m.run_with(&backend, specs, vec![f32_tensor(&[1, 3], vec![1.0, 2.0, 3.0])]).await;
+        assert_eq!(got[0].as_f32().unwrap(), &[8.0, 23.0], "{specs:?}");
+        let m = f32_program(&[], 2, 3, &w, None);
+        let got = m.run_with(&backend, specs, vec![f32_tensor(&[3], vec![1.0, 2.0, 3.0])]).await;
+        assert_eq!(got[0].shape(), &[2]);
+        assert_eq!(got[0].as_f32().unwrap(), &[-2.0, 3.0], "{specs:?}");
+    }
 }
 }
 
@@ -121,11 +132,14 @@ pub async fn linear_f32_random(backend: SharedBackend, config: SuiteConfig) {
         let m = f32_program(&leading, n, k, &w, bias);
         let mut shape = leading.clone();
         shape.push(k);
-        let got = m.run(&backend, vec![f32_tensor(&shape, x.clone())]).await;
         let mut out_shape = leading;
         out_shape.push(n);
-        assert_eq!(got[0].shape(), out_shape.as_slice());
-        check_linear(&format!("linear f32 m={rows} n={n} k={k}"), &got[0], &x, &w, bias, n);
+        for &specs in variants(&config, rows) {
+            let got = m.run_with(&backend, specs, vec![f32_tensor(&shape, x.clone())]).await;
+            assert_eq!(got[0].shape(), out_shape.as_slice());
+            let what = format!("linear f32 m={rows} n={n} k={k} {specs:?}");
+            check_linear(&what, &got[0], &x, &w, bias, n);
+        }
     }
 }
 }
@@ -263,26 +277,28 @@ pub async fn linear_matches_gguf_py_fixtures(backend: SharedBackend, config: Sui
         assert_eq!((x.len(), bias.len(), want.len()), (17 * k, n, 17 * n), "{name}: sizes");
         let row_counts: &[usize] = if config.small { &[1, 3] } else { &[1, 3, 17] };
         for &rows in row_counts {
-            let mut m = Model::new();
-            let xs = m.input("x", &[rows, k]);
-            let weight = block_param(&mut m, "weight", format, &[n, k], fixture.weight);
-            let b = m.param("bias", &[n], &bias);
-            let out = m.b.push(|out| Linear { x: xs, weight, bias: Some(b), out }).unwrap();
-            m.b.output(out);
-            let input = f32_tensor(&[rows, k], x[..rows * k].to_vec());
-            let got = m.run(&backend, vec![input]).await;
-            assert_eq!(got[0].shape(), &[rows, n], "{name}");
-            let data = got[0].as_f32().unwrap();
-            for (i, &g) in data.iter().enumerate() {
-                let error = (f64::from(g) - want[i]).abs();
-                assert!(
-                    error <= LINEAR_TOL * scale[i] + 1e-6,
-                    "{name} M={rows}: out[{}, {}] = {g}, want {} (error {error:e}, scale {})",
-                    i / n,
-                    i % n,
-                    want[i],
-                    scale[i]
-                );
+            for &specs in variants(&config, rows) {
+                let mut m = Model::new();
+                let xs = m.input("x", &[rows, k]);
+                let weight = block_param(&mut m, "weight", format, &[n, k], fixture.weight);
+                let b = m.param("bias", &[n], &bias);
+                let out = m.b.push(|out| Linear { x: xs, weight, bias: Some(b), out }).unwrap();
+                m.b.output(out);
+                let input = f32_tensor(&[rows, k], x[..rows * k].to_vec());
+                let got = m.run_with(&backend, specs, vec![input]).await;
+                assert_eq!(got[0].shape(), &[rows, n], "{name}");
+                let data = got[0].as_f32().unwrap();
+                for (i, &g) in data.iter().enumerate() {
+                    let error = (f64::from(g) - want[i]).abs();
+                    assert!(
+                        error <= LINEAR_TOL * scale[i] + 1e-6,
+                        "{name} M={rows} {specs:?}: out[{}, {}] = {g}, want {} (error {error:e}, scale {})",
+                        i / n,
+                        i % n,
+                        want[i],
+                        scale[i]
+                    );
+                }
             }
         }
     }

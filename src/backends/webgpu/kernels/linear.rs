@@ -1,9 +1,15 @@
 //! `Linear` on the GPU: f32 or block-format weights decoded inside the kernels
-//! (`linear_decode.wgsl`), two paths chosen by the number of activation rows `M`:
-//! - **GEMV** (`linear_gemv.wgsl`, `M == 1`, decode): memory-bound, so each weight byte is read
-//!   once: a workgroup of 256 threads computes 16 output rows, 16 threads per row striding over
-//!   the row's 8-value units, the activation row staged in workgroup memory (2048 values per
-//!   pass), a plain workgroup reduction (no subgroups: SwiftShader has none).
+//! (`linear_decode.wgsl`), paths chosen by the number of activation rows `M` and, for `M == 1`,
+//! by the program's [`GemvKernel`] (compile spec `gemv_kernel`, else the adapter):
+//! - **GEMV, workgroup** (`linear_gemv.wgsl`, `M == 1`, decode on real GPUs): memory-bound, so
+//!   each weight byte is read once: a workgroup of 256 threads computes 16 output rows, 16
+//!   threads per row striding over the row's 8-value units, the activation row staged in
+//!   workgroup memory (2048 values per pass), a plain workgroup reduction.
+//! - **GEMV, rows** (`linear_rows.wgsl`, `M == 1` on adapters that emulate the GPU on the
+//!   CPU): one output row per invocation, no workgroup memory, no barrier; each invocation
+//!   reads its weight row block by block as whole words (`linear_block_dot.wgsl`: a dot per
+//!   block for Q8_0, Q5_0, Q4_K and Q6_K, the 8-value decoders for the other formats) and the
+//!   activation row from storage.
 //! - **Tiled** (`linear_tiled.wgsl`, `M > 1`, prefill): 32 x 32 output tiles of 8 x 8 threads;
 //!   each K step of 32 decodes a 32 x 32 weight tile once into workgroup memory and reuses it for
 //!   all 32 activation rows of the tile.
@@ -12,8 +18,8 @@
 //! has them; the buffer is padded to a multiple of 4 bytes).
 
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    row_chunks, to_u32,
+    Binding, Dispatch, GemvKernel, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    grid_1d, row_chunks, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::Linear;
@@ -22,7 +28,14 @@ use crate::quant::BlockFormat;
 
 const DECODE: &str = include_str!("linear_decode.wgsl");
 const GEMV: &str = include_str!("linear_gemv.wgsl");
+const ROWS: &str = include_str!("linear_rows.wgsl");
+const BLOCK_DOT: &str = include_str!("linear_block_dot.wgsl");
 const TILED: &str = include_str!("linear_tiled.wgsl");
+
+/// Invocations per workgroup of the rows GEMV.
+const ROWS_WG: u32 = 64;
+/// Output rows per invocation of the rows GEMV (each activation load serves them all).
+const ROWS_R: u32 = 8;
 
 /// Threads per output row of the GEMV.
 const GEMV_TPR: u32 = 16;
@@ -89,11 +102,48 @@ pub(crate) const fn decode_library() -> &'static str {
     DECODE
 }
 
-/// Which of the two linear kernels.
+/// The WGSL `rows_dot(rb, xb)` of the rows GEMV for `format`: the block dot of
+/// `linear_block_dot.wgsl` where it has one, else the 8-value decoder in a loop.
+fn rows_dot(format: WeightFormat) -> String {
+    let block = match format {
+        Some(BlockFormat::Q8_0) => "rows_dot_q8_0",
+        Some(BlockFormat::Q5_0) => "rows_dot_q5_0",
+        Some(BlockFormat::Q4_K) => "rows_dot_q4_k",
+        Some(BlockFormat::Q6_K) => "rows_dot_q6_k",
+        _ => return ROWS_DECODED.replace("{{DECODE}}", decoder(format)),
+    };
+    format!(
+        "{BLOCK_DOT}\nfn rows_dot(rb: array<u32, R>, xb: u32) -> array<f32, R> {{\n    \
+         return {block}(rb, xb);\n}}\n"
+    )
+}
+
+/// `rows_dot` over the 8-value decoders (formats without a block dot; dense rows of any K).
+const ROWS_DECODED: &str = "fn rows_dot(rb: array<u32, R>, xb: u32) -> array<f32, R> {
+    var acc: array<vec4<f32>, R>;
+    for (var e = 0u; e < p.dims.z; e = e + 8u) {
+        let x0 = x4(xb, e);
+        let x1 = x4(xb, e + 4u);
+        for (var r = 0u; r < R; r = r + 1u) {
+            let d = {{DECODE}}(rb[r], e);
+            acc[r] = acc[r] + d.lo * x0 + d.hi * x1;
+        }
+    }
+    var sums: array<f32, R>;
+    for (var r = 0u; r < R; r = r + 1u) {
+        sums[r] = (acc[r].x + acc[r].y) + (acc[r].z + acc[r].w);
+    }
+    return sums;
+}
+";
+
+/// Which of the linear kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum LinearPath {
-    /// One workgroup column per activation row (`M == 1`).
+    /// `M == 1`, many threads per output row and a workgroup reduction ([`GemvKernel::Workgroup`]).
     Gemv,
+    /// `M == 1`, one output row per invocation, no barrier ([`GemvKernel::Rows`]).
+    Rows,
     /// Output tiles (`M > 1`).
     Tiled,
 }
@@ -117,6 +167,7 @@ impl Kernel for LinearKey {
     fn invocations(&self) -> u32 {
         match self.path {
             LinearPath::Gemv => GEMV_TPR * GEMV_ROWS,
+            LinearPath::Rows => ROWS_WG,
             LinearPath::Tiled => TILED_GEOMETRY.0 * TILED_GEOMETRY.1,
         }
     }
@@ -124,6 +175,7 @@ impl Kernel for LinearKey {
     fn workgroup_storage_bytes(&self) -> u32 {
         match self.path {
             LinearPath::Gemv => 4 * (GEMV_KC + GEMV_TPR * GEMV_ROWS),
+            LinearPath::Rows => 0,
             LinearPath::Tiled => {
                 let (wgx, wgy, rm) = TILED_GEOMETRY;
                 4 * (wgy * rm * 32 + 32 * wgx * 4)
@@ -136,7 +188,7 @@ impl Kernel for LinearKey {
             (
                 "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
                 match self.path {
-                    LinearPath::Gemv => " + bias[p.split.x + row]",
+                    LinearPath::Gemv | LinearPath::Rows => " + bias[p.split.x + row]",
                     LinearPath::Tiled => " + bias[p.split.x + gn]",
                 },
             )
@@ -146,9 +198,13 @@ impl Kernel for LinearKey {
         let (wgx, wgy, rm) = TILED_GEOMETRY;
         let template = match self.path {
             LinearPath::Gemv => GEMV,
+            LinearPath::Rows => ROWS,
             LinearPath::Tiled => TILED,
         };
         template
+            .replace("{{ROWS_DOT}}", &rows_dot(self.format))
+            .replace("{{WG}}", &ROWS_WG.to_string())
+            .replace("{{R}}", &ROWS_R.to_string())
             .replace("{{DECODE_LIB}}", DECODE)
             .replace("{{DECODE}}", decoder(self.format))
             .replace("{{BIAS_DECL}}", bias_decl)
@@ -163,6 +219,14 @@ impl Kernel for LinearKey {
             .replace("{{RM}}", &rm.to_string())
             .replace("{{X_TILE}}", &(wgy * rm * 32).to_string())
             .replace("{{W_TILE4}}", &(32 * wgx).to_string())
+    }
+}
+
+/// The path of one activation row under `config`.
+fn gemv_path(config: KernelConfig) -> LinearPath {
+    match config.gemv {
+        GemvKernel::Rows => LinearPath::Rows,
+        GemvKernel::Workgroup => LinearPath::Gemv,
     }
 }
 
@@ -205,7 +269,7 @@ impl GpuOp for Linear {
             return Ok(Vec::new());
         }
         let path = if m == 1 {
-            LinearPath::Gemv
+            gemv_path(ctx.config)
         } else {
             LinearPath::Tiled
         };
@@ -225,6 +289,17 @@ impl GpuOp for Linear {
                 LinearPath::Gemv => {
                     let Some(mut grid) =
                         grid_1d(rows.div_ceil(GEMV_ROWS as usize), ctx.max_workgroups)?
+                    else {
+                        continue;
+                    };
+                    grid[2] = to_u32(m, "activation rows")?;
+                    grid
+                }
+                LinearPath::Rows => {
+                    let Some(mut grid) = grid_1d(
+                        rows.div_ceil((ROWS_WG * ROWS_R) as usize),
+                        ctx.max_workgroups,
+                    )?
                     else {
                         continue;
                     };
@@ -287,14 +362,14 @@ impl GpuOp for Linear {
         Ok(dispatches)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], _config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         let Some(format) = tensors
             .get(self.weight as usize)
             .and_then(|t| weight_format(t.dtype, "linear").ok())
         else {
             return Vec::new();
         };
-        [LinearPath::Gemv, LinearPath::Tiled]
+        [gemv_path(config), LinearPath::Tiled]
             .into_iter()
             .map(|path| {
                 KernelKey::new(LinearKey {
@@ -316,7 +391,7 @@ mod tests {
     fn kernels_fit_the_webgpu_minimum_limits() {
         let formats = std::iter::once(None).chain(BlockFormat::ALL.map(Some));
         for format in formats {
-            for path in [LinearPath::Gemv, LinearPath::Tiled] {
+            for path in [LinearPath::Gemv, LinearPath::Rows, LinearPath::Tiled] {
                 let key = KernelKey::new(LinearKey {
                     path,
                     format,
@@ -327,6 +402,9 @@ mod tests {
                 let text = source(&key);
                 assert!(!text.contains("{{"), "{key:?}: unreplaced placeholder");
                 assert!(text.contains(decoder(format)));
+                if path == LinearPath::Rows {
+                    assert!(!text.contains("workgroupBarrier"), "{key:?}: a barrier");
+                }
             }
         }
     }

@@ -54,6 +54,18 @@ pub(crate) enum MatMulKernel {
     Naive,
 }
 
+/// The `linear` GEMV kernels (one activation row), chosen per program (compile spec
+/// `gemv_kernel`, else by the adapter).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) enum GemvKernel {
+    /// One output row per invocation, no workgroup memory and no barriers (for adapters that
+    /// emulate the GPU on the CPU, where a barrier switches between every invocation's fiber).
+    Rows,
+    /// Many threads per output row, the activation staged in workgroup memory and a workgroup
+    /// reduction (for real GPUs).
+    Workgroup,
+}
+
 /// One op's WebGPU planning: implemented in the op's kernel file, dispatched from `Op` by
 /// `dispatch.rs` (derived from the program's one op list).
 pub(crate) trait GpuOp {
@@ -161,6 +173,8 @@ pub(crate) struct KernelConfig {
     pub matmul: MatMulKernel,
     /// Stage matmul tiles in f16 (only when the device has shader-f16).
     pub f16: bool,
+    /// The `linear` GEMV kernel.
+    pub gemv: GemvKernel,
 }
 
 /// A storage binding of one dispatch.

@@ -9,8 +9,8 @@ use crate::error::ErrorCode;
 use crate::params::MemoryProvider;
 use crate::program::{DType, ProgramBuilder};
 use crate::registry::{
-    BackendInitContext, BackendInterface, BackendOption, BackendOptionContext, FreeableBuffer,
-    OptionValue,
+    BackendInitContext, BackendInterface, BackendOption, BackendOptionContext, CompileSpec,
+    FreeableBuffer, OptionValue,
 };
 use std::sync::Arc;
 
@@ -175,8 +175,8 @@ fn a_forced_binding_cap_takes_effect_at_the_next_init_and_is_validated() {
 /// gather and the linear head that share it run by row ranges (68-byte rows, ranges starting on
 /// the device's storage offset alignment: four with 256, three with lavapipe's smaller one),
 /// and give the CPU backend's results (oracle; tolerance 1e-4 absolute + relative, the op
-/// suite's matmul bound) for one row (GEMV) and three (tiled). Without the cap the same program
-/// runs in one dispatch per op.
+/// suite's matmul bound) for one row (GEMV, under both GEMV kernels) and three (tiled). Without
+/// the cap the same program runs in one dispatch per op.
 #[test]
 fn a_weight_larger_than_one_binding_runs_by_row_ranges() {
     use crate::backends::cpu::CpuBackend;
@@ -225,9 +225,12 @@ fn a_weight_larger_than_one_binding_runs_by_row_ranges() {
         Some(vec![vocab as u64, hidden as u64]),
     );
     let context = BackendInitContext::new().with_parameters(Arc::new(provider));
-    let run = |backend: &dyn BackendInterface, ids: &[i32]| -> (Vec<Vec<f32>>, usize) {
+    let run = |backend: &dyn BackendInterface,
+               ids: &[i32],
+               specs: &[CompileSpec]|
+     -> (Vec<Vec<f32>>, usize) {
         let mut handle =
-            pollster::block_on(backend.init(&context, FreeableBuffer::new(blob.clone()), &[]))
+            pollster::block_on(backend.init(&context, FreeableBuffer::new(blob.clone()), specs))
                 .unwrap();
         let input = Tensor::new(vec![ids.len()], TensorData::Int32(ids.to_vec())).unwrap();
         let mut args = vec![EValue::Tensor(input), EValue::None, EValue::None];
@@ -248,9 +251,13 @@ fn a_weight_larger_than_one_binding_runs_by_row_ranges() {
     };
     let gpu = new_backend();
     let cpu = CpuBackend::new();
-    for ids in [&[699][..], &[0, 350, 699][..]] {
-        let (want, _) = run(&cpu, ids);
-        let (whole, one_each) = run(&gpu, ids);
+    let kernels = ["rows", "workgroup"].map(|k| [CompileSpec::new("gemv_kernel", k)]);
+    for (ids, specs) in [&[699][..], &[0, 350, 699][..]]
+        .into_iter()
+        .flat_map(|ids| kernels.iter().map(move |specs| (ids, specs)))
+    {
+        let (want, _) = run(&cpu, ids, &[]);
+        let (whole, one_each) = run(&gpu, ids, specs);
         assert_eq!(one_each, 2, "one dispatch per op without a cap");
         set(
             &gpu,
@@ -258,7 +265,7 @@ fn a_weight_larger_than_one_binding_runs_by_row_ranges() {
             OptionValue::Int(16 << 10),
         )
         .unwrap();
-        let (split, dispatches) = run(&gpu, ids);
+        let (split, dispatches) = run(&gpu, ids, specs);
         set(&gpu, "max_storage_binding_bytes", OptionValue::Int(0)).unwrap();
         let alignment = int_option(&gpu, "limits.min_storage_buffer_offset_alignment") as u64;
         let ranges = crate::backends::webgpu::kernels::row_chunks(vocab, 68, 16 << 10, alignment)
@@ -276,7 +283,7 @@ fn a_weight_larger_than_one_binding_runs_by_row_ranges() {
                 for (i, (a, b)) in g.iter().zip(w).enumerate() {
                     assert!(
                         (a - b).abs() <= 1e-4 + 1e-4 * b.abs(),
-                        "{name} {ids:?} output {output}[{i}]: {a} vs cpu {b}"
+                        "{name} {ids:?} {specs:?} output {output}[{i}]: {a} vs cpu {b}"
                     );
                 }
             }

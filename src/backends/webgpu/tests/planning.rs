@@ -14,6 +14,7 @@ const CONFIG: KernelConfig = KernelConfig {
     workgroup_size: 256,
     matmul: MatMulKernel::Tiled64,
     f16: false,
+    gemv: kernels::GemvKernel::Rows,
 };
 
 const LIMITS: PlanLimits = PlanLimits {
