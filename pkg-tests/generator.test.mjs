@@ -85,6 +85,22 @@ test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW,
     out.seedA = await sample(7);
     out.seedA2 = await sample(7);
     out.seedB = await sample(8);
+    // Suspended mid-generation (a hidden page): no step runs until resumed, then the same
+    // tokens as the uninterrupted run.
+    const paused = [];
+    let resumedAt = 0;
+    let stepDuringSuspend = false;
+    for await (const p of gen.generate(prompt.text, { maxNewTokens: 8, temperature: 1.5, topK: 0, topP: 1, seed: 7 })) {
+      paused.push(p.token);
+      if (resumedAt && performance.now() < resumedAt) stepDuringSuspend = true;
+      if (paused.length === 3) {
+        wd.lifecycleNotify('suspend');
+        resumedAt = performance.now() + 600;
+        setTimeout(() => wd.lifecycleNotify('resume'), 600);
+      }
+    }
+    out.paused = paused;
+    out.stepDuringSuspend = stepDuringSuspend;
     // Breaking out of the loop frees the generator for the next call.
     let n = 0;
     for await (const _ of gen.generate(prompt.text, { maxNewTokens: 50 })) if (++n === 2) break;
@@ -121,6 +137,8 @@ test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW,
   assert.equal(r.stopStats.finishReason, 'stop');
   assert.deepEqual(r.seedA, r.seedA2, 'same seed, same tokens');
   assert.notDeepEqual(r.seedA, r.seedB, 'another seed, other tokens');
+  assert.deepEqual(r.paused, r.seedA, 'suspended and resumed mid-generation: the same tokens');
+  assert.equal(r.stepDuringSuspend, false, 'no token while suspended');
   assert.equal(typeof r.afterBreak, 'string');
   assert.equal(r.abort.ok, false);
   assert.equal(r.abort.error.code, 'InvalidState');

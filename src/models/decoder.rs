@@ -182,7 +182,9 @@ impl Metadata<'_> {
         };
         match number {
             Some(v) if v.is_finite() => Ok(Some(v)),
-            _ => Err(bad_metadata(format!("{key} is {value:?}, not a finite float"))),
+            _ => Err(bad_metadata(format!(
+                "{key} is {value:?}, not a finite float"
+            ))),
         }
     }
 }
@@ -433,7 +435,10 @@ impl Decoder<'_> {
     fn weight(&mut self, key: &str, shape: &[u64], dense: bool) -> Result<TensorId> {
         let info = self.catalog.tensor_info(key).ok_or_else(|| missing(key))?;
         let bad = |message: String| {
-            Error::new(ErrorCode::InvalidExternalData, format!("{key:?}: {message}"))
+            Error::new(
+                ErrorCode::InvalidExternalData,
+                format!("{key:?}: {message}"),
+            )
         };
         let dtype_name = info
             .dtype
@@ -548,9 +553,27 @@ impl Decoder<'_> {
         let p = format!("blk.{layer}");
 
         let h = self.rms_norm(x, &format!("{p}.attn_norm.weight"), hidden)?;
-        let q = self.linear(h, &format!("{p}.attn_q"), hidden, heads * head_dim, qkv_bias)?;
-        let k = self.linear(h, &format!("{p}.attn_k"), hidden, kv_heads * head_dim, qkv_bias)?;
-        let v = self.linear(h, &format!("{p}.attn_v"), hidden, kv_heads * value_dim, qkv_bias)?;
+        let q = self.linear(
+            h,
+            &format!("{p}.attn_q"),
+            hidden,
+            heads * head_dim,
+            qkv_bias,
+        )?;
+        let k = self.linear(
+            h,
+            &format!("{p}.attn_k"),
+            hidden,
+            kv_heads * head_dim,
+            qkv_bias,
+        )?;
+        let v = self.linear(
+            h,
+            &format!("{p}.attn_v"),
+            hidden,
+            kv_heads * value_dim,
+            qkv_bias,
+        )?;
         let mut q = self.heads_view(q, heads, head_dim)?;
         let mut k = self.heads_view(k, kv_heads, head_dim)?;
         let v = self.heads_view(v, kv_heads, value_dim)?;
@@ -559,7 +582,11 @@ impl Decoder<'_> {
             q = self.rms_norm(q, &format!("{p}.attn_q_norm.weight"), head_dim)?;
             k = self.rms_norm(k, &format!("{p}.attn_k_norm.weight"), head_dim)?;
         }
-        let base = if global { c.rope_base } else { c.rope_base_local };
+        let base = if global {
+            c.rope_base
+        } else {
+            c.rope_base_local
+        };
         let q = self.rope(q, positions, base)?;
         let k = self.rope(k, positions, base)?;
 

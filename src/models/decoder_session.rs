@@ -121,7 +121,10 @@ impl DecoderSession {
             return Err(Error::invalid_argument("no tokens to feed"));
         }
         let count = ids.len() as u64;
-        let end = self.position.checked_add(count).filter(|&e| e <= self.context);
+        let end = self
+            .position
+            .checked_add(count)
+            .filter(|&e| e <= self.context);
         let Some(end) = end else {
             return Err(Error::invalid_argument(format!(
                 "{count} tokens at position {} pass the context of {} positions",

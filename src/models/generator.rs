@@ -398,7 +398,8 @@ impl TextGenerator {
 /// Whether `error` says the program's state was dropped (device loss, or `LowMemory` with the
 /// opt-in): the caches must be rebuilt.
 fn is_dropped_state(error: &Error) -> bool {
-    error.code() == ErrorCode::InvalidState && error.message().contains("state")
+    error.code() == ErrorCode::InvalidState
+        && error.message().contains("state")
         && error.message().contains("dropped")
 }
 

@@ -171,8 +171,7 @@ pub(crate) async fn init_on_first(
     let (names, mut notes) = candidates(requested);
     let mut last_error = None;
     for name in names {
-        match LoadedDelegate::init(&name, FreeableBuffer::new(blob.to_vec()), &[], context).await
-        {
+        match LoadedDelegate::init(&name, FreeableBuffer::new(blob.to_vec()), &[], context).await {
             Ok(delegate) => {
                 return Ok(Placed {
                     backend: name,

@@ -156,4 +156,3 @@ async fn load_model(
         tokenizer,
     })
 }
-

@@ -180,7 +180,11 @@ impl Generator {
             )
         });
         wasm_bindgen_futures::future_to_promise(async move {
-            let text = stream.map_err(to_js_error)?.collect().await.map_err(to_js_error)?;
+            let text = stream
+                .map_err(to_js_error)?
+                .collect()
+                .await
+                .map_err(to_js_error)?;
             Ok(JsValue::from_str(&text))
         })
     }
@@ -247,7 +251,11 @@ impl Generator {
                 #[allow(clippy::cast_precision_loss)]
                 let prefill_rate =
                     (s.prompt_tokens - s.reused_tokens) as f64 / (s.prefill_ms / 1000.0);
-                set(&object, "prefillTokensPerSecond", JsValue::from_f64(prefill_rate));
+                set(
+                    &object,
+                    "prefillTokensPerSecond",
+                    JsValue::from_f64(prefill_rate),
+                );
                 set(
                     &object,
                     "decodeTokensPerSecond",
@@ -258,18 +266,32 @@ impl Generator {
         });
         let loaded = self.provider.total_stats();
         let finish = self.last_finish.get();
-        set(&object, "finishReason", finish.map_or(JsValue::NULL, JsValue::from_str));
+        set(
+            &object,
+            "finishReason",
+            finish.map_or(JsValue::NULL, JsValue::from_str),
+        );
         set(&object, "bytesLoaded", number(loaded.bytes_received));
         set(&object, "requests", number(loaded.requests_sent));
         set(&object, "backend", JsValue::from_str(&self.backend));
         set(
             &object,
             "fallbackReason",
-            self.fallback.as_deref().map_or(JsValue::NULL, JsValue::from_str),
+            self.fallback
+                .as_deref()
+                .map_or(JsValue::NULL, JsValue::from_str),
         );
-        set(&object, "architecture", JsValue::from_str(self.architecture));
+        set(
+            &object,
+            "architecture",
+            JsValue::from_str(self.architecture),
+        );
         set(&object, "contextLength", number(self.context));
-        set(&object, "vocabSize", number(self.tokenizer.vocab_size() as u64));
+        set(
+            &object,
+            "vocabSize",
+            number(self.tokenizer.vocab_size() as u64),
+        );
         object.into()
     }
 

@@ -62,7 +62,11 @@ impl LoadOptions {
 }
 
 /// A finite number option within `range`.
-fn number(options: &JsValue, key: &str, range: std::ops::RangeInclusive<f64>) -> Result<Option<f64>> {
+fn number(
+    options: &JsValue,
+    key: &str,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<Option<f64>> {
     optional(options, key)
         .map(|v| {
             v.as_f64()
@@ -88,10 +92,9 @@ pub(super) fn generate_options(
 ) -> Result<(GenerateOptions, Option<web_sys::AbortSignal>)> {
     let mut out = GenerateOptions::default();
     if let Some(n) = integer(options, "maxNewTokens").map_err(invalid)? {
-        out.max_new_tokens = u32::try_from(n)
-            .ok()
-            .filter(|&n| n >= 1)
-            .ok_or_else(|| Error::invalid_argument(format!("maxNewTokens must be 1..=2^32-1, got {n}")))?;
+        out.max_new_tokens = u32::try_from(n).ok().filter(|&n| n >= 1).ok_or_else(|| {
+            Error::invalid_argument(format!("maxNewTokens must be 1..=2^32-1, got {n}"))
+        })?;
     }
     if let Some(t) = number(options, "temperature", 0.0..=100.0)? {
         out.temperature = t as f32;

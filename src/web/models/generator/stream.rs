@@ -180,7 +180,11 @@ impl GenerationStream {
             .await
             .map_err(|_| Error::invalid_state("the generation was ended"))?;
         let mut text = String::new();
-        while let Some(piece) = state.advance().await.inspect_err(|_| state.release("error"))? {
+        while let Some(piece) = state
+            .advance()
+            .await
+            .inspect_err(|_| state.release("error"))?
+        {
             text.push_str(&piece.text);
         }
         Ok(text)
