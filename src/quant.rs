@@ -264,7 +264,7 @@ fn half_at(block: &[u8], offset: usize) -> f32 {
 /// The 6-bit scale and min of sub-block `sub` (0..8) of a Q4_K / Q5_K block, from its 12 packed
 /// bytes: sub-blocks 0..4 use the low 6 bits of bytes 0..4 (scales) and 4..8 (mins); 4..8 take
 /// their low 4 bits from bytes 8..12 and their top 2 bits from the top of bytes 0..8.
-fn k_scale_min(scales: &[u8], sub: usize) -> (u8, u8) {
+pub(crate) fn k_scale_min(scales: &[u8], sub: usize) -> (u8, u8) {
     if sub < 4 {
         (scales[sub] & 0x3f, scales[sub + 4] & 0x3f)
     } else {

@@ -1,5 +1,7 @@
 //! Branch-free `f32` transcendental functions and eight-lane row sums and maxima, so that loops over them vectorise (SSE natively,
-//! simd128 in the browser) instead of calling libm once per element.
+//! simd128 in the browser) instead of calling libm once per element; and the two small vector
+//! types the block-format dots are written in ([`F32x4`], [`U8x16`]): `core::arch::wasm32`
+//! simd128 vectors in the browser, fixed-size arrays natively (which LLVM maps to SSE).
 //!
 //! Accuracy (checked against f64 references in the tests): `exp` within 1e-7 relative over
 //! its whole range; `gelu` within 2e-6 relative for `|x| <= 8` and 4e-7 absolute everywhere.
@@ -177,6 +179,313 @@ pub fn lane_max(xs: &[f32]) -> f32 {
         .fold(f32::NEG_INFINITY, |m, &x| m.max(x))
 }
 
+/// Four `f32` lanes: a simd128 vector in the browser, an array natively.
+#[derive(Clone, Copy, Debug)]
+pub struct F32x4(lanes::F4);
+
+/// Sixteen `u8` lanes (bytes of a weight block): a simd128 vector in the browser, an array
+/// natively.
+#[derive(Clone, Copy, Debug)]
+pub struct U8x16(lanes::B16);
+
+impl F32x4 {
+    /// Every lane `v`.
+    #[inline(always)]
+    pub fn splat(v: f32) -> Self {
+        Self(lanes::f_splat(v))
+    }
+
+    /// `values[0..4]` (`values` must hold at least 4).
+    #[inline(always)]
+    pub fn load(values: &[f32]) -> Self {
+        let v: &[f32; 4] = values[..4].try_into().expect("four values");
+        Self(lanes::f_load(v))
+    }
+
+    /// Lane-wise `self + o`.
+    #[inline(always)]
+    pub fn add(self, o: Self) -> Self {
+        Self(lanes::f_add(self.0, o.0))
+    }
+
+    /// Lane-wise `self - o`.
+    #[inline(always)]
+    pub fn sub(self, o: Self) -> Self {
+        Self(lanes::f_sub(self.0, o.0))
+    }
+
+    /// Lane-wise `self * o` (rounded once: never fused with a following add).
+    #[inline(always)]
+    pub fn mul(self, o: Self) -> Self {
+        Self(lanes::f_mul(self.0, o.0))
+    }
+
+    /// `(l0 + l1) + (l2 + l3)`.
+    #[inline(always)]
+    pub fn sum(self) -> f32 {
+        let [a, b, c, d] = lanes::f_lanes(self.0);
+        (a + b) + (c + d)
+    }
+}
+
+impl U8x16 {
+    /// Every lane `v`.
+    #[inline(always)]
+    pub fn splat(v: u8) -> Self {
+        Self(lanes::b_splat(v))
+    }
+
+    /// `bytes[0..16]` (`bytes` must hold at least 16).
+    #[inline(always)]
+    pub fn load(bytes: &[u8]) -> Self {
+        let b: &[u8; 16] = bytes[..16].try_into().expect("sixteen bytes");
+        Self(lanes::b_load(b))
+    }
+
+    /// Byte `j` is `value` where bit `j` of `bits` is set, else 0.
+    #[inline(always)]
+    pub fn from_bits(bits: u16, value: u8) -> Self {
+        Self(lanes::b_from_bits(bits, value))
+    }
+
+    /// Lane-wise `self & o`.
+    #[inline(always)]
+    pub fn and(self, o: Self) -> Self {
+        Self(lanes::b_and(self.0, o.0))
+    }
+
+    /// Lane-wise `self | o`.
+    #[inline(always)]
+    pub fn or(self, o: Self) -> Self {
+        Self(lanes::b_or(self.0, o.0))
+    }
+
+    /// Lane-wise logical `self >> n` (`n < 8`).
+    #[inline(always)]
+    pub fn shr(self, n: u32) -> Self {
+        Self(lanes::b_shr(self.0, n))
+    }
+
+    /// Lane-wise `self << n` (`n < 8`, bits shifted out are lost).
+    #[inline(always)]
+    pub fn shl(self, n: u32) -> Self {
+        Self(lanes::b_shl(self.0, n))
+    }
+
+    /// Lane-wise wrapping `self - v`.
+    #[inline(always)]
+    pub fn sub(self, v: u8) -> Self {
+        Self(lanes::b_sub(self.0, v))
+    }
+
+    /// The lanes as unsigned integers, converted exactly: lanes 0..4, 4..8, 8..12, 12..16.
+    #[inline(always)]
+    pub fn to_f32_unsigned(self) -> [F32x4; 4] {
+        lanes::b_to_f32(self.0, false).map(F32x4)
+    }
+
+    /// The lanes as two's-complement `i8`, converted exactly: lanes 0..4, 4..8, 8..12, 12..16.
+    #[inline(always)]
+    pub fn to_f32_signed(self) -> [F32x4; 4] {
+        lanes::b_to_f32(self.0, true).map(F32x4)
+    }
+}
+
+/// simd128 in the browser (`core::arch::wasm32`; the loads are safe `u8x16`/`f32x4`
+/// constructors over a checked array, which LLVM emits as one `v128.load`).
+#[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+mod lanes {
+    use core::arch::wasm32::{
+        f32x4, f32x4_add, f32x4_convert_i32x4, f32x4_extract_lane, f32x4_mul, f32x4_splat,
+        f32x4_sub, i8x16_eq, i8x16_shl, i8x16_splat, i8x16_sub, i8x16_swizzle,
+        i16x8_extend_high_i8x16, i16x8_extend_high_u8x16, i16x8_extend_low_i8x16,
+        i16x8_extend_low_u8x16, i32x4_extend_high_i16x8, i32x4_extend_high_u16x8,
+        i32x4_extend_low_i16x8, i32x4_extend_low_u16x8, u8x16, u8x16_shr, u8x16_splat, u16x8_splat,
+        v128, v128_and, v128_or,
+    };
+
+    pub type F4 = v128;
+    pub type B16 = v128;
+
+    #[inline(always)]
+    pub fn f_splat(v: f32) -> F4 {
+        f32x4_splat(v)
+    }
+    #[inline(always)]
+    pub fn f_load(v: &[f32; 4]) -> F4 {
+        f32x4(v[0], v[1], v[2], v[3])
+    }
+    #[inline(always)]
+    pub fn f_add(a: F4, b: F4) -> F4 {
+        f32x4_add(a, b)
+    }
+    #[inline(always)]
+    pub fn f_sub(a: F4, b: F4) -> F4 {
+        f32x4_sub(a, b)
+    }
+    #[inline(always)]
+    pub fn f_mul(a: F4, b: F4) -> F4 {
+        f32x4_mul(a, b)
+    }
+    #[inline(always)]
+    pub fn f_lanes(a: F4) -> [f32; 4] {
+        [
+            f32x4_extract_lane::<0>(a),
+            f32x4_extract_lane::<1>(a),
+            f32x4_extract_lane::<2>(a),
+            f32x4_extract_lane::<3>(a),
+        ]
+    }
+    #[inline(always)]
+    pub fn b_splat(v: u8) -> B16 {
+        u8x16_splat(v)
+    }
+    #[inline(always)]
+    pub fn b_load(b: &[u8; 16]) -> B16 {
+        u8x16(
+            b[0], b[1], b[2], b[3], b[4], b[5], b[6], b[7], b[8], b[9], b[10], b[11], b[12], b[13],
+            b[14], b[15],
+        )
+    }
+    #[inline(always)]
+    pub fn b_from_bits(bits: u16, value: u8) -> B16 {
+        // Byte j of the first 8 lanes is the low byte of bits, of the last 8 the high byte;
+        // then each lane keeps its own bit and widens it to a whole byte.
+        let spread = i8x16_swizzle(
+            u16x8_splat(bits),
+            u8x16(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1),
+        );
+        let select = u8x16(1, 2, 4, 8, 16, 32, 64, 128, 1, 2, 4, 8, 16, 32, 64, 128);
+        v128_and(
+            i8x16_eq(v128_and(spread, select), select),
+            u8x16_splat(value),
+        )
+    }
+    #[inline(always)]
+    pub fn b_and(a: B16, b: B16) -> B16 {
+        v128_and(a, b)
+    }
+    #[inline(always)]
+    pub fn b_or(a: B16, b: B16) -> B16 {
+        v128_or(a, b)
+    }
+    #[inline(always)]
+    pub fn b_shr(a: B16, n: u32) -> B16 {
+        u8x16_shr(a, n)
+    }
+    #[inline(always)]
+    pub fn b_shl(a: B16, n: u32) -> B16 {
+        i8x16_shl(a, n)
+    }
+    #[inline(always)]
+    pub fn b_sub(a: B16, v: u8) -> B16 {
+        i8x16_sub(a, i8x16_splat(v as i8))
+    }
+    /// int8 (or uint8) -> i16x8 -> i32x4 -> f32x4.
+    #[inline(always)]
+    pub fn b_to_f32(a: B16, signed: bool) -> [F4; 4] {
+        let (lo, hi) = if signed {
+            (i16x8_extend_low_i8x16(a), i16x8_extend_high_i8x16(a))
+        } else {
+            (i16x8_extend_low_u8x16(a), i16x8_extend_high_u8x16(a))
+        };
+        let words = if signed {
+            [
+                i32x4_extend_low_i16x8(lo),
+                i32x4_extend_high_i16x8(lo),
+                i32x4_extend_low_i16x8(hi),
+                i32x4_extend_high_i16x8(hi),
+            ]
+        } else {
+            [
+                i32x4_extend_low_u16x8(lo),
+                i32x4_extend_high_u16x8(lo),
+                i32x4_extend_low_u16x8(hi),
+                i32x4_extend_high_u16x8(hi),
+            ]
+        };
+        words.map(|w| f32x4_convert_i32x4(w))
+    }
+}
+
+/// Portable lanes (natively: fixed-size loops LLVM vectorises to SSE).
+#[cfg(not(all(target_arch = "wasm32", target_feature = "simd128")))]
+mod lanes {
+    pub type F4 = [f32; 4];
+    pub type B16 = [u8; 16];
+
+    #[inline(always)]
+    pub fn f_splat(v: f32) -> F4 {
+        [v; 4]
+    }
+    #[inline(always)]
+    pub fn f_load(v: &[f32; 4]) -> F4 {
+        *v
+    }
+    #[inline(always)]
+    pub fn f_add(a: F4, b: F4) -> F4 {
+        std::array::from_fn(|l| a[l] + b[l])
+    }
+    #[inline(always)]
+    pub fn f_sub(a: F4, b: F4) -> F4 {
+        std::array::from_fn(|l| a[l] - b[l])
+    }
+    #[inline(always)]
+    pub fn f_mul(a: F4, b: F4) -> F4 {
+        std::array::from_fn(|l| a[l] * b[l])
+    }
+    #[inline(always)]
+    pub fn f_lanes(a: F4) -> [f32; 4] {
+        a
+    }
+    #[inline(always)]
+    pub fn b_splat(v: u8) -> B16 {
+        [v; 16]
+    }
+    #[inline(always)]
+    pub fn b_load(b: &[u8; 16]) -> B16 {
+        *b
+    }
+    #[inline(always)]
+    pub fn b_from_bits(bits: u16, value: u8) -> B16 {
+        // Branch-free, so that LLVM vectorises it.
+        std::array::from_fn(|j| ((bits >> j) & 1) as u8 * value)
+    }
+    #[inline(always)]
+    pub fn b_and(a: B16, b: B16) -> B16 {
+        std::array::from_fn(|l| a[l] & b[l])
+    }
+    #[inline(always)]
+    pub fn b_or(a: B16, b: B16) -> B16 {
+        std::array::from_fn(|l| a[l] | b[l])
+    }
+    #[inline(always)]
+    pub fn b_shr(a: B16, n: u32) -> B16 {
+        std::array::from_fn(|l| a[l] >> n)
+    }
+    #[inline(always)]
+    pub fn b_shl(a: B16, n: u32) -> B16 {
+        std::array::from_fn(|l| a[l] << n)
+    }
+    #[inline(always)]
+    pub fn b_sub(a: B16, v: u8) -> B16 {
+        std::array::from_fn(|l| a[l].wrapping_sub(v))
+    }
+    #[inline(always)]
+    pub fn b_to_f32(a: B16, signed: bool) -> [F4; 4] {
+        std::array::from_fn(|g| {
+            std::array::from_fn(|l| {
+                let b = a[4 * g + l];
+                if signed {
+                    f32::from(b as i8)
+                } else {
+                    f32::from(b)
+                }
+            })
+        })
+    }
+}
+
 /// Checks that `len` elements are whole rows of `width`.
 ///
 /// # Errors
@@ -287,6 +596,47 @@ mod tests {
             assert_eq!(f(f32::NEG_INFINITY), 0.0);
             assert!(f(f32::NAN).is_nan());
         }
+    }
+
+    #[test]
+    fn vector_lanes_match_scalar_arithmetic() {
+        let bytes: Vec<u8> = (0..16u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(200))
+            .collect();
+        let v = U8x16::load(&bytes);
+        let lanes = |v: U8x16| -> Vec<f32> {
+            v.to_f32_unsigned()
+                .iter()
+                .flat_map(|f| {
+                    let [a, b, c, d] = lanes::f_lanes(f.0);
+                    [a, b, c, d]
+                })
+                .collect()
+        };
+        let want =
+            |f: &dyn Fn(u8) -> u8| bytes.iter().map(|&b| f32::from(f(b))).collect::<Vec<_>>();
+        assert_eq!(lanes(v), want(&|b| b));
+        assert_eq!(lanes(v.and(U8x16::splat(0x0f))), want(&|b| b & 0x0f));
+        assert_eq!(lanes(v.shr(4)), want(&|b| b >> 4));
+        assert_eq!(lanes(v.shl(3)), want(&|b| b << 3));
+        assert_eq!(lanes(v.sub(32)), want(&|b| b.wrapping_sub(32)));
+        assert_eq!(lanes(v.or(U8x16::splat(0x81))), want(&|b| b | 0x81));
+        let signed: Vec<f32> = v
+            .to_f32_signed()
+            .iter()
+            .flat_map(|f| lanes::f_lanes(f.0))
+            .collect();
+        let want_signed: Vec<f32> = bytes.iter().map(|&b| f32::from(b as i8)).collect();
+        assert_eq!(signed, want_signed);
+        let bits = 0b1010_0110_0001_1001u16;
+        let spread = lanes(U8x16::from_bits(bits, 0x10));
+        for (j, &s) in spread.iter().enumerate() {
+            assert_eq!(s, if bits >> j & 1 == 1 { 16.0 } else { 0.0 }, "bit {j}");
+        }
+        let x = F32x4::load(&[1.5, -2.0, 3.25, 4.0, 99.0]);
+        let y = x.mul(F32x4::splat(2.0)).sub(F32x4::splat(1.0)).add(x);
+        assert_eq!(lanes::f_lanes(y.0), [3.5, -7.0, 8.75, 11.0]);
+        assert_eq!(y.sum(), (3.5 - 7.0) + (8.75 + 11.0));
     }
 
     #[test]
