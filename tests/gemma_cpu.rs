@@ -27,7 +27,7 @@ fn logits_match_the_float64_reference() {
     let names: Vec<String> = reference().into_iter().map(|p| p.name).collect();
     assert!(names.len() >= 10, "at least 10 reference prompts");
     let names: Vec<&str> = names.iter().map(String::as_str).collect();
-    let (min_cos, agree) = check_against_reference(&mut session, &names);
+    let (min_cos, agree) = check_against_reference(&mut session, &names, 256);
     println!("cpu vs float64 reference: min cosine {min_cos:.7}, top-1 agreement {agree:.5}");
 }
 

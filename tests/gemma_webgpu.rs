@@ -18,7 +18,7 @@ use webdelegate::models::decoder_session::{GREEDY, LogitRows};
 fn logits_match_the_float64_reference_and_decode_builds_nothing_new() {
     let backend = Arc::new(block_on(WebGpuBackend::new()));
     let mut session = session("webgpu", backend, 64, true);
-    let (min_cos, agree) = check_against_reference(&mut session, &["capital", "once", "turns"]);
+    let (min_cos, agree) = check_against_reference(&mut session, &["capital", "once", "turns"], 64);
     println!("webgpu vs float64 reference: min cosine {min_cos:.7}, top-1 agreement {agree:.5}");
 
     // Decode steps after the first: no new plan, bind group or pipeline.

@@ -13,11 +13,14 @@ use crate::registry::LoadedDelegate;
 
 /// Which fed rows get logits (and a chosen token).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum LogitRows {
+pub enum LogitRows<'a> {
     /// Only the last fed token (generation).
     Last,
     /// Every fed token (scoring, teacher forcing, tests).
     All,
+    /// These rows of the fed tokens (indices into this feed, each below its length), in the
+    /// given order.
+    Rows(&'a [u32]),
 }
 
 /// Sampling knobs of one step: `(temperature, top_k, top_p, u)` as the
@@ -113,10 +116,11 @@ impl DecoderSession {
     /// with `knobs`.
     ///
     /// # Errors
-    /// `InvalidArgument` for no ids, or ids that would pass the context (nothing is run);
+    /// `InvalidArgument` for no ids, ids that would pass the context, or no or out-of-range
+    /// selected rows (nothing is run);
     /// the execute's errors (then the position is unchanged, and the caches may hold part of
     /// the rows: feeding them again overwrites them).
-    pub async fn feed(&mut self, ids: &[u32], rows: LogitRows, knobs: Knobs) -> Result<Fed> {
+    pub async fn feed(&mut self, ids: &[u32], rows: LogitRows<'_>, knobs: Knobs) -> Result<Fed> {
         if ids.is_empty() {
             return Err(Error::invalid_argument("no tokens to feed"));
         }
@@ -142,6 +146,16 @@ impl DecoderSession {
         let selected: Vec<i32> = match rows {
             LogitRows::Last => vec![as_i32(count - 1)?],
             LogitRows::All => (0..as_i32(count)?).collect(),
+            LogitRows::Rows(list) => {
+                if list.is_empty() || list.iter().any(|&r| u64::from(r) >= count) {
+                    return Err(Error::invalid_argument(format!(
+                        "logit rows {list:?} must be some of the {count} fed rows"
+                    )));
+                }
+                list.iter()
+                    .map(|&r| as_i32(u64::from(r)))
+                    .collect::<Result<_>>()?
+            }
         };
         let r = selected.len();
         let knob_values = knobs.iter().copied().cycle().take(r * 4).collect();

@@ -219,30 +219,48 @@ pub fn top1(row: &[f32]) -> (u32, f32) {
     (best as u32, row[best] - second)
 }
 
-/// Ours over `ids` fed in chunks of `chunk` rows, every row's logits: top-1 and margin at every
-/// position, and the full rows at `keep`.
+/// Ours over `ids` fed in chunks of `chunk` rows: top-1 and margin at every position when
+/// `every` (each row's logits are computed), else only at `keep`; and the full rows at `keep`.
 pub fn run_logits(
     session: &mut DecoderSession,
     ids: &[u32],
     chunk: usize,
     keep: &[usize],
-) -> (Vec<(u32, f32)>, Vec<Vec<f32>>) {
+    every: bool,
+) -> (Vec<(usize, u32, f32)>, Vec<Vec<f32>>) {
     use webdelegate::models::decoder_session::{GREEDY, LogitRows};
     session.rewind();
     let vocab = 262_144;
     let mut tops = Vec::new();
     let mut kept = Vec::new();
     for (c, part) in ids.chunks(chunk).enumerate() {
-        let fed = pollster::block_on(session.feed(part, LogitRows::All, GREEDY)).unwrap();
+        let start = c * chunk;
+        let rows: Vec<u32> = if every {
+            (0..part.len() as u32).collect()
+        } else {
+            let wanted: Vec<u32> = keep
+                .iter()
+                .filter(|&&p| p >= start && p < start + part.len())
+                .map(|&p| (p - start) as u32)
+                .collect();
+            if wanted.is_empty() {
+                vec![part.len() as u32 - 1]
+            } else {
+                wanted
+            }
+        };
+        let fed = pollster::block_on(session.feed(part, LogitRows::Rows(&rows), GREEDY)).unwrap();
         let logits = fed.logits.unwrap();
-        for (r, row) in logits.chunks_exact(vocab).enumerate() {
-            let position = c * chunk + r;
+        for (k, row) in logits.chunks_exact(vocab).enumerate() {
+            let position = start + rows[k] as usize;
             let (id, margin) = top1(row);
             assert_eq!(
-                fed.tokens[r], id,
+                fed.tokens[k], id,
                 "the device's argmax is the host's at {position}"
             );
-            tops.push((id, margin));
+            if every || keep.contains(&position) {
+                tops.push((position, id, margin));
+            }
             if keep.contains(&position) {
                 kept.push(row.to_vec());
             }
@@ -253,16 +271,22 @@ pub fn run_logits(
 
 /// Checks our logits against the float64 reference for `prompts` (by name) on `session`:
 /// cosine >= 0.9999 at every stored position, the same top-1 wherever the reference's margin
-/// is not a near-tie (>= 1e-3; near-ties are counted and printed). Returns (min cosine, top-1
-/// agreement over every position).
-pub fn check_against_reference(session: &mut DecoderSession, names: &[&str]) -> (f64, f64) {
+/// is not a near-tie (>= 1e-3; disagreements are printed) — at every position of prompts up to
+/// `every_up_to` tokens, at the stored positions of longer ones (the bench checks every
+/// position of every prompt). Returns (min cosine, top-1 agreement over the positions checked).
+pub fn check_against_reference(
+    session: &mut DecoderSession,
+    names: &[&str],
+    every_up_to: usize,
+) -> (f64, f64) {
     let mut min_cos = 1.0f64;
     let (mut agree, mut total) = (0usize, 0usize);
     for p in reference()
         .iter()
         .filter(|p| names.contains(&p.name.as_str()))
     {
-        let (tops, kept) = run_logits(session, &p.ids, 128, &p.logit_positions);
+        let every = p.ids.len() <= every_up_to;
+        let (tops, kept) = run_logits(session, &p.ids, 256, &p.logit_positions, every);
         for (i, (got, want)) in kept.iter().zip(&p.logits).enumerate() {
             let cos = cosine(got, want);
             let max_abs = got
@@ -282,11 +306,10 @@ pub fn check_against_reference(session: &mut DecoderSession, names: &[&str]) -> 
             );
             min_cos = min_cos.min(cos);
         }
-        for (position, ((ours, our_margin), (&want, &margin))) in
-            tops.iter().zip(p.top1.iter().zip(&p.margin)).enumerate()
-        {
+        for &(position, ours, our_margin) in &tops {
+            let (want, margin) = (p.top1[position], p.margin[position]);
             total += 1;
-            if *ours == want {
+            if ours == want {
                 agree += 1;
             } else {
                 println!(
