@@ -64,6 +64,23 @@ test('CPU: load, tokenize like llama.cpp, greedy text equals the float64 referen
   });
 });
 
+test('WebGPU (SwiftShader here): greedy tokens equal the float64 reference', SLOW, async (t) => {
+  const page = await harness.openHarnessPage(t);
+  const p = greedy.prompts[0];
+  const n = Math.min(6, p.tokens.length);
+  const r = await page.evaluate(async ({ url, text, n }) => {
+    const gen = await wd.Generator.load(url, { backend: 'webgpu', contextLength: 64 });
+    const memoryMb = wd.wasmMemoryBytes() / 2 ** 20;
+    const pieces = [];
+    for await (const piece of gen.generate(text, { maxNewTokens: n })) pieces.push(piece);
+    return { pieces, stats: gen.stats(), memoryMb, programStats: gen.programStats() };
+  }, { url: MODEL_URL, text: p.text, n });
+  assert.equal(r.stats.backend, 'webgpu');
+  assert.deepEqual(r.pieces.map((x) => x.token), p.tokens.slice(0, n), `reference margins ${p.margins.slice(0, n)}`);
+  t.diagnostic(`webgpu: wasm memory ${r.memoryMb.toFixed(1)} MiB once ready, prefill ${r.stats.prefillMs.toFixed(0)} ms, decode ${r.stats.decodeMsPerToken.toFixed(0)} ms/token (SwiftShader)`);
+  assert.ok(r.programStats.states > 0 && r.programStats.stateBytes > 0, JSON.stringify(r.programStats));
+});
+
 test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW, async (t) => {
   const page = await harness.openHarnessPage(t);
   const prompt = greedy.prompts[0];

@@ -1,9 +1,8 @@
 //! Gemma 3 270M (the real Q4_K_M GGUF) on the WebGPU backend natively (lavapipe, or any Vulkan
 //! adapter): logits against the float64 NumPy reference (scripts/gemma_reference.py) on the
-//! short prompts (an emulated GPU is slow; the CPU test covers every prompt), cosine >= 0.9999
-//! at every stored position and the same top-1 wherever the reference has no near-tie; greedy
-//! generation equal to the continuations llama.cpp and the reference agree on; and the decode
-//! loop creating no plan, bind group or pipeline after its first step.
+//! shortest prompt's stored positions (an emulated GPU is slow; the CPU test covers every
+//! prompt), cosine >= 0.9999 and the same top-1 wherever the reference has no near-tie; and the
+//! decode loop creating no plan, bind group or pipeline after its first step.
 #![cfg(not(target_arch = "wasm32"))]
 
 mod gemma_support;
@@ -18,7 +17,7 @@ use webdelegate::models::decoder_session::{GREEDY, LogitRows};
 fn logits_match_the_float64_reference_and_decode_builds_nothing_new() {
     let backend = Arc::new(block_on(WebGpuBackend::new()));
     let mut session = session("webgpu", backend, 64, true);
-    let (min_cos, agree) = check_against_reference(&mut session, &["capital", "once", "turns"], 64);
+    let (min_cos, agree) = check_against_reference(&mut session, &["capital"], 0);
     println!("webgpu vs float64 reference: min cosine {min_cos:.7}, top-1 agreement {agree:.5}");
 
     // Decode steps after the first: no new plan, bind group or pipeline.
