@@ -219,6 +219,9 @@ pub fn top1(row: &[f32]) -> (u32, f32) {
     (best as u32, row[best] - second)
 }
 
+/// A position, our top-1 there and its margin over the runner-up.
+pub type PositionTop1 = (usize, u32, f32);
+
 /// Ours over `ids` fed in chunks of `chunk` rows: top-1 and margin at every position when
 /// `every` (each row's logits are computed), else only at `keep`; and the full rows at `keep`.
 pub fn run_logits(
@@ -227,7 +230,7 @@ pub fn run_logits(
     chunk: usize,
     keep: &[usize],
     every: bool,
-) -> (Vec<(usize, u32, f32)>, Vec<Vec<f32>>) {
+) -> (Vec<PositionTop1>, Vec<Vec<f32>>) {
     use webdelegate::models::decoder_session::{GREEDY, LogitRows};
     session.rewind();
     let vocab = 262_144;
