@@ -10,6 +10,7 @@
 //!
 //! Also measured (printed, not asserted beyond a generous bound): the heap the Gemma tokenizer
 //! holds, counted by a counting global allocator, its build time and its encode speed.
+#![cfg(not(target_arch = "wasm32"))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::sync::Mutex;
