@@ -4,6 +4,8 @@
 //! in call order, one at a time) and holds it until the generation ends, `return()` is called
 //! (a `for await` loop that breaks), or an error ends it; then the next call proceeds. Each
 //! `next()` runs at most one decode step (the first runs the prefill), after:
+//! - letting the page's event loop run (a macrotask), so the page stays responsive and a Stop
+//!   button can abort between two tokens even on the CPU backend;
 //! - checking the caller's `AbortSignal`: once aborted, `next()` rejects with `InvalidState`
 //!   ("generation aborted") and the stream is over, so an abort takes effect within one token;
 //! - waiting while the page is suspended (hidden): no step runs until it is resumed, and then
@@ -85,6 +87,10 @@ impl StreamState {
                 }
             }
         }
+        // Let the page's event loop run (input, rendering, a Stop button's click) before each
+        // step: the CPU backend computes a step without yielding, and promise callbacks alone
+        // would keep the page frozen for the whole generation.
+        crate::browser::timer::sleep(Duration::ZERO).await;
         while self.provider.is_suspended() && !self.aborted() {
             crate::browser::timer::sleep(SUSPENDED_POLL).await;
         }

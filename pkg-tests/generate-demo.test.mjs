@@ -1,0 +1,69 @@
+// The Generate demo page (www/dist/generate.html, built by `npm run build:www`) on the real
+// Gemma 3 270M GGUF served by nginx, on the CPU backend (WebGPU in the test Chromium is
+// SwiftShader, seconds per token): it must load, show the backend and the weight stream, and a
+// prompt typed into the box must stream the greedy continuation that llama.cpp and the float64
+// reference agree on (tests/fixtures/gemma/greedy_reference.json) into the output, with the
+// rates line filled. Stop must end a long generation early. Saves pkg-tests/artifacts/generate.png.
+import assert from 'node:assert/strict';
+import { existsSync } from 'node:fs';
+import { mkdir, readFile } from 'node:fs/promises';
+import path from 'node:path';
+import { test } from 'node:test';
+import { useBrowserHarness } from './support/fixture.mjs';
+import { REPO_ROOT } from './support/server.mjs';
+
+const ARTIFACTS = path.join(REPO_ROOT, 'pkg-tests', 'artifacts');
+const greedy = JSON.parse(await readFile(path.join(REPO_ROOT, 'tests/fixtures/gemma/greedy_reference.json'), 'utf8'));
+const harness = useBrowserHarness();
+const SLOW = { timeout: 480_000 };
+const settled = () => ['ready', 'error'].includes(document.body.dataset.state);
+
+test('Generate demo: a typed prompt streams the reference greedy text on the CPU backend', SLOW, async (t) => {
+  assert.ok(existsSync(path.join(REPO_ROOT, 'www/dist/generate.html')), 'www/dist is missing: run `npm run build:www`');
+  const demo = await harness.openPage(t, '/www/dist/generate.html?backend=cpu&context=256');
+  await demo.page.waitForFunction(settled, undefined, { timeout: 300_000, polling: 250 });
+  const loaded = await demo.evaluate(() => ({
+    state: document.body.dataset.state,
+    model: document.getElementById('model').textContent,
+    weights: document.querySelector('#model .progress-text')?.textContent,
+  }));
+  assert.equal(loaded.state, 'ready', loaded.model);
+  assert.match(loaded.model, /backend used\s*cpu/);
+  assert.match(loaded.model, /architecture\s*gemma3/);
+  assert.match(loaded.weights, /MB in [\d.]+ s/);
+
+  const p = greedy.prompts[0];
+  await demo.page.locator('#prompt').fill('');
+  await demo.page.locator('#prompt').pressSequentially(p.text, { delay: 5 });
+  await demo.page.locator('#max-tokens').fill(String(p.tokens.length));
+  await demo.page.locator('#temperature').fill('0');
+  await demo.page.locator('#run').click();
+  await demo.page.waitForFunction(() => document.body.dataset.state === 'generating', undefined, { timeout: 10_000 }).catch(() => {});
+  await demo.page.waitForFunction(() => document.body.dataset.state === 'ready', undefined, { timeout: 300_000, polling: 250 });
+  const out = await demo.evaluate(() => ({
+    output: document.getElementById('output').textContent,
+    echo: document.querySelector('#output .prompt-echo')?.textContent,
+    rates: document.getElementById('rates').textContent,
+  }));
+  assert.equal(out.echo, p.text);
+  assert.equal(out.output.slice(out.echo.length), p.continuation, 'the streamed text is the reference greedy continuation');
+  assert.match(out.rates, /prefill \d+ tokens/);
+  assert.match(out.rates, /ended: length/);
+  t.diagnostic(out.rates);
+
+  // Stop ends a long generation early.
+  await demo.page.locator('#max-tokens').fill('200');
+  await demo.page.locator('#run').click();
+  await demo.page.waitForFunction(() => document.getElementById('output').textContent.length > document.getElementById('prompt').value.length + 3, undefined, { timeout: 120_000 });
+  const stopState = await demo.evaluate(() => ({ disabled: document.getElementById('stop').disabled, state: document.body.dataset.state }));
+  t.diagnostic(`before stop: ${JSON.stringify(stopState)}`);
+  await demo.evaluate(() => document.getElementById('stop').click());
+  await demo.page.waitForFunction(() => document.body.dataset.state === 'ready', undefined, { timeout: 60_000 });
+  const stopped = await demo.evaluate(() => window.generateDemo.generator.stats());
+  t.diagnostic(`after stop: ${JSON.stringify(stopped)}`);
+  assert.equal(stopped.finishReason, 'aborted');
+  assert.ok(stopped.generatedTokens < 200, `stopped after ${stopped.generatedTokens} tokens`);
+
+  await mkdir(ARTIFACTS, { recursive: true });
+  await demo.page.screenshot({ path: path.join(ARTIFACTS, 'generate.png'), fullPage: true });
+});
