@@ -40,4 +40,16 @@ WEBDELEGATE_TEST_FIXTURES_URL="$(head -n 1 "$URL_FILE")"
 [ -n "$WEBDELEGATE_TEST_FIXTURES_URL" ] || { echo "test-wasm.sh: no fixture server URL" >&2; exit 1; }
 export WEBDELEGATE_TEST_FIXTURES_URL
 
+# The test runner's HTTP server (rouille over tiny_http) has four worker threads and can leave a
+# fifth connection opened at the same moment unserved while Chromium keeps the others alive: a
+# page importing five or more ES modules then hangs at "Loading scripts..." until the renderer
+# times out (300 s), about one load in three. The crate's JavaScript snippets are the modules
+# every test page imports (tests write their own JavaScript with tests/web_script, not
+# inline_js), so there must be at most four of them.
+SNIPPETS="$(grep -rhoE 'inline_js *=|module *= *"[^"]+"' src | sort | uniq -c | awk '{ n += ($2 ~ /^inline_js/) ? $1 : 1 } END { print n + 0 }')"
+if ((SNIPPETS > 4)); then
+  echo "test-wasm.sh: src/ declares $SNIPPETS JavaScript snippet modules; at most 4 load reliably under wasm-bindgen-test-runner (see the comment above this check)" >&2
+  exit 1
+fi
+
 cargo test --target wasm32-unknown-unknown "$@"

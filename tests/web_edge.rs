@@ -5,6 +5,8 @@
 //! unregister): each test registers under its own name, and fewer than 16 in total.
 #![cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 
+mod web_script;
+
 use js_sys::{Array, Float32Array, Int32Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -18,8 +20,8 @@ use webdelegate::{EValue, ErrorCode, ScalarType, Tensor, TensorData};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-#[wasm_bindgen(inline_js = r#"
-export function makeScaleBackend(log) {
+const SCRIPT: &str = r#"
+function makeScaleBackend(log) {
   // A backend that multiplies a float32 tensor by the factor in compile spec "scale".
   return {
     isAvailable() { log.available = (log.available || 0) + 1; return true; },
@@ -53,7 +55,7 @@ export function makeScaleBackend(log) {
   };
 }
 
-export function makeLyingBackend(mode) {
+function makeLyingBackend(mode) {
   return {
     isAvailable() { return true; },
     init() { return 1; },
@@ -68,12 +70,18 @@ export function makeLyingBackend(mode) {
     },
   };
 }
-"#)]
-extern "C" {
-    #[wasm_bindgen(js_name = makeScaleBackend)]
-    fn make_scale_backend(log: &Object) -> JsValue;
-    #[wasm_bindgen(js_name = makeLyingBackend)]
-    fn make_lying_backend(mode: &str) -> JsValue;
+"#;
+
+thread_local! {
+    static JS: web_script::Script = web_script::Script::new(SCRIPT, &["makeScaleBackend", "makeLyingBackend"]);
+}
+
+fn make_scale_backend(log: &Object) -> JsValue {
+    JS.with(|js| js.call("makeScaleBackend", &[log.into()]))
+}
+
+fn make_lying_backend(mode: &str) -> JsValue {
+    JS.with(|js| js.call("makeLyingBackend", &[mode.into()]))
 }
 
 fn prop(object: &JsValue, key: &str) -> JsValue {

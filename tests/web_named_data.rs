@@ -6,6 +6,8 @@
 //! file declares them (shape reversed to outermost first); error codes as upstream's. Exact.
 #![cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 
+mod web_script;
+
 use js_sys::{Array, Object, Reflect, Uint8Array};
 use wasm_bindgen::convert::TryFromJsValue;
 use wasm_bindgen::prelude::*;
@@ -23,12 +25,12 @@ wasm_bindgen_test_configure!(run_in_browser);
 const FIXTURES_URL: Option<&str> = option_env!("WEBDELEGATE_TEST_FIXTURES_URL");
 const GGUF: &[u8] = include_bytes!("fixtures/formats/mixed_v3.gguf");
 
-#[wasm_bindgen(inline_js = r#"
+const SCRIPT: &str = r#"
 async function codeOf(action) {
   try { await action(); return 'no error'; } catch (e) { return e.code; }
 }
 
-export function makeWeightsBackend(log) {
+function makeWeightsBackend(log) {
   // A backend whose weights are its named data: init reads them all, execute returns one.
   return {
     isAvailable() { return true; },
@@ -62,10 +64,14 @@ export function makeWeightsBackend(log) {
     },
   };
 }
-"#)]
-extern "C" {
-    #[wasm_bindgen(js_name = makeWeightsBackend)]
-    fn make_weights_backend(log: &Object) -> JsValue;
+"#;
+
+thread_local! {
+    static JS: web_script::Script = web_script::Script::new(SCRIPT, &["codeOf", "makeWeightsBackend"]);
+}
+
+fn make_weights_backend(log: &Object) -> JsValue {
+    JS.with(|js| js.call("makeWeightsBackend", &[log.into()]))
 }
 
 fn prop(object: &JsValue, key: &str) -> JsValue {

@@ -3,6 +3,8 @@
 //! the numbers; bad arguments throw `WebDelegateError`s with the right codes.
 #![cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 
+mod web_script;
+
 use js_sys::{Array, Reflect, Uint8Array};
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
@@ -16,8 +18,8 @@ use webdelegate::{EValue, Tensor};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-#[wasm_bindgen(inline_js = r#"
-export function buildMlp(b) {
+const SCRIPT: &str = r#"
+function buildMlp(b) {
   // y = relu(x @ w^T + bias) for x [batch, 2], w [3, 2] (nn.Linear layout), then softmax.
   const x = b.input('x', 'float32', ['batch', 2]);
   const w = b.param('w', 'float32', [3, 2], 'weights', 'dense.weight');
@@ -32,13 +34,13 @@ export function buildMlp(b) {
   return result;
 }
 
-export function captureError(f) {
+function captureError(f) {
   try { f(); return null; } catch (e) {
     return { isError: e instanceof Error, name: e.name, code: e.code, codeValue: e.codeValue, message: e.message };
   }
 }
 
-export function badCalls(b) {
+function badCalls(b) {
   const x = b.input('x', 'float32', ['n', 4]);
   const results = {
     dtype: captureError(() => b.input('y', 'float16', [1])),
@@ -62,12 +64,18 @@ export function badCalls(b) {
   b.free();
   return results;
 }
-"#)]
-extern "C" {
-    #[wasm_bindgen(js_name = buildMlp)]
-    fn build_mlp(builder: JsProgramBuilder) -> JsValue;
-    #[wasm_bindgen(js_name = badCalls)]
-    fn bad_calls(builder: JsProgramBuilder) -> JsValue;
+"#;
+
+thread_local! {
+    static JS: web_script::Script = web_script::Script::new(SCRIPT, &["buildMlp", "captureError", "badCalls"]);
+}
+
+fn build_mlp(builder: JsProgramBuilder) -> JsValue {
+    JS.with(|js| js.call("buildMlp", &[builder.into()]))
+}
+
+fn bad_calls(builder: JsProgramBuilder) -> JsValue {
+    JS.with(|js| js.call("badCalls", &[builder.into()]))
 }
 
 fn get(object: &JsValue, key: &str) -> JsValue {

@@ -10,6 +10,8 @@
 //! movement exact.
 #![cfg(all(target_arch = "wasm32", target_os = "unknown"))]
 
+mod web_script;
+
 use std::sync::Arc;
 use wasm_bindgen_test::*;
 use webdelegate::backends::webgpu::WebGpuBackend;
@@ -24,18 +26,26 @@ use webdelegate::{EValue, ErrorCode, Result, Tensor, TensorData};
 
 wasm_bindgen_test_configure!(run_in_browser);
 
-#[wasm_bindgen::prelude::wasm_bindgen(inline_js = r#"
-export async function adapterLimits() {
+const SCRIPT: &str = r#"
+async function adapterLimits() {
   const adapter = await navigator.gpu.requestAdapter();
   const l = adapter.limits;
   return [l.maxBufferSize, l.maxStorageBufferBindingSize, l.maxComputeInvocationsPerWorkgroup,
           l.maxComputeWorkgroupSizeX, l.maxComputeWorkgroupSizeY,
           l.maxComputeWorkgroupStorageSize, l.maxStorageBuffersPerShaderStage];
 }
-"#)]
-extern "C" {
-    #[wasm_bindgen(js_name = adapterLimits)]
-    async fn adapter_limits() -> wasm_bindgen::JsValue;
+"#;
+
+thread_local! {
+    static JS: web_script::Script = web_script::Script::new(SCRIPT, &["adapterLimits"]);
+}
+
+async fn adapter_limits() -> wasm_bindgen::JsValue {
+    let js = JS.with(|js| js.call("adapterLimits", &[]));
+    let promise: js_sys::Promise = wasm_bindgen::JsCast::dyn_into(js).expect("a promise");
+    wasm_bindgen_futures::JsFuture::from(promise)
+        .await
+        .expect("adapterLimits resolves")
 }
 
 fn dims(shape: &[usize]) -> Vec<Dim> {
