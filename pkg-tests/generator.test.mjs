@@ -8,6 +8,7 @@
 // The API's behaviour (streaming, stop strings, prefix reuse, abort, seeds, errors) is checked
 // against the same run's own greedy tokens.
 import assert from 'node:assert/strict';
+import { execFileSync } from 'node:child_process';
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
@@ -64,21 +65,56 @@ test('CPU: load, tokenize like llama.cpp, greedy text equals the float64 referen
   });
 });
 
-test('WebGPU (SwiftShader here): greedy tokens equal the float64 reference', SLOW, async (t) => {
+test('WebGPU (SwiftShader here): greedy tokens equal the float64 reference through a lowMemory and a device loss mid-generation', SLOW, async (t) => {
+  // Oracles: the float64 reference's greedy tokens; the bytes nginx logged (its access log)
+  // against the tensor sizes the `gguf` package reads from the same file.
   const page = await harness.openHarnessPage(t);
   const p = greedy.prompts[0];
   const n = Math.min(6, p.tokens.length);
+  const modelPath = path.join(REPO_ROOT, MODEL_URL);
+  const tensorBytes = Number(execFileSync(path.join(REPO_ROOT, '.cache/venv-ref/bin/python'), ['-c',
+    'import sys, gguf; print(sum(int(t.n_bytes) for t in gguf.GGUFReader(sys.argv[1]).tensors))', modelPath]).toString().trim());
+  const log = path.join(harness.server.dir, 'access.log');
+  await page.page.exposeFunction('modelBytesServed', async () => {
+    let sum = 0;
+    for (const line of (await readFile(log, 'utf8')).split('\n')) {
+      const m = line.match(/"GET (\S+) HTTP\/[\d.]+" (\d{3}) (\d+)/);
+      if (m && m[1] === MODEL_URL && m[2] === '206') sum += Number(m[3]);
+    }
+    return sum;
+  });
   const r = await page.evaluate(async ({ url, text, n }) => {
     const gen = await wd.Generator.load(url, { backend: 'webgpu', contextLength: 64 });
     const memoryMb = wd.wasmMemoryBytes() / 2 ** 20;
+    const servedAtLoad = await window.modelBytesServed();
     const pieces = [];
-    for await (const piece of gen.generate(text, { maxNewTokens: n })) pieces.push(piece);
-    return { pieces, stats: gen.stats(), memoryMb, programStats: gen.programStats() };
+    const marks = {};
+    for await (const piece of gen.generate(text, { maxNewTokens: n })) {
+      pieces.push(piece);
+      if (pieces.length === 2) {
+        // lowMemory: the parameters leave the GPU; the next step fetches them again by Range.
+        marks.beforeLow = await window.modelBytesServed();
+        marks.low = wd.lifecycleNotify('lowMemory').released;
+      }
+      if (pieces.length === 3) marks.afterLow = await window.modelBytesServed();
+      // A device loss: the KV cache is gone; the generator rebuilds it and goes on.
+      if (pieces.length === 4) marks.destroyed = wd.destroyWebGpuDevice();
+    }
+    marks.afterLoss = await window.modelBytesServed();
+    return { pieces, stats: gen.stats(), memoryMb, programStats: gen.programStats(), servedAtLoad, marks };
   }, { url: MODEL_URL, text: p.text, n });
   assert.equal(r.stats.backend, 'webgpu');
   assert.deepEqual(r.pieces.map((x) => x.token), p.tokens.slice(0, n), `reference margins ${p.margins.slice(0, n)}`);
   t.diagnostic(`webgpu: wasm memory ${r.memoryMb.toFixed(1)} MiB once ready, prefill ${r.stats.prefillMs.toFixed(0)} ms, decode ${r.stats.decodeMsPerToken.toFixed(0)} ms/token (SwiftShader)`);
+  t.diagnostic(`served: ${r.servedAtLoad} bytes at load (tensors ${tensorBytes}); lowMemory released ${JSON.stringify(r.marks.low)}; refetched ${r.marks.afterLow - r.marks.beforeLow}; after the device loss ${r.marks.afterLoss - r.marks.afterLow}`);
   assert.ok(r.programStats.states > 0 && r.programStats.stateBytes > 0, JSON.stringify(r.programStats));
+  assert.ok(r.servedAtLoad >= tensorBytes, 'the load fetched every tensor');
+  assert.equal(r.marks.beforeLow, r.servedAtLoad, 'nothing fetched between the load and the lowMemory');
+  assert.ok(r.marks.low.gpuBytes >= tensorBytes, `the parameters left the GPU: ${JSON.stringify(r.marks.low)}`);
+  assert.equal(r.marks.afterLow - r.marks.beforeLow, tensorBytes, 'after lowMemory: exactly the tensors again, not the header');
+  assert.equal(r.marks.destroyed, true);
+  assert.equal(r.marks.afterLoss - r.marks.afterLow, tensorBytes, 'after the device loss: the tensors once more');
+  assert.equal(r.stats.rebuilds, 1, 'the generator said it rebuilt its cache');
 });
 
 test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW, async (t) => {

@@ -212,3 +212,74 @@ fn tiny_qwen2_matches_the_reference_and_llama_cpp() {
         Arc::new(block_on(WebGpuBackend::new())),
     );
 }
+
+/// `TextGenerator::evaluate` feeds in chunks of `EVALUATE_CHUNK` tokens: its greedy tokens and
+/// its logits at positions in several chunks equal one feed of every row (oracle: the same
+/// program run in one execute; rows may differ by float reassociation across row counts, so
+/// 1e-5), and bad input is refused before anything runs.
+#[test]
+fn evaluate_across_chunks_equals_one_feed_of_every_row() {
+    use webdelegate::ErrorCode;
+    use webdelegate::models::generator::{EVALUATE_CHUNK, TextGenerator};
+    use webdelegate::text::GgufTokenizer;
+
+    let file = "tiny-llama.gguf";
+    let bytes = std::fs::read(fixture(file)).unwrap();
+    let header = block_on(GgufIndex::parse(bytes.as_slice())).unwrap();
+    let tokenizer = Arc::new(GgufTokenizer::from_gguf(&header).unwrap());
+    let (_, mut whole, vocab) = session(file, "cpu", Arc::new(CpuBackend::new()));
+    let n = EVALUATE_CHUNK + 18;
+    let ids: Vec<u32> = (0..n as u32)
+        .map(|i| (i * 37 + 11) % vocab as u32)
+        .collect();
+    let all = block_on(whole.feed(&ids, LogitRows::All, GREEDY)).unwrap();
+    let all_logits = all.logits.unwrap();
+
+    let (_, session_b, _) = session(file, "cpu", Arc::new(CpuBackend::new()));
+    let mut generator = TextGenerator::new(tokenizer, session_b);
+    let last = n as u32 - 1;
+    let positions = [0, EVALUATE_CHUNK as u32 - 1, EVALUATE_CHUNK as u32, last];
+    let ev = block_on(generator.evaluate(&ids, &positions)).unwrap();
+    assert_eq!(ev.tokens, all.tokens, "greedy token after every position");
+    assert_eq!(ev.logits.len(), positions.len() * vocab);
+    for (row, &p) in positions.iter().enumerate() {
+        let want = &all_logits[p as usize * vocab..(p as usize + 1) * vocab];
+        let got = &ev.logits[row * vocab..(row + 1) * vocab];
+        let worst = want
+            .iter()
+            .zip(got)
+            .map(|(a, b)| (a - b).abs())
+            .fold(0f32, f32::max);
+        assert!(worst <= 1e-5, "position {p}: max abs {worst}");
+    }
+    // The caches hold `ids` now: evaluating again gives the same (from position 0 again).
+    let again = block_on(generator.evaluate(&ids, &[last])).unwrap();
+    assert_eq!(again.tokens, ev.tokens);
+    assert_eq!(again.logits, ev.logits[3 * vocab..]);
+
+    let code = |r: webdelegate::Result<_>| {
+        r.map(|_: webdelegate::models::generator::Evaluation| ())
+            .unwrap_err()
+            .code()
+    };
+    assert_eq!(
+        code(block_on(generator.evaluate(&[], &[]))),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        code(block_on(generator.evaluate(&[vocab as u32], &[]))),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        code(block_on(generator.evaluate(&ids, &[3, 3]))),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        code(block_on(generator.evaluate(&ids, &[n as u32]))),
+        ErrorCode::InvalidArgument
+    );
+    assert_eq!(
+        code(block_on(generator.evaluate(&vec![1; 65], &[]))),
+        ErrorCode::InvalidArgument
+    );
+}

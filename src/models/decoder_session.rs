@@ -61,6 +61,11 @@ impl DecoderSession {
         }
     }
 
+    /// Whether the program outputs logits (see [`Fed::logits`]).
+    pub fn has_logits(&self) -> bool {
+        self.with_logits
+    }
+
     /// The next position to be fed (the tokens the caches hold).
     pub fn position(&self) -> u64 {
         self.position

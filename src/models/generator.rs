@@ -16,12 +16,15 @@
 //! - **A dropped cache** (device loss, or `LowMemory` with the opt-in to drop state) is rebuilt:
 //!   the caches are reset and every remembered token is fed again, then the step is retried
 //!   once; [`GeneratorStats::rebuilds`] counts it.
+//! - **Teacher forcing.** [`TextGenerator::evaluate`] runs given ids from position 0 in chunks
+//!   of [`EVALUATE_CHUNK`]: the greedy token after every position, and the logits at the
+//!   positions asked for (on a program built with logits), for scoring and reference checks.
 //! - **Bounded work per call.** Prefill runs in chunks of [`PREFILL_CHUNK`] tokens; every call
 //!   to [`TextGenerator::next_piece`] runs at most one decode step.
 
 use crate::browser::timer::now_ms;
 use crate::error::{Error, ErrorCode, Result};
-use crate::models::decoder_session::{DecoderSession, Knobs, LogitRows};
+use crate::models::decoder_session::{DecoderSession, Fed, GREEDY, Knobs, LogitRows};
 use crate::program::ops::Sample;
 use crate::text::{GgufTokenizer, IncrementalDecoder};
 use std::sync::Arc;
@@ -29,6 +32,20 @@ use std::sync::Arc;
 /// Tokens fed per prefill execute: long prompts run as several chunks, bounding activation
 /// memory (and the time between two checks for an abort).
 pub const PREFILL_CHUNK: usize = 256;
+
+/// Tokens fed per execute by [`TextGenerator::evaluate`]: every row is selected there, so the
+/// logits output holds `EVALUATE_CHUNK × vocab` floats (32 MiB for Gemma 3's 262,144 tokens).
+pub const EVALUATE_CHUNK: usize = 32;
+
+/// What [`TextGenerator::evaluate`] returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Evaluation {
+    /// The greedy next token after each position (the argmax of its logits; ties to the lowest
+    /// id).
+    pub tokens: Vec<u32>,
+    /// The logits at the asked positions, row after row (`vocab` each).
+    pub logits: Vec<f32>,
+}
 
 /// How one generation samples and when it stops.
 #[derive(Clone, Debug, PartialEq)]
@@ -243,12 +260,7 @@ impl TextGenerator {
         if ids.is_empty() {
             return Err(Error::invalid_argument("the prompt has no tokens"));
         }
-        let vocab = self.tokenizer.vocab_size();
-        if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
-            return Err(Error::invalid_argument(format!(
-                "token {bad} is outside the vocabulary of {vocab}"
-            )));
-        }
+        self.check_ids(ids)?;
         let context = usize::try_from(self.session.context()).unwrap_or(usize::MAX);
         if ids.len() >= context {
             return Err(Error::invalid_argument(format!(
@@ -272,9 +284,9 @@ impl TextGenerator {
         let chunks = rest.len().div_ceil(PREFILL_CHUNK);
         for (i, chunk) in rest.chunks(PREFILL_CHUNK).enumerate() {
             let knobs = options.knobs(0);
-            let fed = self.feed(chunk, knobs).await?;
+            let fed = self.feed(chunk, LogitRows::Last, knobs).await?;
             if i + 1 == chunks {
-                first = fed.first().copied();
+                first = fed.tokens.first().copied();
             }
         }
         let first = first.ok_or_else(|| Error::internal("the prefill chose no token"))?;
@@ -295,18 +307,96 @@ impl TextGenerator {
         })
     }
 
-    /// Feeds `ids` (after the cached tokens), rebuilding a dropped cache once; the chosen
-    /// token of the last row.
-    async fn feed(&mut self, ids: &[u32], knobs: Knobs) -> Result<Vec<u32>> {
-        let fed = match self.session.feed(ids, LogitRows::Last, knobs).await {
+    /// Runs `ids` from position 0 (teacher forcing): the greedy next token after every
+    /// position, and the logits at `logit_positions` (strictly increasing, each below
+    /// `ids.len()`; none for a program built without logits). What scoring, perplexity and
+    /// checks against a reference need. The caches then hold `ids`, so a prompt that starts
+    /// with them reuses them.
+    ///
+    /// # Errors
+    /// `InvalidArgument` for no ids, an id outside the vocabulary, more ids than the context
+    /// holds, or bad positions; `NotSupported` for positions on a program without logits; the
+    /// execute's errors (the caches are then forgotten).
+    pub async fn evaluate(&mut self, ids: &[u32], logit_positions: &[u32]) -> Result<Evaluation> {
+        self.check_ids(ids)?;
+        let context = usize::try_from(self.session.context()).unwrap_or(usize::MAX);
+        if ids.len() > context {
+            return Err(Error::invalid_argument(format!(
+                "{} tokens do not fit the context of {context} positions",
+                ids.len()
+            )));
+        }
+        if !logit_positions.is_empty() && !self.session.has_logits() {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                "this model was loaded without logits (load it with logits: true)",
+            ));
+        }
+        let increasing = logit_positions.windows(2).all(|w| w[0] < w[1]);
+        if !increasing
+            || logit_positions
+                .last()
+                .is_some_and(|&p| p as usize >= ids.len())
+        {
+            return Err(Error::invalid_argument(format!(
+                "logit positions must increase and lie below {}, got {logit_positions:?}",
+                ids.len()
+            )));
+        }
+        self.forget();
+        let mut out = Evaluation {
+            tokens: Vec::with_capacity(ids.len()),
+            logits: Vec::new(),
+        };
+        let vocab = self.tokenizer.vocab_size();
+        let mut wanted = logit_positions.iter().copied().peekable();
+        for (i, chunk) in ids.chunks(EVALUATE_CHUNK).enumerate() {
+            let fed = match self.feed(chunk, LogitRows::All, GREEDY).await {
+                Ok(fed) => fed,
+                Err(error) => {
+                    self.forget();
+                    return Err(error);
+                }
+            };
+            out.tokens.extend_from_slice(&fed.tokens);
+            let start = i * EVALUATE_CHUNK;
+            while let Some(p) = wanted.next_if(|&p| (p as usize) < start + chunk.len()) {
+                let row = p as usize - start;
+                let logits = fed.logits.as_deref().unwrap_or_default();
+                let values = logits
+                    .get(row * vocab..(row + 1) * vocab)
+                    .ok_or_else(|| Error::internal("the logits output has the wrong size"))?;
+                out.logits.extend_from_slice(values);
+            }
+        }
+        Ok(out)
+    }
+
+    /// `InvalidArgument` for no ids or an id outside the vocabulary.
+    fn check_ids(&self, ids: &[u32]) -> Result<()> {
+        if ids.is_empty() {
+            return Err(Error::invalid_argument("no tokens"));
+        }
+        let vocab = self.tokenizer.vocab_size();
+        if let Some(bad) = ids.iter().find(|&&id| id as usize >= vocab) {
+            return Err(Error::invalid_argument(format!(
+                "token {bad} is outside the vocabulary of {vocab}"
+            )));
+        }
+        Ok(())
+    }
+
+    /// Feeds `ids` (after the cached tokens), rebuilding a dropped cache once.
+    async fn feed(&mut self, ids: &[u32], rows: LogitRows<'_>, knobs: Knobs) -> Result<Fed> {
+        let fed = match self.session.feed(ids, rows, knobs).await {
             Err(error) if is_dropped_state(&error) => {
                 self.rebuild().await?;
-                self.session.feed(ids, LogitRows::Last, knobs).await?
+                self.session.feed(ids, rows, knobs).await?
             }
             other => other?,
         };
         self.cached.extend_from_slice(ids);
-        Ok(fed.tokens)
+        Ok(fed)
     }
 
     /// Resets the caches and feeds every cached token again.
@@ -315,9 +405,7 @@ impl TextGenerator {
         let cached = std::mem::take(&mut self.cached);
         self.session.reset()?;
         for chunk in cached.chunks(PREFILL_CHUNK) {
-            self.session
-                .feed(chunk, LogitRows::Last, [0.0, 1.0, 1.0, 0.0])
-                .await?;
+            self.session.feed(chunk, LogitRows::Last, GREEDY).await?;
         }
         self.cached = cached;
         Ok(())
@@ -342,8 +430,9 @@ impl TextGenerator {
             let started = now_ms();
             let step = u64::from(generation.produced);
             let knobs = generation.options.knobs(step);
-            let chosen = self.feed(&[token], knobs).await?;
-            let chosen = *chosen
+            let fed = self.feed(&[token], LogitRows::Last, knobs).await?;
+            let chosen = *fed
+                .tokens
                 .first()
                 .ok_or_else(|| Error::internal("the step chose no token"))?;
             generation.next = Some(chosen);

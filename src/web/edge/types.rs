@@ -116,6 +116,9 @@ export interface GeneratorOptions {
   /** Positions the KV cache holds, prompt plus generated tokens (default 2048, at most the
    *  model's training context). */
   contextLength?: number;
+  /** Also output logits, for `evaluate` (default false: generation reads only the chosen
+   *  tokens back). */
+  logits?: boolean;
   /** Aborts the load. */
   signal?: AbortSignal;
   onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;
@@ -149,6 +152,20 @@ export interface GenerateOptions {
 export interface TokenizeOptions {
   addSpecial?: boolean;
   parseSpecial?: boolean;
+}
+
+/** Options of `Generator.evaluate`. */
+export interface EvaluateOptions {
+  /** Positions whose logits are returned, increasing (default none). */
+  logitPositions?: number[];
+}
+
+/** `Generator.evaluate`'s result. */
+export interface Evaluation {
+  /** The greedy next token after each position. */
+  tokens: Uint32Array;
+  /** The logits at `logitPositions`, row after row (`vocabSize` each). */
+  logits: Float32Array;
 }
 
 /** One generated token. */

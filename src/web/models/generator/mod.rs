@@ -27,8 +27,8 @@ use crate::web::edge::errors::to_js_error;
 use crate::web::models::loading::{init_on_first, race_abort, status_error};
 use crate::web::providers::http::provider_from_options;
 use crate::web::registry::introspect;
-use js_sys::{Object, Promise, Reflect, Uint32Array};
-use options::{DEFAULT_CONTEXT, LoadOptions, generate_options};
+use js_sys::{Float32Array, Object, Promise, Reflect, Uint32Array};
+use options::{DEFAULT_CONTEXT, LoadOptions, evaluate_options, generate_options};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
@@ -68,7 +68,8 @@ impl Generator {
     /// Loads the GGUF decoder at `ggufUrl` (architectures `gemma3`, `llama`, `qwen2`).
     /// `options`: `backend` (`'auto'` default, `'webgpu'`, `'cpu'`), `contextLength`
     /// (positions the KV cache holds, default 2048, at most the model's training context),
-    /// `signal` (AbortSignal), and the HTTP provider's options (`onProgress`, `concurrency`,
+    /// `logits` (default false: also output logits, for `evaluate`), `signal` (AbortSignal),
+    /// and the HTTP provider's options (`onProgress`, `concurrency`,
     /// `persistentCache`, ...). Rejects with a `WebDelegateError`: `InvalidArgument` for a bad
     /// option, `NotFound`/`AccessFailed` when the file cannot be fetched,
     /// `InvalidExternalData` for a file whose tensors disagree with its metadata,
@@ -106,7 +107,7 @@ impl Generator {
                 SCOPE,
                 DecoderProgramOptions {
                     context,
-                    logits: false,
+                    logits: options.logits,
                 },
             )?;
             drop(index);
@@ -122,7 +123,7 @@ impl Generator {
             race_abort(work, options.signal.as_ref(), &provider).await?;
         let tokenizer = Arc::new(tokenizer);
         let vocab = tokenizer.vocab_size();
-        let session = DecoderSession::new(placed.delegate, context, vocab, false);
+        let session = DecoderSession::new(placed.delegate, context, vocab, options.logits);
         Ok(Generator {
             backend: placed.backend,
             fallback: placed.fallback,
@@ -214,6 +215,44 @@ impl Generator {
     /// U+FFFD).
     pub fn detokenize(&self, ids: Vec<u32>) -> String {
         self.tokenizer.decode(&ids)
+    }
+
+    /// Runs the token ids `ids` from the first position (teacher forcing) and resolves to
+    /// `{tokens, logits}`: the greedy next token after every position, and the logits at
+    /// `options.logitPositions` (increasing; needs a generator loaded with `logits: true`),
+    /// row after row. For scoring, perplexity and checks against a reference. The KV cache then
+    /// holds `ids`. Waits for a running generation to end. Rejects with `InvalidArgument` for
+    /// bad ids or positions, `NotSupported` for positions without `logits: true`.
+    #[wasm_bindgen(unchecked_return_type = "Promise<Evaluation>")]
+    pub fn evaluate(
+        &self,
+        ids: Vec<u32>,
+        #[wasm_bindgen(unchecked_param_type = "EvaluateOptions")] options: Option<JsValue>,
+    ) -> Promise {
+        let positions = evaluate_options(&options.unwrap_or(JsValue::UNDEFINED));
+        let turn = self.generator.acquire();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let positions = positions.map_err(to_js_error)?;
+            let mut generator = turn
+                .await
+                .map_err(|_| to_js_error(Error::invalid_state("this generator was destroyed")))?;
+            let evaluation = generator
+                .evaluate(&ids, &positions)
+                .await
+                .map_err(to_js_error)?;
+            let object = Object::new();
+            set(
+                &object,
+                "tokens",
+                Uint32Array::from(evaluation.tokens.as_slice()).into(),
+            );
+            set(
+                &object,
+                "logits",
+                Float32Array::from(evaluation.logits.as_slice()).into(),
+            );
+            Ok(object.into())
+        })
     }
 
     /// Forgets the conversation: clears the KV cache, so the next prompt is fed whole. Waits

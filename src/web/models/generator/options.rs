@@ -18,6 +18,8 @@ pub(super) struct LoadOptions {
     pub backend: String,
     /// Positions asked for (`None`: [`DEFAULT_CONTEXT`], capped by the model).
     pub context: Option<u64>,
+    /// Whether the program also outputs logits (for `evaluate`).
+    pub logits: bool,
     /// Aborts the load.
     pub signal: Option<web_sys::AbortSignal>,
 }
@@ -56,6 +58,9 @@ impl LoadOptions {
         Ok(Self {
             backend,
             context,
+            logits: boolean(options, "logits")
+                .map_err(invalid)?
+                .unwrap_or(false),
             signal: signal(options)?,
         })
     }
@@ -132,4 +137,33 @@ pub(super) fn generate_options(
         out.parse_special = parse;
     }
     Ok((out, signal(options)?))
+}
+
+/// `evaluate`'s `logitPositions` (default none); their order is checked by the evaluation.
+///
+/// # Errors
+/// `InvalidArgument` for anything but an array of integers in `0..2^32`.
+#[allow(clippy::cast_possible_truncation, clippy::cast_sign_loss)]
+pub(super) fn evaluate_options(options: &JsValue) -> Result<Vec<u32>> {
+    let Some(positions) = optional(options, "logitPositions") else {
+        return Ok(Vec::new());
+    };
+    if !js_sys::Array::is_array(&positions) {
+        return Err(Error::invalid_argument(
+            "logitPositions must be an array of positions",
+        ));
+    }
+    js_sys::Array::from(&positions)
+        .iter()
+        .map(|p| {
+            p.as_f64()
+                .filter(|n| n.fract() == 0.0 && (0.0..4_294_967_296.0).contains(n))
+                .map(|n| n as u32)
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "logitPositions must hold integer positions, got {p:?}"
+                    ))
+                })
+        })
+        .collect()
 }
