@@ -47,8 +47,10 @@ impl<T> Clone for FifoSlot<T> {
     }
 }
 
-enum Claim<T> {
-    Now(T),
+enum Claim<T: 'static> {
+    /// The value was free: the turn exists already, so a future dropped before it is polled
+    /// still hands the value on.
+    Now(Turn<T>),
     Later(oneshot::Receiver<T>),
 }
 
@@ -80,7 +82,10 @@ impl<T: 'static> FifoSlot<T> {
                 && let Some(value) = state.value.take()
             {
                 state.lent = true;
-                Ok(Claim::Now(value))
+                Ok(Claim::Now(Turn {
+                    value: Some(value),
+                    slot: self.clone(),
+                }))
             } else {
                 let (sender, receiver) = oneshot::channel();
                 state.waiters.push_back(sender);
@@ -89,15 +94,17 @@ impl<T: 'static> FifoSlot<T> {
         };
         let slot = self.clone();
         async move {
-            let value = match claim? {
-                Claim::Now(value) => value,
-                // The sender is dropped unanswered only by `close`.
-                Claim::Later(receiver) => receiver.await.map_err(|_| SlotClosed::WhileWaiting)?,
-            };
-            Ok(Turn {
-                value: Some(value),
-                slot,
-            })
+            match claim? {
+                Claim::Now(turn) => Ok(turn),
+                Claim::Later(receiver) => {
+                    // The sender is dropped unanswered only by `close`.
+                    let value = receiver.await.map_err(|_| SlotClosed::WhileWaiting)?;
+                    Ok(Turn {
+                        value: Some(value),
+                        slot,
+                    })
+                }
+            }
         }
     }
 
@@ -244,6 +251,17 @@ mod tests {
         drop(abandoned);
         drop(turn);
         assert!(matches!(poll_once(kept.as_mut()), Poll::Ready(Ok(t)) if *t == 7));
+    }
+
+    #[test]
+    fn a_free_turn_dropped_before_it_is_polled_hands_the_value_on() {
+        // A caller that takes the free value and gives up before polling (an early return on
+        // a bad argument) must not keep it from the next caller.
+        let slot = FifoSlot::new(7u8);
+        drop(slot.acquire());
+        assert_eq!(slot.peek(|v| v.copied()), Some(7));
+        let turn = slot.acquire().now_or_never().unwrap().unwrap();
+        assert_eq!(*turn, 7);
     }
 
     #[test]
