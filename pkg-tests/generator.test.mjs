@@ -117,6 +117,63 @@ test('WebGPU (SwiftShader here): greedy tokens equal the float64 reference throu
   assert.equal(r.stats.rebuilds, 1, 'the generator said it rebuilt its cache');
 });
 
+test('CPU: evaluate (teacher forcing) gives the float64 reference\'s top-1 and logits (cosine >= 0.9999)', SLOW, async (t) => {
+  // Oracle: .cache/reference/gemma-3-270m (scripts/gemma_reference.py, written by npm run setup):
+  // the top-1 at every position of the shortest prompt and its full logits where stored.
+  const page = await harness.openHarnessPage(t);
+  const r = await page.evaluate(async ({ url, referenceUrl }) => {
+    const reference = await (await fetch(referenceUrl + 'reference.json')).json();
+    const prompt = reference.prompts.reduce((a, b) => (b.ids.length < a.ids.length ? b : a));
+    const stored = new Float32Array(await (await fetch(referenceUrl + prompt.logits_file)).arrayBuffer());
+    const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 64, logits: true });
+    const ev = await gen.evaluate(prompt.ids, { logitPositions: prompt.logit_positions });
+    const vocab = reference.n_vocab;
+    const cosines = prompt.logit_positions.map((_, row) => {
+      let dot = 0, na = 0, nb = 0;
+      for (let v = 0; v < vocab; v++) {
+        const a = ev.logits[row * vocab + v], b = stored[row * vocab + v];
+        dot += a * b; na += a * a; nb += b * b;
+      }
+      return dot / Math.sqrt(na * nb);
+    });
+    const out = { name: prompt.name, tokens: Array.from(ev.tokens), top1: prompt.top1, cosines, logitsLength: ev.logits.length, rows: prompt.logit_positions.length, vocab };
+    // The cache now holds the prompt: generating from it reuses all but its last token.
+    out.text = await gen.generateText(gen.detokenize(prompt.ids.slice(1)), { maxNewTokens: 2 });
+    out.reused = gen.stats().reusedTokens;
+    out.promptLength = prompt.ids.length;
+    out.noPositions = (await gen.evaluate(prompt.ids)).logits.length;
+    // Each bad call is refused, and the generator still takes the next one.
+    out.unordered = await capture(() => gen.evaluate(prompt.ids, { logitPositions: [1, 0] }));
+    out.outside = await capture(() => gen.evaluate(prompt.ids, { logitPositions: [prompt.ids.length] }));
+    out.notArray = await capture(() => gen.evaluate(prompt.ids, { logitPositions: 3 }));
+    out.badId = await capture(() => gen.evaluate([vocab]));
+    out.empty = await capture(() => gen.evaluate([]));
+    out.tooMany = await capture(() => gen.evaluate(new Array(65).fill(2)));
+    out.afterErrors = Array.from((await gen.evaluate(prompt.ids)).tokens);
+    gen.destroy();
+    const plain = await wd.Generator.load(url, { backend: 'cpu', contextLength: 16 });
+    out.withoutLogits = await capture(() => plain.evaluate(prompt.ids, { logitPositions: [0] }));
+    out.tokensWithoutLogits = Array.from((await plain.evaluate(prompt.ids)).tokens);
+    plain.destroy();
+    return out;
+  }, { url: MODEL_URL, referenceUrl: '/.cache/reference/gemma-3-270m/' });
+
+  t.diagnostic(`${r.name}: cosines ${r.cosines.map((c) => c.toFixed(7))}`);
+  assert.deepEqual(r.tokens, r.top1, 'top-1 at every position equals the reference');
+  assert.equal(r.logitsLength, r.rows * r.vocab);
+  r.cosines.forEach((c, i) => assert.ok(c >= 0.9999, `cosine ${c} at row ${i}`));
+  assert.equal(r.reused, r.promptLength - 1, 'the evaluated prompt stays cached');
+  assert.equal(r.noPositions, 0);
+  for (const key of ['unordered', 'outside', 'notArray', 'badId', 'empty', 'tooMany']) {
+    assert.equal(r[key].ok, false, key);
+    assert.equal(r[key].error.code, 'InvalidArgument', `${key}: ${JSON.stringify(r[key].error)}`);
+  }
+  assert.deepEqual(r.afterErrors, r.top1, 'the generator works after refused calls');
+  assert.equal(r.withoutLogits.error.code, 'NotSupported');
+  assert.match(r.withoutLogits.error.message, /logits: true/);
+  assert.deepEqual(r.tokensWithoutLogits, r.top1, 'greedy tokens need no logits output');
+});
+
 test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW, async (t) => {
   const page = await harness.openHarnessPage(t);
   const prompt = greedy.prompts[0];
