@@ -10,6 +10,10 @@
 // name, e.g. `matmul_gflops_webgpu_384`). Suites run one after another, in file-name order.
 // `ctx` holds:
 //   serverUrl              the origin nginx serves the repo root at, e.g. http://127.0.0.1:PORT
+//                          (every response Cache-Control: no-store). The same nginx also serves
+//                          the repo root under ISOLATED_PREFIX (/isolated/) with COOP/COEP, so a
+//                          page there is cross-origin isolated (wasm threads), and under
+//                          CACHED_PREFIX (/cached/) with cacheable responses (repeat visits)
 //   root                   absolute path of the repo root (what nginx serves)
 //   openPage(path, ready?) opens `path` in a fresh page; `ready` (a function evaluated in the
 //                          page) is awaited when given. Resolves to { page, evaluate(fn, arg) }.
@@ -27,6 +31,7 @@ import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { startBrowser } from '../pkg-tests/support/browser.mjs';
 import { REPO_ROOT, startServer } from '../pkg-tests/support/server.mjs';
+import { serverLocations } from './lib/locations.mjs';
 import { writeReports } from './lib/write_reports.mjs';
 
 const HERE = path.dirname(fileURLToPath(import.meta.url));
@@ -130,7 +135,7 @@ async function main() {
     .filter((f) => f.endsWith('.mjs') && (!filter || filter.test(f)))
     .sort();
   if (files.length === 0) throw new Error(`no benchmark suites in ${SUITES}${filter ? ` matching ${filter}` : ''}`);
-  const server = await startServer();
+  const server = await startServer({ locations: serverLocations(REPO_ROOT) });
   let browser;
   const merged = {};
   const bySuite = {};

@@ -5,7 +5,8 @@
 //    --enable-precise-memory-info; the protocol gives exact values. A sample lands between the
 //    page's tasks, so a peak inside one long task that is freed before it ends can be missed.
 //  - accessLogWindow(file): the requests and body bytes nginx logged from now until `read()`.
-import { open, stat } from 'node:fs/promises';
+//  - waitForBrowserIdle(): waits for the browser's processes to go quiet between loads.
+import { open, readFile, readdir, stat } from 'node:fs/promises';
 
 const SAMPLE_EVERY_MS = 20;
 
@@ -70,4 +71,40 @@ export async function accessLogWindow(file) {
       }
     },
   };
+}
+
+/** CPU seconds used so far by every Chromium process on the machine (from /proc). */
+async function chromiumCpuSeconds() {
+  const ticksPerSecond = 100; // USER_HZ on Linux
+  let total = 0;
+  for (const pid of await readdir('/proc').catch(() => [])) {
+    if (!/^\d+$/.test(pid)) continue;
+    try {
+      const stat = await readFile(`/proc/${pid}/stat`, 'utf8');
+      const close = stat.lastIndexOf(')');
+      const comm = stat.slice(stat.indexOf('(') + 1, close);
+      if (!/chrom/i.test(comm)) continue;
+      const fields = stat.slice(close + 2).split(' ');
+      total += (Number(fields[11]) + Number(fields[12])) / ticksPerSecond; // utime + stime
+    } catch {
+      // the process ended meanwhile
+    }
+  }
+  return total;
+}
+
+/**
+ * Waits until the browser's processes (GPU process included: it may still be compiling the last
+ * contender's shaders) use under `threshold` of one core over a `windowMs` window, or `maxMs`
+ * passed. Resolves to the milliseconds waited.
+ */
+export async function waitForBrowserIdle({ threshold = 0.1, windowMs = 1000, maxMs = 30_000 } = {}) {
+  const start = Date.now();
+  let before = await chromiumCpuSeconds();
+  for (;;) {
+    await new Promise((r) => setTimeout(r, windowMs)); // the measuring window
+    const now = await chromiumCpuSeconds();
+    if ((now - before) / (windowMs / 1000) < threshold || Date.now() - start > maxMs) return Date.now() - start;
+    before = now;
+  }
 }
