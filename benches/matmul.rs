@@ -5,10 +5,16 @@
 //! Each execution runs `REPEATS` independent matmuls, each an output (read back); times are wall-clock over whole executions after a warm-up, so they
 //! include submission and read-back. The two kernels are measured in alternating rounds and the
 //! best round of each is reported: on a shared, noisy machine that is the least disturbed one. Run with `cargo bench --bench matmul`; pass `--quick` for
-//! fewer iterations. Ratios are the result: absolute numbers depend on the machine and its load.
+//! fewer iterations, `--shape MxKxN` (repeatable) to measure other shapes instead, `--json FILE`
+//! to write the numbers as JSON (`matmul_{M}x{K}x{N}_{tiled,naive}_gflops`, `..._ratio`).
+//! Ratios are the result: absolute numbers depend on the machine and its load.
+
+#[cfg(not(target_arch = "wasm32"))]
+mod common;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
+    use crate::common::{Args, Record, webgpu_backend};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
     use webdelegate::backends::webgpu::WebGpuBackend;
@@ -122,24 +128,35 @@ mod native {
         }
     }
 
+    /// `MxKxN`.
+    fn parse_shape(text: &str) -> (usize, usize, usize) {
+        let dims: Vec<usize> = text
+            .split('x')
+            .map(|d| {
+                d.parse()
+                    .unwrap_or_else(|_| panic!("--shape {text}: not MxKxN"))
+            })
+            .collect();
+        match dims[..] {
+            [m, k, n] if m * k * n > 0 => (m, k, n),
+            _ => panic!("--shape {text}: not MxKxN"),
+        }
+    }
+
     pub fn main() {
-        let quick = std::env::args().any(|a| a == "--quick");
+        let args = Args::from_env();
+        let quick = args.flag("--quick");
         let (rounds, budget) = if quick {
             (2, Duration::from_millis(250))
         } else {
             (5, Duration::from_millis(600))
         };
-        let backend = pollster::block_on(WebGpuBackend::new());
-        assert!(
-            backend.is_available(),
-            "no GPU adapter: {:?}",
-            backend.unavailable_reason()
-        );
-        let adapter = backend.adapter().unwrap_or_default();
-        println!(
-            "webgpu matmul on {} ({}, {})",
-            adapter.description, adapter.backend, adapter.architecture
-        );
+        let shapes: Vec<(usize, usize, usize)> = match args.values("--shape") {
+            given if given.is_empty() => SHAPES.to_vec(),
+            given => given.into_iter().map(parse_shape).collect(),
+        };
+        let mut record = Record::new("matmul", &args);
+        let backend = webgpu_backend("matmul", &args, &mut record);
         println!(
             "best of {rounds} alternating rounds of {} ms per kernel",
             budget.as_millis()
@@ -149,7 +166,7 @@ mod native {
             "M x K x N", "tiled GFLOP/s", "naive GFLOP/s", "tiled/naive"
         );
         let naive_spec = [CompileSpec::new("matmul_kernel", "naive")];
-        for shape in SHAPES {
+        for shape in shapes {
             let mut tiled = Fixture::new(&backend, shape, &[]);
             let mut naive = Fixture::new(&backend, shape, &naive_spec);
             let (mut best_tiled, mut best_naive) = (0.0f64, 0.0f64);
@@ -159,11 +176,14 @@ mod native {
                 best_naive = best_naive.max(naive.gflops(budget));
             }
             let (m, k, n) = shape;
+            let name = format!("{m}x{k}x{n}");
             println!(
-                "{:>16} {best_tiled:>14.2} {best_naive:>14.2} {:>12.2}",
-                format!("{m}x{k}x{n}"),
+                "{name:>16} {best_tiled:>14.2} {best_naive:>14.2} {:>12.2}",
                 best_tiled / best_naive
             );
+            record.set(&format!("matmul_{name}_tiled_gflops"), best_tiled);
+            record.set(&format!("matmul_{name}_naive_gflops"), best_naive);
+            record.set(&format!("matmul_{name}_ratio"), best_tiled / best_naive);
         }
     }
 }

@@ -16,20 +16,25 @@
 //! Run with `cargo bench --bench qmatvec` (a release build; for a quicker build without LTO:
 //! `CARGO_PROFILE_BENCH_LTO=false CARGO_PROFILE_BENCH_CODEGEN_UNITS=16`). Arguments filter:
 //! `cpu` / `webgpu` pick a backend, a format name (`q8_0`, `q4_k`, ...) picks matrices,
-//! `--quick` shortens the runs. Absolute numbers depend on the machine and its load; compare
-//! fractions.
+//! `--quick` shortens the runs, `--json FILE` writes every number as JSON
+//! (`qmatvec_{backend}_{format}_{K}x{N}[_{kernel}]_{ms,gbps,fraction,spread,runs}`, the
+//! baselines' `qmatvec_{backend}_baseline_gbps`, `qmatvec_{backend}_gather_q8_0_ms`). Absolute
+//! numbers depend on the machine and its load; compare fractions.
+
+#[cfg(not(target_arch = "wasm32"))]
+mod common;
 
 #[cfg(not(target_arch = "wasm32"))]
 mod native {
+    use crate::common::{Args, Record, Timing, measure, webgpu_backend};
     use std::sync::Arc;
-    use std::time::{Duration, Instant};
-    use webdelegate::backends::webgpu::WebGpuBackend;
+    use std::time::Duration;
     use webdelegate::params::MemoryProvider;
     use webdelegate::program::ops::Linear;
     use webdelegate::program::{BlockFormat, DType, Dim, ProgramBuilder};
+    use webdelegate::quant::{random_blocks, random_bytes};
     use webdelegate::registry::{
-        BackendInitContext, BackendInterface, CompileSpec, FreeableBuffer, LoadedDelegate,
-        SharedBackend,
+        BackendInitContext, CompileSpec, FreeableBuffer, LoadedDelegate, SharedBackend,
     };
     use webdelegate::{EValue, Tensor, TensorData};
 
@@ -43,62 +48,14 @@ mod native {
     const GEMV_KERNELS: [&str; 3] = ["auto", "rows", "workgroup"];
     const BASELINE_BYTES: usize = 256 << 20;
 
-    fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-        let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-        let mut bytes = Vec::with_capacity(len + 8);
-        while bytes.len() < len {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            bytes.extend_from_slice(&state.to_le_bytes());
-        }
-        bytes.truncate(len);
-        bytes
-    }
-
-    /// Random blocks whose f16 scales are ordinary (about 0.008 .. 0.11 in magnitude).
-    fn random_blocks(format: BlockFormat, len: usize) -> Vec<u8> {
-        let mut bytes = random_bytes(len, u64::from(format.ggml_id()));
-        let scales: &[usize] = match format {
-            BlockFormat::Q4_0 | BlockFormat::Q5_0 | BlockFormat::Q8_0 => &[0],
-            BlockFormat::Q4_K | BlockFormat::Q5_K => &[0, 2],
-            BlockFormat::Q6_K => &[208],
-            BlockFormat::F16 | BlockFormat::BF16 => &[],
-        };
-        for block in bytes.chunks_exact_mut(format.block_bytes()) {
-            for &at in scales {
-                block[at + 1] = 0x20 | (block[at + 1] & 0x8f);
-            }
-        }
-        bytes
-    }
-
-    /// Median, min and max seconds of `once` (see the module docs for the run counts).
-    fn timings(quick: bool, mut once: impl FnMut()) -> (f64, f64, f64, usize) {
-        once();
-        once();
+    /// Times `once` (see the module docs for the run counts).
+    fn timings(quick: bool, once: impl FnMut()) -> Timing {
         let (min_runs, budget) = if quick {
             (3, Duration::from_secs(3))
         } else {
             (5, Duration::from_secs(10))
         };
-        let start = Instant::now();
-        let mut times = Vec::new();
-        while times.len() < 3 || (times.len() < min_runs * 4 && start.elapsed() < budget) {
-            let t0 = Instant::now();
-            once();
-            times.push(t0.elapsed().as_secs_f64());
-            if times.len() >= min_runs && start.elapsed() >= budget {
-                break;
-            }
-        }
-        times.sort_by(f64::total_cmp);
-        (
-            times[times.len() / 2],
-            times[0],
-            *times.last().expect("runs"),
-            times.len(),
-        )
+        measure(2, 3, min_runs * 4, budget, once)
     }
 
     /// One GEMV program initialised on `backend` with `specs`, and its arguments.
@@ -127,7 +84,7 @@ mod native {
         provider.insert_described(
             "bench",
             "w",
-            random_blocks(format, bytes),
+            random_blocks(format, bytes, u64::from(format.ggml_id())),
             Some(format.name().into()),
             Some(vec![n as u64, k as u64]),
         );
@@ -163,7 +120,7 @@ mod native {
         provider.insert_described(
             "bench",
             "w",
-            random_blocks(format, bytes),
+            random_blocks(format, bytes, u64::from(format.ggml_id())),
             Some(format.name().into()),
             Some(vec![n as u64, k as u64]),
         );
@@ -180,32 +137,35 @@ mod native {
         (delegate, vec![EValue::Tensor(input), EValue::None])
     }
 
-    fn report_gather(label: &str, (median, min, max, runs): (f64, f64, f64, usize)) {
+    fn report_gather(record: &mut Record, label: &str, key: &str, t: Timing) {
         println!(
-            "{label:<28} {:>10.3} ms  spread {:>4.0}%  ({runs} runs)",
-            median * 1e3,
-            (max - min) / median * 100.0
+            "{label:<28} {:>10.3} ms  spread {:>4.0}%  ({} runs)",
+            t.median * 1e3,
+            t.spread() * 100.0,
+            t.runs
         );
+        record.timing(key, &t);
     }
 
-    fn report(
-        label: &str,
-        bytes: usize,
-        baseline: f64,
-        (median, min, max, runs): (f64, f64, f64, usize),
-    ) {
-        let gbps = bytes as f64 / median / 1e9;
+    /// Prints and records one GEMV's time, GB/s (`{key}_gbps`) and fraction of `baseline`
+    /// (`{key}_fraction`).
+    fn report(record: &mut Record, label: &str, key: &str, bytes: usize, baseline: f64, t: Timing) {
+        let gbps = bytes as f64 / t.median / 1e9;
         println!(
-            "{label:<28} {:>10.3} ms {:>8.3} GB/s  spread {:>4.0}%  ({runs} runs)  fraction {:.3}",
-            median * 1e3,
+            "{label:<28} {:>10.3} ms {:>8.3} GB/s  spread {:>4.0}%  ({} runs)  fraction {:.3}",
+            t.median * 1e3,
             gbps,
-            (max - min) / median * 100.0,
+            t.spread() * 100.0,
+            t.runs,
             gbps / baseline
         );
+        record.timing(key, &t);
+        record.set(&format!("{key}_gbps"), gbps);
+        record.set(&format!("{key}_fraction"), gbps / baseline);
     }
 
     /// The CPU's memory bandwidth: a wrapping 16-lane sum over `BASELINE_BYTES`, in GB/s.
-    fn cpu_baseline(quick: bool) -> f64 {
+    fn cpu_baseline(record: &mut Record, quick: bool) -> f64 {
         let words: Vec<u32> = (0..BASELINE_BYTES / 4)
             .map(|i| (i as u32).wrapping_mul(2_654_435_761))
             .collect();
@@ -220,13 +180,14 @@ mod native {
             sink ^= lanes.iter().fold(0, |a: u32, &b| a.wrapping_add(b));
         });
         std::hint::black_box(sink);
-        let gbps = BASELINE_BYTES as f64 / t.0 / 1e9;
-        report("cpu baseline (sum)", BASELINE_BYTES, gbps, t);
+        let gbps = BASELINE_BYTES as f64 / t.median / 1e9;
+        let (label, key) = ("cpu baseline (sum)", "qmatvec_cpu_baseline");
+        report(record, label, key, BASELINE_BYTES, gbps, t);
         gbps
     }
 
     /// The adapter's read bandwidth: a plain WGSL read-and-sum over `BASELINE_BYTES`, in GB/s.
-    fn webgpu_baseline(quick: bool) -> f64 {
+    fn webgpu_baseline(record: &mut Record, quick: bool) -> f64 {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter =
             pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
@@ -307,90 +268,76 @@ mod native {
                 .poll(wgpu::PollType::wait_indefinitely())
                 .expect("poll");
         });
-        let gbps = bytes as f64 / t.0 / 1e9;
-        report("webgpu baseline (sum)", bytes as usize, gbps, t);
+        let gbps = bytes as f64 / t.median / 1e9;
+        let (label, key) = ("webgpu baseline (sum)", "qmatvec_webgpu_baseline");
+        report(record, label, key, bytes as usize, gbps, t);
         gbps
     }
 
     pub fn main() {
-        let args: Vec<String> = std::env::args().skip(1).collect();
-        let quick = args.iter().any(|a| a == "--quick");
+        let args = Args::from_env();
+        let quick = args.flag("--quick");
+        let words = args.words(&["--json"]);
         let wanted = |name: &str| {
-            let named: Vec<&String> = args
-                .iter()
-                .filter(|a| !a.starts_with('-') && a.as_str() != "--bench")
-                .collect();
             let backends = ["cpu", "webgpu"];
-            let of_kind: Vec<&&String> = named
+            let of_kind: Vec<&&str> = words
                 .iter()
-                .filter(|a| backends.contains(&a.as_str()) == backends.contains(&name))
+                .filter(|a| backends.contains(a) == backends.contains(&name))
                 .collect();
             of_kind.is_empty() || of_kind.iter().any(|a| a.eq_ignore_ascii_case(name))
         };
-        if wanted("cpu") {
-            let baseline = cpu_baseline(quick);
-            let cpu: SharedBackend = Arc::new(webdelegate::backends::cpu::CpuBackend::new());
-            for (format, k, n) in MATRICES {
-                if !wanted(format.name()) {
-                    continue;
-                }
-                let (mut delegate, mut args, bytes) = gemv(&cpu, format, k, n, &[]);
-                let t = timings(quick, || {
-                    pollster::block_on(delegate.execute(&mut args)).expect("execute");
-                });
-                report(
-                    &format!("cpu {} {k}x{n}", format.name()),
-                    bytes,
+        let mut record = Record::new("qmatvec", &args);
+        for name in ["cpu", "webgpu"] {
+            if !wanted(name) {
+                continue;
+            }
+            let (backend, baseline): (SharedBackend, f64) = if name == "cpu" {
+                let baseline = cpu_baseline(&mut record, quick);
+                (
+                    Arc::new(webdelegate::backends::cpu::CpuBackend::new()),
                     baseline,
-                    t,
-                );
-            }
-            if wanted(MATRICES[0].0.name()) {
-                let (mut delegate, mut args) = gather(&cpu, &[]);
-                let t = timings(quick, || {
-                    pollster::block_on(delegate.execute(&mut args)).expect("execute");
-                });
-                report_gather("cpu gather Q8_0 1 row", t);
-            }
-        }
-        if wanted("webgpu") {
-            let backend = pollster::block_on(WebGpuBackend::new());
-            assert!(
-                backend.is_available(),
-                "no GPU adapter: {:?}",
-                backend.unavailable_reason()
-            );
-            let adapter = backend.adapter().unwrap_or_default();
-            println!(
-                "webgpu on {} ({}, {}, fallback {})",
-                adapter.description, adapter.backend, adapter.architecture, adapter.fallback
-            );
-            let baseline = webgpu_baseline(quick);
-            let gpu: SharedBackend = Arc::new(backend);
+                )
+            } else {
+                let gpu = Arc::new(webgpu_backend("qmatvec", &args, &mut record));
+                (gpu, webgpu_baseline(&mut record, quick))
+            };
+            // The CPU backend has one GEMV; the WebGPU one is measured under each kernel.
+            let kernels: &[&str] = if name == "cpu" { &[""] } else { &GEMV_KERNELS };
             for (format, k, n) in MATRICES {
                 if !wanted(format.name()) {
                     continue;
                 }
-                for kernel in GEMV_KERNELS {
-                    let specs = [CompileSpec::new("gemv_kernel", kernel)];
-                    let (mut delegate, mut args, bytes) = gemv(&gpu, format, k, n, &specs);
+                for &kernel in kernels {
+                    let specs: Vec<CompileSpec> = (!kernel.is_empty())
+                        .then(|| CompileSpec::new("gemv_kernel", kernel))
+                        .into_iter()
+                        .collect();
+                    let (mut delegate, mut args, bytes) = gemv(&backend, format, k, n, &specs);
                     let t = timings(quick, || {
                         pollster::block_on(delegate.execute(&mut args)).expect("execute");
                     });
-                    report(
-                        &format!("webgpu {} {k}x{n} {kernel}", format.name()),
-                        bytes,
-                        baseline,
-                        t,
-                    );
+                    let label = format!("{name} {} {k}x{n} {kernel}", format.name());
+                    let key = format!("qmatvec_{name}_{}_{k}x{n}", format.lower_name());
+                    let key = if kernel.is_empty() {
+                        key
+                    } else {
+                        format!("{key}_{kernel}")
+                    };
+                    report(&mut record, label.trim_end(), &key, bytes, baseline, t);
                 }
             }
             if wanted(MATRICES[0].0.name()) {
-                let (mut delegate, mut args) = gather(&gpu, &[]);
+                let (mut delegate, mut args) = gather(&backend, &[]);
                 let t = timings(quick, || {
                     pollster::block_on(delegate.execute(&mut args)).expect("execute");
                 });
-                report_gather("webgpu gather Q8_0 1 row", t);
+                let label = format!("{name} gather Q8_0 1 row");
+                report_gather(
+                    &mut record,
+                    &label,
+                    &format!("qmatvec_{name}_gather_q8_0"),
+                    t,
+                );
             }
         }
     }

@@ -276,6 +276,46 @@ pub(crate) fn k_scale_min(scales: &[u8], sub: usize) -> (u8, u8) {
     }
 }
 
+/// `len` pseudo-random bytes from `seed` (a 64-bit xorshift): the same bytes on every machine,
+/// so benchmark runs are comparable.
+pub fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
+    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
+    let mut bytes = Vec::with_capacity(len + 8);
+    while bytes.len() < len {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        bytes.extend_from_slice(&state.to_le_bytes());
+    }
+    bytes.truncate(len);
+    bytes
+}
+
+/// `len` bytes of random `format` blocks (from `seed`, see [`random_bytes`]) whose f16 scale
+/// fields hold ordinary values (about 0.008 .. 0.11 in magnitude; F16 / BF16 values about
+/// 0.1 .. 2), so every decoded value is finite: weights for benchmarks, which time the bytes
+/// and not what they mean.
+pub fn random_blocks(format: BlockFormat, len: usize, seed: u64) -> Vec<u8> {
+    let mut bytes = random_bytes(len, seed);
+    let scales: &[usize] = match format {
+        BlockFormat::F16 | BlockFormat::BF16 => &[],
+        BlockFormat::Q4_0 | BlockFormat::Q5_0 | BlockFormat::Q8_0 => &[0],
+        BlockFormat::Q4_K | BlockFormat::Q5_K => &[0, 2],
+        BlockFormat::Q6_K => &[208],
+    };
+    for block in bytes.chunks_exact_mut(format.block_bytes()) {
+        for &at in scales {
+            block[at + 1] = 0x20 | (block[at + 1] & 0x8f);
+        }
+        match format {
+            BlockFormat::F16 => block[1] = 0x30 | (block[1] & 0x8b),
+            BlockFormat::BF16 => block[1] = 0x3e | (block[1] & 0x81),
+            _ => {}
+        }
+    }
+    bytes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

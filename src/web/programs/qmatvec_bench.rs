@@ -12,6 +12,7 @@ use crate::evalue::{EValue, Tensor};
 use crate::params::MemoryProvider;
 use crate::program::ops::Linear;
 use crate::program::{BlockFormat, DType, Dim, ProgramBuilder};
+use crate::quant::{random_blocks, random_bytes};
 use crate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
 use crate::web::edge::errors::to_js_error;
 use js_sys::Promise;
@@ -26,43 +27,6 @@ type JsResult<T> = std::result::Result<T, JsValue>;
 const MAX_WEIGHT_BYTES: u64 = 1 << 30;
 /// Most bytes of the bandwidth baseline's buffer (1 GiB).
 const MAX_BASELINE_BYTES: usize = 1 << 30;
-
-/// `len` pseudo-random bytes (a 64-bit xorshift), so runs are comparable.
-fn random_bytes(len: usize, seed: u64) -> Vec<u8> {
-    let mut state = seed.wrapping_mul(0x9e37_79b9_7f4a_7c15) | 1;
-    let mut bytes = Vec::with_capacity(len + 8);
-    while bytes.len() < len {
-        state ^= state << 13;
-        state ^= state >> 7;
-        state ^= state << 17;
-        bytes.extend_from_slice(&state.to_le_bytes());
-    }
-    bytes.truncate(len);
-    bytes
-}
-
-/// Random blocks of `format` whose f16 scale fields hold ordinary values (about 0.008 .. 0.11
-/// in magnitude), so every decoded value is finite.
-fn random_blocks(format: BlockFormat, len: usize) -> Vec<u8> {
-    let mut bytes = random_bytes(len, u64::from(format.ggml_id()));
-    let scales: &[usize] = match format {
-        BlockFormat::F16 | BlockFormat::BF16 => &[],
-        BlockFormat::Q4_0 | BlockFormat::Q5_0 | BlockFormat::Q8_0 => &[0],
-        BlockFormat::Q4_K | BlockFormat::Q5_K => &[0, 2],
-        BlockFormat::Q6_K => &[208],
-    };
-    for block in bytes.chunks_exact_mut(format.block_bytes()) {
-        for &at in scales {
-            block[at + 1] = 0x20 | (block[at + 1] & 0x8f);
-        }
-        match format {
-            BlockFormat::F16 => block[1] = 0x30 | (block[1] & 0x8b),
-            BlockFormat::BF16 => block[1] = 0x3e | (block[1] & 0x81),
-            _ => {}
-        }
-    }
-    bytes
-}
 
 struct BenchState {
     delegate: LoadedDelegate,
@@ -120,7 +84,7 @@ impl QmatvecBench {
         provider.insert_described(
             "bench",
             "w",
-            random_blocks(format, bytes as usize),
+            random_blocks(format, bytes as usize, u64::from(format.ggml_id())),
             Some(format.name().into()),
             Some(vec![n as u64, k as u64]),
         );

@@ -393,29 +393,10 @@ mod tests {
             .collect()
     }
 
-    /// Random blocks with ordinary f16 scales (0x2000..0x2fff: about 0.0078 .. 0.11).
+    /// `rows` random rows of `k` values with ordinary scales.
     fn blocks(format: BlockFormat, rows: usize, k: usize, seed: u64) -> Vec<u8> {
-        let mut raw = bytes(
-            format.block_bytes() * rows * k / format.block_elements(),
-            seed,
-        );
-        let scales: &[usize] = match format {
-            BlockFormat::F16 | BlockFormat::BF16 => &[],
-            BlockFormat::Q4_0 | BlockFormat::Q5_0 | BlockFormat::Q8_0 => &[0],
-            BlockFormat::Q4_K | BlockFormat::Q5_K => &[0, 2],
-            BlockFormat::Q6_K => &[208],
-        };
-        for block in raw.chunks_exact_mut(format.block_bytes()) {
-            for &at in scales {
-                block[at + 1] = 0x20 | (block[at + 1] & 0x0f);
-            }
-            match format {
-                BlockFormat::F16 => block[1] = 0x30 | (block[1] & 0x8b),
-                BlockFormat::BF16 => block[1] = 0x3e | (block[1] & 0x81),
-                _ => {}
-            }
-        }
-        raw
+        let len = format.tensor_bytes(rows as u64, k as u64).unwrap() as usize;
+        crate::quant::random_blocks(format, len, seed)
     }
 
     /// Every format against the reference dequantizer plus an f64 dot, for `M` of 1 and 3, `N`
