@@ -87,20 +87,27 @@ def build(model_dir: Path) -> onnx.ModelProto:
     x = g.layer_norm(x, "embeddings.LayerNorm", eps)
 
     mask_f = g.op("Cast", [mask], "mask_f", to=TensorProto.FLOAT)
-    additive = g.op("Mul", [g.op("Sub", [mask_f, g.const("one_m", 1.0)], "mask_sub"), g.const("big", 10000.0)], "mask_add")
-    mask4 = g.op("Unsqueeze", [additive, g.const("axes12", [1, 2], np.int64)], "mask4")
+    # The additive mask and the score scaling as a PyTorch export of Hugging Face's BertModel
+    # writes them (mask[:, None, None, :] cast to float, (1 - mask) * -10000; scores / sqrt(head_dim)
+    # after Q K^T): the patterns ONNX Runtime's attention fusion (in the session and in
+    # onnxruntime.transformers.optimizer) matches.
+    mask_u1 = g.op("Unsqueeze", [mask, g.const("axis1u", [1], np.int64)], "mask_u1")
+    mask_u2 = g.op("Unsqueeze", [mask_u1, g.const("axis2u", [2], np.int64)], "mask_u2")
+    mask4_f = g.op("Cast", [mask_u2], "mask4_f", to=TensorProto.FLOAT)
+    mask4 = g.op("Mul", [g.op("Sub", [g.const("one_m", 1.0), mask4_f], "mask_sub"), g.const("big", -10000.0)], "mask4")
     split_shape = g.const("split_shape", [0, 0, heads, head_dim], np.int64)
     merge_shape = g.const("merge_shape", [0, 0, hidden], np.int64)
-    scale = g.const("scale", 1.0 / math.sqrt(head_dim))
+    sqrt_d = g.const("sqrt_d", math.sqrt(head_dim))
 
     for layer in range(config["num_hidden_layers"]):
         p = f"encoder.layer.{layer}."
         def heads_of(t, transpose):
             return g.op("Transpose", [g.op("Reshape", [t, split_shape], "split")], "heads", perm=transpose)
-        q = heads_of(g.op("Mul", [g.linear(x, p + "attention.self.query"), scale], "q_scaled"), [0, 2, 1, 3])
+        q = heads_of(g.linear(x, p + "attention.self.query"), [0, 2, 1, 3])
         k = heads_of(g.linear(x, p + "attention.self.key"), [0, 2, 3, 1])
         v = heads_of(g.linear(x, p + "attention.self.value"), [0, 2, 1, 3])
-        scores = g.op("Add", [g.op("MatMul", [q, k], "scores"), mask4], "masked")
+        scores = g.op("Div", [g.op("MatMul", [q, k], "scores"), sqrt_d], "scaled")
+        scores = g.op("Add", [scores, mask4], "masked")
         probs = g.op("Softmax", [scores], "probs", axis=-1)
         context = g.op("Transpose", [g.op("MatMul", [probs, v], "context")], "context_t", perm=[0, 2, 1, 3])
         context = g.op("Reshape", [context, merge_shape], "merged")

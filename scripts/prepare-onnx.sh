@@ -5,6 +5,9 @@
 #     scripts/make_onnx.py and checked against tests/fixtures/minilm/reference.json (--check),
 #     rebuilt only when it is missing or was built by another version of the script or pins
 #     (a stamp file next to it holds their SHA-256). The model is only replaced once it passed.
+#  3. model_opt.onnx next to it: the same graph through onnxruntime.transformers.optimizer
+#     (scripts/optimize_onnx.py: fused Attention / SkipLayerNormalization / BiasGelu, checked
+#     against the same reference), rebuilt like model.onnx; the fused-operator counts are printed.
 # Prints "ok ..." or "installing ..." lines like scripts/setup.sh; needs `npm run setup` first
 # (the safetensors). Prints the venv's python path last, for the caller.
 set -euo pipefail
@@ -12,10 +15,12 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 cd "$ROOT"
 VENV=.cache/venv
-PINS=(numpy==2.4.6 safetensors==0.8.0 onnx==1.23.2 onnxruntime==1.32.0 tokenizers==0.23.3)
+PINS=(numpy==2.4.6 safetensors==0.8.0 onnx==1.23.2 onnxruntime==1.32.0 tokenizers==0.23.3 sympy==1.14.0)
 MODEL_DIR=.cache/models/all-MiniLM-L6-v2
 ONNX="$MODEL_DIR/model.onnx"
 STAMP="$ONNX.stamp"
+OPT="$MODEL_DIR/model_opt.onnx"
+OPT_STAMP="$OPT.stamp"
 
 die() { echo "prepare-onnx: $*" >&2; exit 1; }
 [[ -f "$MODEL_DIR/model.safetensors" ]] || die "$MODEL_DIR/model.safetensors is missing: run npm run setup"
@@ -53,5 +58,14 @@ else
   echo "installing $ONNX (scripts/make_onnx.py --check)" >&2
   "$VENV/bin/python" scripts/make_onnx.py "$MODEL_DIR" --check >&2
   echo "$want" > "$STAMP"
+fi
+want_opt="$(cat scripts/make_onnx.py scripts/optimize_onnx.py <(printf '%s\n' "${PINS[@]}") | sha256sum | cut -d' ' -f1)"
+if [[ -f "$OPT" && -f "$OPT_STAMP" && "$(cat "$OPT_STAMP")" == "$want_opt" ]]; then
+  echo "ok $OPT" >&2
+else
+  echo "installing $OPT (scripts/optimize_onnx.py)" >&2
+  "$VENV/bin/python" scripts/optimize_onnx.py "$ONNX" "$OPT" 2>&1 | grep -v '^Model producer not matched' >&2
+  [[ -f "$OPT" ]] || die "scripts/optimize_onnx.py did not write $OPT"
+  echo "$want_opt" > "$OPT_STAMP"
 fi
 echo "$ROOT/$VENV/bin/python"

@@ -4,7 +4,11 @@
 //
 // loadX(arg) starts the clock, imports the runtime (its JS and wasm come from nginx like the
 // model), builds the model and stops the clock when it can run: `readyMs`. It keeps the model on
-// `window.contender` for `inferInPage`. Raw pipe: one fetch of model.safetensors and one
+// `window.contender` for `inferOnce`. With `arg.first` (one batch: `{texts, ids}`) it runs that
+// batch at once, in the same evaluate, as the page's first inference: `firstMs` (so nothing a
+// runtime still compiles in the background after its load resolved escapes the clock).
+// `arg.base` is the server prefix the runtime and the model come from ('/' = no-store, the
+// runner's CACHED_PREFIX for repeat visits). Raw pipe: one fetch of model.safetensors and one
 // writeBuffer into a GPU buffer, ended by onSubmittedWorkDone (the floor any loader pays).
 
 /**
@@ -12,9 +16,9 @@
  * program, kernels compiled, weights streamed into the backend). Progress events split the load
  * into: before the first weight bytes, streaming the weights, and after the last byte.
  */
-export async function loadOurs({ modelUrl, backend, seq, batch }) {
+export async function loadOurs({ base, modelUrl, backend, seq, batch, persistentCache, first }) {
   const t0 = performance.now();
-  const wd = await import('/pkg/webdelegate.js');
+  const wd = await import(`${base}pkg/webdelegate.js`);
   await wd.default();
   const tInit = performance.now();
   // The package acquires its WebGPU device in the background from start; Embedder.load waits
@@ -28,7 +32,8 @@ export async function loadOurs({ modelUrl, backend, seq, batch }) {
     if (Number.isNaN(tFirstBytes) && e.bytesDone > 0) tFirstBytes = now;
     if (e.bytesDone === e.bytesTotal) tAllBytes = now;
   };
-  const embedder = await wd.Embedder.load(modelUrl, { backend, maxTokens: seq, batchSize: batch, onProgress });
+  const cache = persistentCache ? { persistentCache } : {};
+  const embedder = await wd.Embedder.load(`${base}${modelUrl}`, { backend, maxTokens: seq, batchSize: batch, onProgress, ...cache });
   const t1 = performance.now();
   if (embedder.backend !== backend) throw new Error(`asked for ${backend}, the Embedder runs on ${embedder.backend}`);
   if (embedder.maxTokens !== seq) throw new Error(`maxTokens ${embedder.maxTokens}, expected ${seq}`);
@@ -37,8 +42,17 @@ export async function loadOurs({ modelUrl, backend, seq, batch }) {
     return { rows, batchMs: embedder.lastBatchMillis };
   };
   window.contender = { run, inputs: 'texts', destroy: () => embedder.destroy() };
+  let firstMs = NaN;
+  let firstRows = null;
+  if (first) {
+    const t2 = performance.now();
+    firstRows = (await run(first.texts)).rows.map((r) => Array.from(r));
+    firstMs = performance.now() - t2;
+  }
   return {
     readyMs: t1 - t0,
+    firstMs,
+    firstRows,
     initMs: tInit - t0,
     deviceMs: tDevice - tInit,
     beforeWeightsMs: tFirstBytes - tDevice,
@@ -54,10 +68,11 @@ export async function loadOurs({ modelUrl, backend, seq, batch }) {
 }
 
 /** onnxruntime-web: import of its ES module bundle, then InferenceSession.create(url). */
-export async function loadOrt({ modelUrl, ep, distUrl, seq }) {
+export async function loadOrt({ base, modelUrl, ep, distUrl, seq, first }) {
   const t0 = performance.now();
-  const ort = await import(`${distUrl}${ep === 'webgpu' ? 'ort.webgpu.min.mjs' : 'ort.wasm.min.mjs'}`);
-  ort.env.wasm.wasmPaths = distUrl;
+  const dist = `${base}${distUrl}`;
+  const ort = await import(`${dist}${ep === 'webgpu' ? 'ort.webgpu.min.mjs' : 'ort.wasm.min.mjs'}`);
+  ort.env.wasm.wasmPaths = dist;
   // Threads need SharedArrayBuffer, i.e. a cross-origin isolated page; webdelegate runs on one.
   const threads = self.crossOriginIsolated ? Math.min(4, navigator.hardwareConcurrency || 1) : 1;
   ort.env.wasm.numThreads = threads;
@@ -65,18 +80,19 @@ export async function loadOrt({ modelUrl, ep, distUrl, seq }) {
   ort.env.logLevel = 'warning';
   // No fallback EP listed: if this one cannot start, create() rejects.
   const options = { executionProviders: [ep], graphOptimizationLevel: 'all' };
-  const session = await ort.InferenceSession.create(modelUrl, options);
+  const session = await ort.InferenceSession.create(`${base}${modelUrl}`, options);
   const t1 = performance.now();
   const webgpuDevice = ep === 'webgpu' ? Boolean(await ort.env.webgpu.device) : false;
   /**
    * Which provider ORT placed the graph's nodes on: a second session of the same model, created
-   * with ORT's verbose log captured (not part of any timing). Resolves to {provider: nodes}.
+   * with ORT's verbose log captured (not part of any timing). Resolves to {counts: {provider:
+   * nodes}, transformers: the graph transformers ORT's log says modified the graph (its fusions)}.
    */
   const placements = async () => {
     window.captureConsole = [];
     let lines;
     try {
-      const probe = await ort.InferenceSession.create(modelUrl, { ...options, logSeverityLevel: 0, logVerbosityLevel: 0 });
+      const probe = await ort.InferenceSession.create(`${base}${modelUrl}`, { ...options, logSeverityLevel: 0, logVerbosityLevel: 0 });
       await probe.release();
     } finally {
       lines = window.captureConsole;
@@ -89,7 +105,8 @@ export async function loadOrt({ modelUrl, ep, distUrl, seq }) {
       const some = /Node\(s\) placed on \[(\w+)\]\. Number of nodes: (\d+)/.exec(line);
       if (some) counts[some[1]] = (counts[some[1]] ?? 0) + Number(some[2]);
     }
-    return { counts, lines: lines.filter((l) => /placed on|Node placements/.test(l)).slice(0, 40) };
+    const transformers = [...new Set(lines.map((l) => /GraphTransformer (\w+) modified/.exec(l)?.[1]).filter(Boolean))];
+    return { counts, transformers, lines: lines.filter((l) => /placed on|Node placements/.test(l)).slice(0, 40) };
   };
   const run = async (ids) => {
     const rows = ids.length;
@@ -104,15 +121,22 @@ export async function loadOrt({ modelUrl, ep, distUrl, seq }) {
     return { rows: Array.from({ length: rows }, (_, i) => data.slice(i * dim, (i + 1) * dim)) };
   };
   window.contender = { run, inputs: 'ids', placements, destroy: () => session.release() };
-  return { readyMs: t1 - t0, wasmBytes: window.wasmMemoryBytes(), threads, webgpuDevice, version: ort.env.versions?.web ?? '' };
+  let firstMs = NaN;
+  let firstRows = null;
+  if (first) {
+    const t2 = performance.now();
+    firstRows = (await run(first.ids)).rows.map((r) => Array.from(r));
+    firstMs = performance.now() - t2;
+  }
+  return { readyMs: t1 - t0, firstMs, firstRows, wasmBytes: window.wasmMemoryBytes(), threads, webgpuDevice, version: ort.env.versions?.web ?? '' };
 }
 
 /** The raw pipe: adapter + device, one fetch of the whole file, one writeBuffer. */
-export async function loadRaw({ weightsUrl }) {
+export async function loadRaw({ base, weightsUrl }) {
   const t0 = performance.now();
   const adapter = await navigator.gpu.requestAdapter();
   const device = await adapter.requestDevice({ requiredLimits: { maxBufferSize: adapter.limits.maxBufferSize } });
-  const body = await (await fetch(weightsUrl)).arrayBuffer();
+  const body = await (await fetch(`${base}${weightsUrl}`)).arrayBuffer();
   const size = Math.ceil(body.byteLength / 4) * 4;
   const buffer = device.createBuffer({ size, usage: GPUBufferUsage.COPY_DST | GPUBufferUsage.STORAGE });
   const padded = size === body.byteLength ? body : (() => { const b = new Uint8Array(size); b.set(new Uint8Array(body)); return b; })();

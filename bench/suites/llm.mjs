@@ -56,7 +56,7 @@ import { accessLogWindow, heapSampler, waitForBrowserIdle } from '../lib/probes.
 
 const MODEL_URL = '/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf';
 const WLLAMA = '/node_modules/@wllama/wllama/esm/';
-const PAGE = 'bench/pages/side-by-side.html';
+const PAGE = 'bench/pages/side-by-side.html?hookWorkers=1';
 const PROMPT_TOKENS = 128;
 const NEW_TOKENS = 128;
 const WEBGPU_NEW_TOKENS = 8;

@@ -70,6 +70,9 @@ error_log ${quote(path.join(dir, 'error.log'))} warn;
 events { worker_connections 256; }
 http {
   include ${quote(MIME_TYPES)};
+  # ES modules (.mjs, e.g. onnxruntime-web's dist files): mime.types does not map them. A second
+  # types block at the same level adds to the first, so every location (aliases too) gets it.
+  types { text/javascript mjs; }
   default_type application/octet-stream;
   access_log ${quote(path.join(dir, 'access.log'))};
   client_body_temp_path ${quote(path.join(dir, 'tmp/client_body'))};
@@ -84,8 +87,6 @@ http {
     root ${quote(path.resolve(root))};
 ${headerLines(headers, '    ')}
     location = ${READY_PATH} { return 204; }
-    # ES modules (.mjs, e.g. onnxruntime-web's dist files): mime.types does not map them.
-    location ~ \\.mjs$ { types { text/javascript mjs; } }
 ${locs}
   }
 }
