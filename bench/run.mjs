@@ -141,7 +141,8 @@ async function main() {
   const bySuite = {};
   let meta;
   try {
-    browser = await startBrowser({ baseUrl: server.url });
+    // The HTTP cache stays on (repeat visits); other hosts are refused by the resolver rules.
+    browser = await startBrowser({ baseUrl: server.url, httpCache: true });
     meta = await machine(browser, server);
     for (const file of files) {
       const name = path.basename(file, '.mjs');

@@ -68,7 +68,7 @@ export async function loadOurs({ base, modelUrl, backend, seq, batch, persistent
 }
 
 /** onnxruntime-web: import of its ES module bundle, then InferenceSession.create(url). */
-export async function loadOrt({ base, modelUrl, ep, distUrl, seq, first }) {
+export async function loadOrt({ base, modelUrl, ep, distUrl, seq, first, persistentCache }) {
   const t0 = performance.now();
   const dist = `${base}${distUrl}`;
   const ort = await import(`${dist}${ep === 'webgpu' ? 'ort.webgpu.min.mjs' : 'ort.wasm.min.mjs'}`);
@@ -80,7 +80,19 @@ export async function loadOrt({ base, modelUrl, ep, distUrl, seq, first }) {
   ort.env.logLevel = 'warning';
   // No fallback EP listed: if this one cannot start, create() rejects.
   const options = { executionProviders: [ep], graphOptimizationLevel: 'all' };
-  const session = await ort.InferenceSession.create(`${base}${modelUrl}`, options);
+  // With `persistentCache`, the model's bytes come through the Cache API as a page caching its
+  // model would keep them (transformers.js does this): fetched and stored on the first visit.
+  let model = `${base}${modelUrl}`;
+  if (persistentCache) {
+    const cache = await caches.open(persistentCache);
+    let response = await cache.match(model);
+    if (!response) {
+      await cache.put(model, await fetch(model));
+      response = await cache.match(model);
+    }
+    model = new Uint8Array(await response.arrayBuffer());
+  }
+  const session = await ort.InferenceSession.create(model, options);
   const t1 = performance.now();
   const webgpuDevice = ep === 'webgpu' ? Boolean(await ort.env.webgpu.device) : false;
   /**
@@ -92,7 +104,7 @@ export async function loadOrt({ base, modelUrl, ep, distUrl, seq, first }) {
     window.captureConsole = [];
     let lines;
     try {
-      const probe = await ort.InferenceSession.create(`${base}${modelUrl}`, { ...options, logSeverityLevel: 0, logVerbosityLevel: 0 });
+      const probe = await ort.InferenceSession.create(model, { ...options, logSeverityLevel: 0, logVerbosityLevel: 0 });
       await probe.release();
     } finally {
       lines = window.captureConsole;
@@ -105,7 +117,7 @@ export async function loadOrt({ base, modelUrl, ep, distUrl, seq, first }) {
       const some = /Node\(s\) placed on \[(\w+)\]\. Number of nodes: (\d+)/.exec(line);
       if (some) counts[some[1]] = (counts[some[1]] ?? 0) + Number(some[2]);
     }
-    const transformers = [...new Set(lines.map((l) => /GraphTransformer (\w+) modified/.exec(l)?.[1]).filter(Boolean))];
+    const transformers = [...new Set(lines.map((l) => /GraphTransformer (\w+) modified: (?:true|1)/.exec(l)?.[1]).filter(Boolean))];
     return { counts, transformers, lines: lines.filter((l) => /placed on|Node placements/.test(l)).slice(0, 40) };
   };
   const run = async (ids) => {

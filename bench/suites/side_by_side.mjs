@@ -23,9 +23,10 @@
 // Reported: medians, spreads, the page's wasm memory once ready (wasm memory never shrinks, so
 // that is its peak), peak JS heap and array-buffer bytes (DevTools protocol), and the requests
 // and bytes nginx served (its access log).
-// Repeat visit: per contender, a page load with cacheable responses (nginx ETag + max-age; ours
-// also with its persistent Cache API cache) fills the caches, and the next page load in the same
-// profile is measured (HTTP cache, V8's wasm code cache, our cache).
+// Repeat visit: per contender, a page load with cacheable responses (nginx ETag + max-age) and
+// the model kept in the Cache API (ours: its persistentCache option; ORT: the page stores the
+// .onnx bytes there, as transformers.js does) fills the caches, and the next page load in the same
+// profile is measured (HTTP cache, V8's wasm code cache, Cache Storage).
 // Inference: the last cold round's pages stay open. Per group (ours WebGPU with both ORT WebGPU
 // configurations; ours CPU with the three ORT wasm configurations) and batch (1 x 128 and 8 x 128
 // tokens, the very same token ids: see bench/lib/inputs.mjs): one first run each at that batch
@@ -151,7 +152,7 @@ async function loadOnce(ctx, name, { keep = false, visit = 'cold', first = null 
   const served = await accessLogWindow(ctx.accessLog);
   let result;
   let heap;
-  const persistentCache = visit === 'cached' && name.startsWith('ours') ? PERSISTENT_CACHE : undefined;
+  const persistentCache = visit === 'cached' ? PERSISTENT_CACHE : undefined;
   try {
     result = await p.evaluate(load, { ...arg, base, first, persistentCache });
   } finally {
@@ -327,9 +328,8 @@ export async function run(ctx) {
   for (const p of Object.values(pages)) await p.evaluate(() => window.contender.destroy()).catch(() => {});
   for (const p of Object.values(pages)) await p.page.close().catch(() => {});
 
-  // Repeat visit: cacheable responses (CACHED_PREFIX: nginx's ETag + max-age; ours also with its
-  // persistent Cache API cache, its option for this): one visit fills the caches, the next page
-  // load in the same browser profile is measured (time to the first embedding included).
+  // Repeat visit (see the top): one visit fills the caches, the next page load in the same
+  // browser profile is measured (time to the first embedding included).
   for (const name of names.filter((n) => n !== 'raw_pipe')) {
     const fill = await loadOnce(ctx, name, { visit: 'cached', first });
     const again = await loadOnce(ctx, name, { visit: 'cached', first });
