@@ -50,6 +50,7 @@ export async function generateOurs({ modelUrl, backend, prompt, newTokens, conte
  * debug log (where it places each layer), kept filtered in `log`.
  */
 export async function generateWllama({ modelUrl, wasmUrl, moduleUrl, prompt, newTokens, contextLength, threads, gpuLayers, verbose }) {
+  window.__stage = 'clearing caches';
   const root = await navigator.storage.getDirectory();
   for await (const name of root.keys()) await root.removeEntry(name, { recursive: true });
   for (const key of await caches.keys()) await caches.delete(key);
@@ -61,10 +62,12 @@ export async function generateWllama({ modelUrl, wasmUrl, moduleUrl, prompt, new
   const logger = { debug: keep, log: keep, warn: keep, error: keep };
 
   const t0 = performance.now();
+  window.__stage = 'loading';
   const { Wllama } = await import(moduleUrl);
   const wllama = new Wllama({ default: wasmUrl }, { logger });
   await wllama.loadModelFromUrl(modelUrl, { n_ctx: contextLength, n_threads: threads, n_gpu_layers: gpuLayers, n_parallel: 1, ...(verbose ? { log_level: 0 } : {}) });
   const tReady = performance.now();
+  window.__stage = 'generating';
   const arrivals = [];
   const texts = [];
   let timings = null;

@@ -100,7 +100,7 @@ function leadingEqual(a, b, n) {
  */
 async function prepare(ctx) {
   const p = await ctx.openHarnessPage();
-  return p.evaluate(async ({ modelUrl, passage, want }) => {
+  const prepared = await p.evaluate(async ({ modelUrl, passage, want }) => {
     const wd = window.wd;
     const gen = await wd.Generator.load(modelUrl, { backend: 'cpu', contextLength: 256 });
     const words = passage.split(/\s+/);
@@ -132,6 +132,32 @@ async function prepare(ctx) {
     bench.free();
     return { prompt, weightBytes, gbps, sink };
   }, { modelUrl: MODEL_URL, passage: PASSAGE, want: PROMPT_TOKENS });
+  await p.page.close();
+  return prepared;
+}
+
+/**
+ * A page in a browser context of its own (own processes, empty caches and storage: a first
+ * visit), at `url`, once the blank page is ready. An uncaught page error fails the suite.
+ * (A cross-origin isolated page opened in the runner's shared context, after the harness page,
+ * hung its renderer here: the DevTools protocol never attached.)
+ */
+async function freshPage(browser, url) {
+  const context = await browser.newContext();
+  const page = await context.newPage();
+  const errors = [];
+  page.on('pageerror', (e) => errors.push(e));
+  await page.goto(url);
+  await page.waitForFunction(() => window.pageReady, undefined, { timeout: 30_000 });
+  return {
+    page,
+    evaluate: async (fn, arg) => {
+      const r = await page.evaluate(fn, arg);
+      if (errors.length) throw new Error(`uncaught page error: ${errors[0].stack ?? errors[0]}`);
+      return r;
+    },
+    close: () => context.close(),
+  };
 }
 
 export async function run(ctx) {
@@ -140,7 +166,11 @@ export async function run(ctx) {
 
   const common = { modelUrl: MODEL_URL, prompt, contextLength: CONTEXT };
   const wllama = { ...common, wasmUrl: `${WLLAMA}wasm/wllama.wasm`, moduleUrl: `${WLLAMA}index.js`, newTokens: NEW_TOKENS };
-  const cores = await (await ctx.openPage(`/${PAGE}`, () => window.pageReady)).evaluate(() => navigator.hardwareConcurrency || 1);
+  const blank = await ctx.openPage(`/${PAGE}`, () => window.pageReady);
+  const cores = await blank.evaluate(() => navigator.hardwareConcurrency || 1);
+  const browser = blank.page.context().browser();
+  await blank.page.close();
+  const ONLY = process.env.BENCH_LLM_ONLY ? new RegExp(process.env.BENCH_LLM_ONLY) : null;
   const CONFIGS = {
     ours_cpu: { fn: generateOurs, arg: { ...common, backend: 'cpu', newTokens: NEW_TOKENS }, pages: PAGES },
     ours_webgpu: { fn: generateOurs, arg: { ...common, backend: 'webgpu', newTokens: WEBGPU_NEW_TOKENS }, pages: 1 },
@@ -148,7 +178,7 @@ export async function run(ctx) {
     wllama_mt: { fn: generateWllama, arg: { ...wllama, threads: cores, gpuLayers: 0 }, pages: PAGES, isolated: true },
     wllama_webgpu: { fn: generateWllama, arg: { ...wllama, threads: cores, gpuLayers: 99, newTokens: 32, verbose: true }, pages: 1, isolated: true },
   };
-  const names = Object.keys(CONFIGS);
+  const names = Object.keys(CONFIGS).filter((n) => !ONLY || ONLY.test(n));
   const runs = Object.fromEntries(names.map((n) => [n, []]));
   const rounds = Math.max(...names.map((n) => CONFIGS[n].pages));
   for (let round = 0; round < rounds; round++) {
@@ -157,30 +187,44 @@ export async function run(ctx) {
       const { fn, arg, pages, isolated } = CONFIGS[name];
       if (runs[name].length >= pages) continue;
       const waited = await waitForBrowserIdle();
-      const p = await ctx.openPage(`${isolated ? ISOLATED_PREFIX : '/'}${PAGE}`, () => window.pageReady);
-      const sampler = await heapSampler(p.page);
+      if (process.env.BENCH_LLM_DEBUG) ctx.log(`${name}: idle after ${waited} ms, opening its page`);
+      const p = await freshPage(browser, `${ctx.serverUrl}${isolated ? ISOLATED_PREFIX : '/'}${PAGE}`);
+      // Attaching the DevTools protocol to a cross-origin isolated page has hung here now and
+      // then (playwright's newCDPSession never resolving): give up on the heap probe after 10 s.
+      const sampler = await Promise.race([
+        heapSampler(p.page),
+        new Promise((resolve) => { setTimeout(resolve, 10_000, null); }), // the attach deadline
+      ]) ?? { stop: async () => ({ used: NaN, arrayBuffers: NaN }) };
       const served = await accessLogWindow(ctx.accessLog);
       let r;
       let heap;
+      // A progress line every 30 s while a page runs (its stage, where the contender sets one).
+      const started = Date.now();
+      const watch = setInterval(() => {
+        p.page.evaluate(() => window.__stage ?? 'running').then((stage) => ctx.log(`${name}: ${stage} for ${Math.round((Date.now() - started) / 1000)} s`), () => {});
+      }, 30_000);
       try {
         r = await p.evaluate(fn, arg);
       } finally {
+        clearInterval(watch);
         heap = await sampler.stop();
       }
       const log = await served.read();
       if (name.startsWith('wllama')) {
-        const sizes = await Promise.all(p.page.workers().map((w) => w.evaluate(() => (self.wasmMemoryBytes ? self.wasmMemoryBytes() : 0)).catch(() => 0)));
-        r.wasmBytes = Math.max(0, ...sizes);
+        // wllama's own worker is the first the page started; its pthread workers sit in
+        // Atomics.wait and never answer an evaluate, so each ask has a deadline.
+        const ask = (w, fn) => Promise.race([w.evaluate(fn).catch(() => null), new Promise((resolve) => { setTimeout(resolve, 5_000, null); })]);
+        const main = p.page.workers()[0];
+        r.wasmBytes = main ? (await ask(main, () => (self.wasmMemoryBytes ? self.wasmMemoryBytes() : 0))) ?? 0 : 0;
         // What WebGPU the worker sees (llama.cpp's WebGPU backend needs shader-f16).
-        const adapters = await Promise.all(p.page.workers().map((w) => w.evaluate(async () => {
+        r.workerAdapter = main ? await ask(main, async () => {
           const adapter = await navigator.gpu?.requestAdapter();
           return adapter ? { f16: adapter.features.has('shader-f16') } : null;
-        }).catch(() => null)));
-        r.workerAdapter = adapters.find(Boolean) ?? null;
+        }) : null;
         r.isolated = await p.evaluate(() => self.crossOriginIsolated);
         await p.evaluate(() => window.wllamaInstance?.exit()).catch(() => {});
       }
-      await p.page.close();
+      await p.close();
       runs[name].push({ ...r, heap, served: log });
       ctx.log(`${name} page ${runs[name].length} (after ${waited} ms idle wait): ttft ${r.ttftMs.toFixed(0)} ms, prefill ${r.promptTokens} tok in ${r.prefillMs.toFixed(0)} ms, decode ${r.decodeTokS.toFixed(2)} tok/s over ${r.generated}, wasm ${(r.wasmBytes / MIB).toFixed(1)} MiB, ${log.requests} requests ${(log.bytes / 1e6).toFixed(1)} MB${r.log ? `; ${r.log.filter((l) => /backend_ptrs|device/.test(l)).slice(0, 2).join(' | ')}` : ''}`);
     }
@@ -201,13 +245,16 @@ export async function run(ctx) {
       [`llm_decode_tok_s_${name}`]: median(tok),
       [`llm_decode_spread_${name}`]: spread(tok),
       [`llm_wasm_mb_${name}`]: Math.max(...list.map((r) => r.wasmBytes)) / MIB,
-      [`llm_js_heap_peak_mb_${name}`]: Math.max(...list.map((r) => r.heap.used)) / MIB,
-      [`llm_array_buffer_peak_mb_${name}`]: Math.max(...list.map((r) => r.heap.arrayBuffers)) / MIB,
       [`llm_requests_${name}`]: median(list.map((r) => r.served.requests)),
       [`llm_served_mb_${name}`]: median(list.map((r) => r.served.bytes / 1e6)),
       [`llm_pages_${name}`]: list.length,
       [`llm_first16_equal_${name}`]: Math.min(...list.map((r) => leadingEqual(r.texts, reference, AGREE_TOKENS))),
     });
+    const heaps = list.filter((r) => Number.isFinite(r.heap.used));
+    if (heaps.length) {
+      out[`llm_js_heap_peak_mb_${name}`] = Math.max(...heaps.map((r) => r.heap.used)) / MIB;
+      out[`llm_array_buffer_peak_mb_${name}`] = Math.max(...heaps.map((r) => r.heap.arrayBuffers)) / MIB;
+    } else ctx.log(`${name}: no heap figures (the DevTools protocol did not attach to its pages)`);
     list.forEach((r, i) => {
       out[`llm_${name}_p${i + 1}_decode_tok_s`] = r.decodeTokS;
       out[`llm_${name}_p${i + 1}_ttft_ms`] = r.ttftMs;
