@@ -2,9 +2,10 @@
 // the runner screenshots into bench/results/latest.png with the headless Chromium it already
 // runs. Pure functions of the results object: no I/O here, so a test can render a fixed object.
 //
-// The headline rows are the targets of the side-by-side comparison (issue: benchmarks against
-// onnxruntime-web and the raw pipe). Every ratio is ours / theirs of a time (lower is better),
-// except load_ratio_vs_raw_90mb, which is ours / raw of a throughput (higher is better).
+// The headline rows are the targets of the side-by-side comparisons (against onnxruntime-web and
+// the raw pipe; against wllama). Every ratio is ours / theirs of a time (lower is better), except
+// load_ratio_vs_raw_90mb and the llm decode/prefill ratios, which are of a throughput (higher is
+// better).
 
 /** Target rows: [key, what it is, comparison, bound]. */
 export const TARGETS = [
@@ -15,22 +16,33 @@ export const TARGETS = [
   ['infer_ratio_vs_ort_webgpu_b8', 'inference 8x128, ours WebGPU / ORT WebGPU EP', '<=', 1.0],
   ['cpu_infer_ratio_vs_ort_wasm_b1', 'inference 1x128, ours CPU / ORT wasm EP', '<=', 2.0],
   ['ort_webgpu_ran', "ORT's WebGPU EP really ran (1/0)", '==', 1],
+  ['llm_decode_ratio_vs_wllama_cpu', 'Gemma 3 270M decode tok/s, ours CPU / best wllama CPU', '>=', 1.0],
+  ['llm_decode_ratio_vs_wllama_1t', 'Gemma 3 270M decode tok/s, ours CPU / wllama 1 thread', '>=', 1.5],
+  ['llm_prefill_ratio_vs_wllama_cpu', 'Gemma 3 270M prefill tok/s, ours CPU / best wllama CPU', '>=', 1.0],
+  ['llm_ttft_ratio_vs_wllama', 'time to first token from a blank page, ours / wllama', '<=', 0.5],
+  ['llm_wasm_mb_ours_webgpu', 'wasm memory, Gemma on our WebGPU backend (MiB)', '<=', 32],
+  ['llm_decode_bandwidth_fraction_cpu', 'CPU decode weight bytes/s / page memory bandwidth', '>=', 0.6],
 ];
 
 /** Chart panels: [title, unit, [[label, key], ...]]; a panel shows the bars whose keys exist. */
 export const PANELS = [
-  ['Time to ready (fresh page, median)', 'ms', [
-    ['ours WebGPU', 'ready_ms_ours_webgpu'], ['ORT WebGPU', 'ready_ms_ort_webgpu'],
+  ['Time to ready (fresh page, median; WebGPU = SwiftShader here)', 'ms', [
+    ['ours WebGPU', 'ready_ms_ours_webgpu'], ['ORT WebGPU', 'ready_ms_ort_webgpu'], ['ORT WebGPU opt', 'ready_ms_ort_webgpu_opt'],
     ['ours CPU', 'ready_ms_ours_cpu'], ['ORT wasm', 'ready_ms_ort_wasm'], ['raw pipe', 'ready_ms_raw_pipe']]],
-  ['WebGPU inference, median of warm runs', 'ms', [
+  ['WebGPU inference (SwiftShader here), median of warm runs', 'ms', [
     ['ours 1 x 128', 'infer_ms_b1_ours_webgpu'], ['ORT 1 x 128', 'infer_ms_b1_ort_webgpu'],
     ['ours 8 x 128', 'infer_ms_b8_ours_webgpu'], ['ORT 8 x 128', 'infer_ms_b8_ort_webgpu']]],
   ['CPU inference (ORT: wasm EP), median of warm runs', 'ms', [
-    ['ours 1 x 128', 'infer_ms_b1_ours_cpu'], ['ORT 1 x 128', 'infer_ms_b1_ort_wasm'],
+    ['ours 1 x 128', 'infer_ms_b1_ours_cpu'], ['ORT 1 x 128', 'infer_ms_b1_ort_wasm'], ['ORT threads 1 x 128', 'infer_ms_b1_ort_wasm_mt'],
     ['ours 8 x 128', 'infer_ms_b8_ours_cpu'], ['ORT 8 x 128', 'infer_ms_b8_ort_wasm']]],
   ['Wasm memory once ready', 'MiB', [
     ['ours WebGPU', 'ready_wasm_mb_ours_webgpu'], ['ORT WebGPU', 'ready_wasm_mb_ort_webgpu'],
     ['ours CPU', 'ready_wasm_mb_ours_cpu'], ['ORT wasm', 'ready_wasm_mb_ort_wasm']]],
+  ['Gemma 3 270M decode (128 tokens, median of pages)', 'tokens/s', [
+    ['ours CPU', 'llm_decode_tok_s_ours_cpu'], ['wllama 1 thread', 'llm_decode_tok_s_wllama_1t'],
+    ['wllama threads', 'llm_decode_tok_s_wllama_mt'], ['ours WebGPU (SwiftShader)', 'llm_decode_tok_s_ours_webgpu']]],
+  ['Gemma 3 270M time to first token (blank page)', 'ms', [
+    ['ours CPU', 'llm_ttft_ms_ours_cpu'], ['wllama 1 thread', 'llm_ttft_ms_wllama_1t'], ['wllama threads', 'llm_ttft_ms_wllama_mt']]],
 ];
 
 const TOLERANCE = 1e-9;
