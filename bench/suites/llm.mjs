@@ -51,6 +51,9 @@
 //                            negligible) = the tensor bytes our provider fetched
 //   llm_decode_bandwidth_fraction_cpu  weight bytes per token x ours_cpu tokens/s / baseline
 // Units: *_ms milliseconds, *_mb MiB except served MB. Needs `npm run setup` and build:pkg.
+// Environment (quick checks): BENCH_LLM_PAGES=<n> pages per configuration (default 3),
+// BENCH_LLM_ONLY=<regex> runs only the matching configurations (the ratios then need ours_cpu and
+// both wllama CPU configurations), BENCH_LLM_DEBUG=1 logs each page's steps.
 import { ISOLATED_PREFIX } from '../lib/locations.mjs';
 import { generateOurs, generateWllama } from '../lib/llm_page.mjs';
 import { accessLogWindow, heapSampler, waitForBrowserIdle } from '../lib/probes.mjs';
