@@ -6,6 +6,7 @@
 //    page's tasks, so a peak inside one long task that is freed before it ends can be missed.
 //  - accessLogWindow(file): the requests and body bytes nginx logged from now until `read()`.
 //  - waitForBrowserIdle(): waits for the browser's processes to go quiet between loads.
+//  - withDeadline(promise, ms): the promise, or null once ms passed.
 import { open, readFile, readdir, stat } from 'node:fs/promises';
 
 const SAMPLE_EVERY_MS = 20;
@@ -107,4 +108,11 @@ export async function waitForBrowserIdle({ threshold = 0.1, windowMs = 1000, max
     if ((now - before) / (windowMs / 1000) < threshold || Date.now() - start > maxMs) return Date.now() - start;
     before = now;
   }
+}
+
+/** `promise`, or null once `ms` passed (a probe or page call that may never answer). */
+export function withDeadline(promise, ms) {
+  let timer;
+  const deadline = new Promise((resolve) => { timer = setTimeout(resolve, ms, null); });
+  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
 }

@@ -56,7 +56,8 @@
 // both wllama CPU configurations), BENCH_LLM_DEBUG=1 logs each page's steps.
 import { ISOLATED_PREFIX } from '../lib/locations.mjs';
 import { generateOurs, generateWllama } from '../lib/llm_page.mjs';
-import { accessLogWindow, heapSampler, waitForBrowserIdle } from '../lib/probes.mjs';
+import { accessLogWindow, heapSampler, waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
+import { median, spread } from '../lib/stats.mjs';
 
 const MODEL_URL = '/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf';
 const WLLAMA = '/node_modules/@wllama/wllama/esm/';
@@ -82,13 +83,6 @@ that historians still read today. When radio beacons and satellite navigation ar
 lights were automated or switched off, yet the towers remain, standing on rocks and cliffs as
 reminders of how much of our world was once steered by a single lamp in the dark. Visitors now
 climb their spiral stairs to look out over the water and imagine the long watches of the past.`;
-
-function median(xs) {
-  const s = [...xs].sort((a, b) => a - b);
-  const m = s.length >> 1;
-  return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2;
-}
-const spread = (xs) => (Math.max(...xs) - Math.min(...xs)) / median(xs);
 
 /** How many leading pieces of `a` and `b` are equal, up to `n`. */
 function leadingEqual(a, b, n) {
@@ -195,10 +189,7 @@ export async function run(ctx) {
       const p = await freshPage(browser, `${ctx.serverUrl}${isolated ? ISOLATED_PREFIX : '/'}${PAGE}`);
       // Attaching the DevTools protocol to a cross-origin isolated page opened in the runner's
       // shared context once never resolved here: give up on the heap probe after 10 s.
-      const sampler = await Promise.race([
-        heapSampler(p.page),
-        new Promise((resolve) => { setTimeout(resolve, 10_000, null); }), // the attach deadline
-      ]) ?? { stop: async () => ({ used: NaN, arrayBuffers: NaN }) };
+      const sampler = await withDeadline(heapSampler(p.page), 10_000) ?? { stop: async () => ({ used: NaN, arrayBuffers: NaN }) };
       const served = await accessLogWindow(ctx.accessLog);
       let r;
       let heap;
@@ -217,7 +208,7 @@ export async function run(ctx) {
       if (name.startsWith('wllama')) {
         // wllama's own worker is the first the page started; its pthread workers sit in
         // Atomics.wait and never answer an evaluate, so each ask has a deadline.
-        const ask = (w, fn) => Promise.race([w.evaluate(fn).catch(() => null), new Promise((resolve) => { setTimeout(resolve, 5_000, null); })]);
+        const ask = (w, fn) => withDeadline(w.evaluate(fn).catch(() => null), 5_000);
         const main = p.page.workers()[0];
         r.wasmBytes = main ? (await ask(main, () => (self.wasmMemoryBytes ? self.wasmMemoryBytes() : 0))) ?? 0 : 0;
         // What WebGPU the worker sees (llama.cpp's WebGPU backend needs shader-f16).

@@ -25,6 +25,7 @@ import { fileURLToPath } from 'node:url';
 import { ROOT, ensureLargeWeights } from '../../scripts/make-bench-weights.mjs';
 import { harnessPages } from '../lib/pages.mjs';
 import { heapSampler } from '../lib/probes.mjs';
+import { median, spread } from '../lib/stats.mjs';
 
 const MODEL_DIR = path.join(ROOT, '.cache', 'models', 'all-MiniLM-L6-v2');
 /** The provider's default `maxRequestSize` (the bench uses the defaults a user gets). */
@@ -128,8 +129,6 @@ const CONTENDERS = ['ours', 'arrayBuffer', 'stream'];
 /** Pages per file (each with its own runs), runs per contender per page. */
 const PAGES = 3;
 
-const median = (xs) => { const s = [...xs].sort((a, b) => a - b); const m = s.length >> 1; return s.length % 2 ? s[m] : (s[m - 1] + s[m]) / 2; };
-const spread = (xs) => (Math.max(...xs) - Math.min(...xs)) / median(xs);
 
 /**
  * One page of `url`: our first load (wasm growth), a warm-up of each baseline, then `runs`

@@ -74,7 +74,8 @@ import path from 'node:path';
 import { promisify } from 'node:util';
 import { BATCH, SEQ, makeInputs, verifyWithTokenizers } from '../lib/inputs.mjs';
 import { CACHED_PREFIX, ISOLATED_PREFIX } from '../lib/locations.mjs';
-import { accessLogWindow, heapSampler, waitForBrowserIdle } from '../lib/probes.mjs';
+import { accessLogWindow, heapSampler, waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
+import { median, quantile, spread } from '../lib/stats.mjs';
 import { inferOnce, loadOrt, loadOurs, loadRaw } from '../lib/side_by_side_page.mjs';
 
 const MODEL_URL = '.cache/models/all-MiniLM-L6-v2/';
@@ -112,13 +113,6 @@ const ORT_WEBGPU = ['ort_webgpu', 'ort_webgpu_opt'];
 const ORT_WASM = ['ort_wasm', 'ort_wasm_opt', 'ort_wasm_mt'];
 const ORT_WASM_1T = ['ort_wasm', 'ort_wasm_opt'];
 
-function quantile(xs, q) {
-  const s = [...xs].sort((a, b) => a - b);
-  const at = (s.length - 1) * q;
-  const lo = Math.floor(at);
-  return s[lo] + (s[Math.min(lo + 1, s.length - 1)] - s[lo]) * (at - lo);
-}
-const median = (xs) => quantile(xs, 0.5);
 
 function minCosine(got, want) {
   let worst = 1;
@@ -139,13 +133,6 @@ async function prepare(ctx) {
 
 /** Most a load (with its first inference) may take: SwiftShader's slowest is ~15 s. */
 const LOAD_DEADLINE_MS = 180_000;
-
-/** `promise`, or null once `ms` passed. */
-function withDeadline(promise, ms) {
-  let timer;
-  const deadline = new Promise((resolve) => { timer = setTimeout(resolve, ms, null); });
-  return Promise.race([promise, deadline]).finally(() => clearTimeout(timer));
-}
 
 /**
  * One load of `name` in a fresh page, with its probes and its first 1 x SEQ inference right after
@@ -244,7 +231,7 @@ export async function run(ctx) {
     const last = runs.at(-1);
     Object.assign(result, {
       [`ready_ms_${name}`]: median(runs.map((r) => r.readyMs)),
-      [`ready_spread_${name}`]: (Math.max(...runs.map((r) => r.readyMs)) - Math.min(...runs.map((r) => r.readyMs))) / median(runs.map((r) => r.readyMs)),
+      [`ready_spread_${name}`]: spread(runs.map((r) => r.readyMs)),
       [`ready_wasm_mb_${name}`]: Math.max(...runs.map((r) => r.wasmBytes)) / MIB,
       [`ready_js_heap_peak_mb_${name}`]: Math.max(...runs.map((r) => r.heap.used)) / MIB,
       [`ready_array_buffer_peak_mb_${name}`]: Math.max(...runs.map((r) => r.heap.arrayBuffers)) / MIB,
