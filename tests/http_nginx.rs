@@ -439,3 +439,168 @@ fn sha256_of_the_file_and_of_parameters_is_checked() {
     assert_eq!(error.code(), StatusCode::DataLoss, "{error}");
     assert!(error.message().contains(&long), "{error}");
 }
+
+#[test]
+fn a_span_larger_than_a_buffer_is_split_at_rows_or_refused_before_any_fetch() {
+    use sha2::{Digest, Sha256};
+    use webdelegate::params::BufferPlacement;
+    use webdelegate::params::http::LoadControl;
+    let dir = TempDir::new("split");
+    let mut rng = Rng(21);
+    // 37 rows of 44 bytes (11 F32), then a shapeless-looking neighbour to stay untouched.
+    let tensors = vec![
+        support::files::Tensor {
+            name: "big".into(),
+            dtype: "F32",
+            shape: vec![37, 11],
+            bytes: rng.bytes(37 * 44),
+        },
+        support::files::Tensor {
+            name: "small".into(),
+            dtype: "U8",
+            shape: vec![13],
+            bytes: rng.bytes(13),
+        },
+    ];
+    let file = write_safetensors(&dir.path().join("model.safetensors"), &tensors);
+    let server = Nginx::start(dir.path());
+    let url = format!("{}/model.safetensors", server.url);
+    let big = file.tensor("big").to_vec();
+    let make = |parameter_sha256: Vec<(String, [u8; 32])>| {
+        let provider = provider(HttpProviderOptions {
+            max_request_size: 256,
+            ..HttpProviderOptions::default()
+        });
+        pollster::block_on(provider.add_scope_with_index(
+            "m",
+            &url,
+            file.index.clone(),
+            ScopeOptions {
+                parameter_sha256,
+                ..ScopeOptions::default()
+            },
+        ))
+        .expect("add");
+        provider
+    };
+    let at_most = |max: u64| BufferPlacement {
+        max_buffer_bytes: Some(max),
+        split_rows: true,
+    };
+    let backend = support::gpu_backend();
+    let gpu = backend.allocator().expect("GPU allocator");
+    let allocators: [&dyn BufferAllocator; 2] = [&HostAllocator, &gpu];
+    for allocator in allocators {
+        // Whole and partial spans (starting and ending inside rows), 5 rows (220 B) per buffer.
+        let provider = make(Vec::new());
+        let requests = vec![
+            SpanRequest::whole("big".to_owned(), big.len() as u64),
+            SpanRequest {
+                key: "big".into(),
+                span: Span {
+                    parameter_offset: 201,
+                    buffer_offset: 0,
+                    length: 999,
+                },
+            },
+            SpanRequest::whole("small".to_owned(), 13),
+        ];
+        let loaded = pollster::block_on(provider.load_pieces_with(
+            allocator,
+            "m",
+            &requests,
+            at_most(222),
+            &LoadControl::default(),
+        ))
+        .expect("split load");
+        let whole = &loaded[0];
+        assert_eq!(whole.len(), 8, "37 rows, 5 per buffer");
+        for (i, piece) in whole.iter().enumerate() {
+            let first = 5 * i as u64;
+            assert_eq!(piece.rows, Some((first, (first + 5).min(37))));
+            assert_eq!(piece.parameter_offset, first * 44);
+            assert!(piece.span.buffer.size() <= 222);
+        }
+        let partial = &loaded[1];
+        assert_eq!(partial[0].parameter_offset, 201);
+        assert_eq!(partial[0].rows, Some((4, 5)), "starts inside row 4");
+        assert_eq!(partial[1].parameter_offset, 220);
+        for (request, pieces) in requests.iter().zip(&loaded) {
+            let mut bytes = Vec::new();
+            for piece in pieces {
+                bytes.extend(
+                    pollster::block_on(
+                        piece.span.buffer.read(piece.span.offset, piece.span.length),
+                    )
+                    .expect("read back"),
+                );
+            }
+            let start = request.span.parameter_offset as usize;
+            let source = file.tensor(&request.key);
+            assert!(
+                bytes == source[start..start + request.span.length as usize],
+                "{} differs",
+                request.key
+            );
+        }
+        assert_eq!(loaded[2].len(), 1, "what fits stays whole");
+        // One buffer asked for: refused before any request, naming the size and the limit.
+        let provider = make(Vec::new());
+        let refused = pollster::block_on(provider.load_pieces_with(
+            allocator,
+            "m",
+            &requests[..1],
+            BufferPlacement {
+                max_buffer_bytes: Some(222),
+                split_rows: false,
+            },
+            &LoadControl::default(),
+        ))
+        .unwrap_err();
+        assert_eq!(refused.code(), StatusCode::ResourceExhausted, "{refused}");
+        assert!(
+            refused.message().contains("1628 bytes") && refused.message().contains("222"),
+            "{refused}"
+        );
+        assert_eq!(provider.last_stats().expect("stats").requests_sent, 0);
+        // A row larger than the limit cannot be split.
+        let row = pollster::block_on(provider.load_pieces_with(
+            allocator,
+            "m",
+            &requests[..1],
+            at_most(40),
+            &LoadControl::default(),
+        ))
+        .unwrap_err();
+        assert_eq!(row.code(), StatusCode::ResourceExhausted, "{row}");
+        // The per-parameter SHA-256 covers every piece of a split parameter.
+        let sha: [u8; 32] = Sha256::digest(&big).into();
+        let provider = make(vec![("big".into(), sha)]);
+        pollster::block_on(provider.load_pieces_with(
+            allocator,
+            "m",
+            &requests[..1],
+            at_most(222),
+            &LoadControl::default(),
+        ))
+        .expect("matching digest over the pieces");
+        let mut wrong = sha;
+        wrong[31] ^= 0x80;
+        let provider = make(vec![("big".into(), wrong)]);
+        let error = pollster::block_on(provider.load_pieces_with(
+            allocator,
+            "m",
+            &requests[..1],
+            at_most(222),
+            &LoadControl::default(),
+        ))
+        .unwrap_err();
+        assert_eq!(error.code(), StatusCode::DataLoss, "{error}");
+    }
+    // The device's own limit applies: IREE's `load` of a span above it is RESOURCE_EXHAUSTED.
+    assert!(
+        gpu.max_buffer_size() >= 256 << 20,
+        "the adapter's limit was requested"
+    );
+    assert_eq!(backend.live_buffers(), 0, "every piece was dropped");
+}

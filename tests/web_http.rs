@@ -13,8 +13,8 @@ use webdelegate::StatusCode;
 use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::params::formats::{Format, parse_index_in_memory};
 use webdelegate::params::http::internal::{
-    Destination, EdgeStore, ExpectedDigest, LoadTargets, PlannerConfig, RequestSink, Wanted,
-    WriteCounts, plan,
+    Destination, EdgeStore, ExpectedDigest, LoadTargets, PlannerConfig, RangeDigest, RequestSink,
+    Wanted, WriteCounts, plan,
 };
 use webdelegate::params::http::{
     BodyChunk, CacheMode, FetchOptions, FetchTransport, HttpProvider, HttpProviderOptions,
@@ -80,14 +80,16 @@ async fn stream_js_chunks(buffers: Vec<SharedBuffer>, file: &[u8]) -> (Vec<Vec<u
     };
     let (start, length) = RANGES[2];
     let digest: [u8; 32] = Sha256::digest(&file[start as usize..(start + length) as usize]).into();
+    let digests = [RangeDigest {
+        start,
+        end: start + length,
+        expected: ExpectedDigest {
+            sha256: digest,
+            what: "range 2".into(),
+        },
+    }];
     for request in &planned.requests {
-        let expected = |w: usize| {
-            (w == 2).then(|| ExpectedDigest {
-                sha256: digest,
-                what: "range 2".into(),
-            })
-        };
-        let mut sink = RequestSink::new(request, expected, None);
+        let mut sink = RequestSink::new(request, &digests, None);
         let mut step = 1usize;
         while !sink.is_complete() {
             let at = sink.position() as usize;

@@ -67,6 +67,30 @@ pub trait BufferAllocator: MaybeSendSync {
     /// # Errors
     /// `RESOURCE_EXHAUSTED` when it cannot be had; `INVALID_ARGUMENT` for sizes the device refuses.
     fn allocate(&self, size: u64, label: &str) -> StatusResult<SharedBuffer>;
+
+    /// The largest buffer it makes, in bytes (a GPU device's `maxBufferSize`). The default: no
+    /// limit but the address space.
+    fn max_buffer_size(&self) -> u64 {
+        u64::MAX
+    }
+
+    /// Zero-filled buffers of `sizes` (with their labels), all or none: the first failure
+    /// drops what was made. Asynchronous, because a GPU reports running out of memory after
+    /// the call that ran out ( a `GPUDevice` error scope). The default allocates one by one.
+    ///
+    /// # Errors
+    /// As [`BufferAllocator::allocate`]; `RESOURCE_EXHAUSTED` when the device ran out of memory.
+    fn allocate_all<'a>(
+        &'a self,
+        sizes: &'a [(u64, String)],
+    ) -> LocalBoxFuture<'a, StatusResult<Vec<SharedBuffer>>> {
+        Box::pin(async move {
+            sizes
+                .iter()
+                .map(|(size, label)| self.allocate(*size, label))
+                .collect()
+        })
+    }
 }
 
 /// A buffer in host memory.

@@ -20,6 +20,7 @@ pub mod http;
 mod index;
 mod list;
 mod memory;
+mod pieces;
 mod provider;
 mod span;
 
@@ -30,6 +31,7 @@ pub use buffer::{
 pub use index::{EntryStorage, IndexEntry, ParameterIndex, RangeRead};
 pub use list::ProviderList;
 pub use memory::MemoryProvider;
+pub use pieces::{BufferPlacement, LoadedPiece, PiecePlan, plan_pieces};
 #[cfg(test)]
 mod tests;
 

@@ -257,6 +257,11 @@ impl GpuAllocator {
         Self { ctx }
     }
 
+    /// The largest storage binding the device takes (`maxStorageBufferBindingSize`).
+    pub fn max_storage_binding_size(&self) -> u64 {
+        self.ctx.limits.max_storage_buffer_binding_size
+    }
+
     /// Resolves once the GPU has finished the work submitted so far, parameter writes included
     /// (`GPUQueue.onSubmittedWorkDone`).
     ///
@@ -280,5 +285,42 @@ impl BufferAllocator for GpuAllocator {
             label,
         )?;
         Ok(share(buffer))
+    }
+
+    fn max_buffer_size(&self) -> u64 {
+        self.ctx.limits.max_buffer_size
+    }
+
+    /// Creates every buffer inside one out-of-memory error scope, pushed and popped with no
+    /// await in between (so no other work interleaves with the scope), and waits for its
+    /// verdict: a device that ran out of memory fails the batch with `RESOURCE_EXHAUSTED`, and
+    /// the buffers made are dropped (destroyed) at once.
+    fn allocate_all<'a>(
+        &'a self,
+        sizes: &'a [(u64, String)],
+    ) -> LocalBoxFuture<'a, StatusResult<Vec<SharedBuffer>>> {
+        Box::pin(async move {
+            let scope = self
+                .ctx
+                .device
+                .push_error_scope(wgpu::ErrorFilter::OutOfMemory);
+            let made: StatusResult<Vec<SharedBuffer>> = sizes
+                .iter()
+                .map(|(size, label)| self.allocate(*size, label))
+                .collect();
+            let verdict = scope.pop();
+            let buffers = made?;
+            if let Some(error) = verdict.await {
+                drop(buffers);
+                let total: u64 = sizes.iter().map(|(size, _)| *size).sum();
+                return Err(Status::resource_exhausted(format!(
+                    "the GPU ran out of memory allocating {} buffers of {total} bytes in all \
+                     ({} bytes in other buffers stay allocated): {error}",
+                    sizes.len(),
+                    self.ctx.live.bytes()
+                )));
+            }
+            Ok(buffers)
+        })
     }
 }

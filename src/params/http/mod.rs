@@ -51,7 +51,7 @@ pub use transport::native::{NativeTransport, NativeTransportOptions};
 pub mod internal {
     pub use super::loading::destination::{Destination, WriteCounts};
     pub use super::loading::edges::EdgeStore;
-    pub use super::loading::sink::{ExpectedDigest, LoadTargets, RequestSink};
+    pub use super::loading::sink::{ExpectedDigest, LoadTargets, RangeDigest, RequestSink};
     pub use super::planning::options::CONCURRENCY_RANGE;
     pub use super::planning::planner::{
         Piece, Plan, PlannedRequest, PlannerConfig, Wanted, plan, plan_whole_file,

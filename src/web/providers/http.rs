@@ -11,9 +11,11 @@ use crate::error::Status;
 use crate::params::http::{
     AbortHandle, FetchTransport, HttpProvider, LoadControl, LoadObserver, LoadProgress, LoadStats,
 };
-use crate::params::{ParameterProvider, SharedProvider, StatusResult};
+use crate::params::{
+    BufferAllocator, BufferPlacement, ParameterProvider, SharedProvider, StatusResult,
+};
 use crate::web::edge::errors::status_to_js;
-use crate::web::edge::fields::{boolean, optional, string};
+use crate::web::edge::fields::{boolean, integer, optional, string};
 use crate::web::providers::abort_listener::AbortListener;
 use crate::web::providers::gpu_parameter::GpuParameter;
 use crate::web::providers::handle::ProviderHandle;
@@ -272,9 +274,13 @@ impl HttpParameterProvider {
     }
 
     /// Loads parameters of `scope` into new GPU buffers: `spans` are keys (whole parameters) or
-    /// `{key, offset?, length?}`. `options.signal`: an `AbortSignal` that cancels the load
-    /// (rejecting with `CANCELLED`, no buffer kept). Resolves once the GPU queue has taken every
-    /// write (`onSubmittedWorkDone`).
+    /// `{key, offset?, length?}`. A span larger than the largest buffer the device makes
+    /// (its `maxBufferSize`, or `options.maxBufferBytes` when smaller) is split at row boundaries
+    /// into several buffers (`GpuParameter.pieces`), unless `options.singleBuffer` asks for one
+    /// buffer per span: then it rejects with `RESOURCE_EXHAUSTED` before any byte is fetched.
+    /// `options.signal`: an `AbortSignal` that cancels the load (rejecting with `CANCELLED`, no
+    /// buffer kept). A GPU out of memory rejects with `RESOURCE_EXHAUSTED`, keeping no buffer.
+    /// Resolves once the GPU queue has taken every write (`onSubmittedWorkDone`).
     #[wasm_bindgen(js_name = loadToGpu, unchecked_return_type = "Promise<GpuParameter[]>")]
     pub fn load_to_gpu(
         &self,
@@ -287,6 +293,19 @@ impl HttpParameterProvider {
         let options = options.unwrap_or(JsValue::UNDEFINED);
         wasm_bindgen_futures::future_to_promise(async move {
             let requests = span_requests(&provider, &scope, &spans).map_err(status_to_js)?;
+            let placement = BufferPlacement {
+                max_buffer_bytes: match integer(&options, "maxBufferBytes").map_err(status_to_js)? {
+                    Some(0) => {
+                        return Err(status_to_js(Status::invalid_argument(
+                            "maxBufferBytes must be at least 1",
+                        )));
+                    }
+                    cap => cap,
+                },
+                split_rows: !boolean(&options, "singleBuffer")
+                    .map_err(status_to_js)?
+                    .unwrap_or(false),
+            };
             let abort = AbortHandle::new();
             let _listener = match optional(&options, "signal") {
                 Some(signal) => Some(AbortListener::attach(signal, &abort).map_err(status_to_js)?),
@@ -295,7 +314,7 @@ impl HttpParameterProvider {
             let allocator = gpu_allocator(&gpu).await.map_err(status_to_js)?;
             let control = LoadControl { abort: Some(abort) };
             let loaded = provider
-                .load_with(&allocator, &scope, &requests, &control)
+                .load_pieces_with(&allocator, &scope, &requests, placement, &control)
                 .await
                 .map_err(status_to_js)?;
             allocator
@@ -305,9 +324,35 @@ impl HttpParameterProvider {
             Ok(requests
                 .into_iter()
                 .zip(loaded)
-                .map(|(request, span)| JsValue::from(GpuParameter::new(request.key, span)))
+                .map(|(request, pieces)| JsValue::from(GpuParameter::new(request.key, pieces)))
                 .collect::<Array>()
                 .into())
+        })
+    }
+
+    /// The limits of the device `loadToGpu` loads into (acquired now when needed):
+    /// `{maxBufferSize, maxStorageBufferBindingSize}`, as the device was granted them (the
+    /// adapter's own, not WebGPU's defaults).
+    #[wasm_bindgen(
+        js_name = gpuLimits,
+        unchecked_return_type = "Promise<{maxBufferSize: number, maxStorageBufferBindingSize: number}>"
+    )]
+    pub fn gpu_limits(&self) -> Promise {
+        let gpu = self.gpu.clone();
+        wasm_bindgen_futures::future_to_promise(async move {
+            let allocator = gpu_allocator(&gpu).await.map_err(status_to_js)?;
+            let object = Object::new();
+            let _ = Reflect::set(
+                &object,
+                &"maxBufferSize".into(),
+                &(allocator.max_buffer_size() as f64).into(),
+            );
+            let _ = Reflect::set(
+                &object,
+                &"maxStorageBufferBindingSize".into(),
+                &(allocator.max_storage_binding_size() as f64).into(),
+            );
+            Ok(object.into())
         })
     }
 

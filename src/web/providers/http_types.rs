@@ -103,6 +103,36 @@ export interface SpanSpec {
 export interface LoadOptions {
   /** Cancels the load: it rejects with CANCELLED and keeps no buffer. */
   signal?: AbortSignal;
+  /**
+   * One GPU buffer per span: a span larger than the largest buffer then rejects with
+   * RESOURCE_EXHAUSTED (naming the size and the limit) before any byte is fetched (default
+   * false: such a span is split at row boundaries into several buffers).
+   */
+  singleBuffer?: boolean;
+  /**
+   * The largest buffer to make, in bytes, below the device's `maxBufferSize` (default: that
+   * limit). E.g. the device's `maxStorageBufferBindingSize`, so every piece binds whole.
+   */
+  maxBufferBytes?: number;
+}
+
+/** One GPU buffer of a `GpuParameter`: whole rows of the parameter, unless the span started or
+ * ended inside a row. */
+export interface GpuParameterPiece {
+  /** The piece's first byte within the loaded span. */
+  offset: number;
+  /** The piece's first byte within the parameter. */
+  parameterOffset: number;
+  /** Bytes in the piece. */
+  length: number;
+  /** Its buffer's size (the length rounded up to 4 bytes). */
+  bufferSize: number;
+  /**
+   * The parameter's rows it holds, [rowStart, rowEnd) (rows: the innermost dimension; their
+   * count, the other dimensions multiplied), or null when the parameter records no shape.
+   */
+  rowStart: number | null;
+  rowEnd: number | null;
 }
 
 /** What `describe` returns. */

@@ -9,7 +9,7 @@ use crate::params::http::loading::control::{AbortHandle, SuspendGate};
 use crate::params::http::loading::progress::{LoadObserver, LoadStats, LoadTracker};
 use crate::params::http::loading::queue::LoadQueue;
 use crate::params::http::loading::runner::{RequestEnv, run_request};
-use crate::params::http::loading::sink::{ExpectedDigest, LoadTargets, RequestSink};
+use crate::params::http::loading::sink::{ExpectedDigest, LoadTargets, RangeDigest, RequestSink};
 use crate::params::http::planning::options::{HttpProviderOptions, ScopeOptions};
 use crate::params::http::planning::planner::{
     Piece, PlannedRequest, Wanted, plan, plan_whole_file,
@@ -49,10 +49,33 @@ struct Resolved<'i> {
     key: &'i str,
     source: Source<'i>,
     length: u64,
-    target: usize,
-    target_offset: u64,
+    /// Where its bytes go, in order: consecutive pieces of the span.
+    pieces: Vec<TargetPiece>,
     /// The span covers its whole parameter (so a per-parameter digest applies).
     whole: bool,
+}
+
+/// A stretch of a span in one destination.
+#[derive(Clone, Copy, Debug)]
+struct TargetPiece {
+    target: usize,
+    target_offset: u64,
+    length: u64,
+}
+
+/// Where the spans of a load go.
+#[derive(Clone, Copy, Debug)]
+pub enum Placement<'p> {
+    /// Every span to target 0 at its `buffer_offset`, checked against the target's size (in
+    /// bytes): `gather`.
+    Gather {
+        /// The target's size.
+        target_size: u64,
+    },
+    /// Span `i` cut into consecutive pieces of the given lengths (summing to its length), each
+    /// at offset 0 of its own target, numbered across the spans in order: `load` (one piece per
+    /// span, or several where a parameter is split across buffers).
+    Pieces(&'p [Vec<u64>]),
 }
 
 /// What the engine needs from its provider.
@@ -67,18 +90,18 @@ pub struct Engine<'a> {
     pub observer: Option<&'a dyn LoadObserver>,
 }
 
-/// Checks `requests` against `scope`. With `shared_target` (gather) every span goes to target
-/// 0 at its `buffer_offset`, checked against `shared_target`'s size; otherwise span `i` goes to
-/// target `i` at offset 0.
+/// Checks `requests` against `scope` and places them as `placement` says.
 ///
 /// # Errors
-/// `NOT_FOUND` for an unknown key; `OUT_OF_RANGE` for a span past its parameter or the target.
+/// `NOT_FOUND` for an unknown key; `OUT_OF_RANGE` for a span past its parameter or the target;
+/// `INTERNAL` when the pieces of a span do not add up to it.
 fn resolve<'i>(
     scope: &'i RemoteScope,
     requests: &'i [SpanRequest],
-    shared_target: Option<u64>,
+    placement: Placement<'_>,
 ) -> StatusResult<Vec<Resolved<'i>>> {
     let mut resolved = Vec::with_capacity(requests.len());
+    let mut next_target = 0usize;
     for (index, request) in requests.iter().enumerate() {
         let entry = scope.index.get(&request.key).ok_or_else(|| {
             Status::new(
@@ -109,19 +132,47 @@ fn resolve<'i>(
                 ));
             }
         };
-        let (target, target_offset) = match shared_target {
-            Some(size) => {
-                check_span("target buffer", span.buffer_offset, span.length, size)?;
-                (0, span.buffer_offset)
+        let pieces = match placement {
+            Placement::Gather { target_size } => {
+                check_span(
+                    "target buffer",
+                    span.buffer_offset,
+                    span.length,
+                    target_size,
+                )?;
+                vec![TargetPiece {
+                    target: 0,
+                    target_offset: span.buffer_offset,
+                    length: span.length,
+                }]
             }
-            None => (index, 0),
+            Placement::Pieces(lengths) => {
+                let lengths = lengths.get(index).map(Vec::as_slice).unwrap_or_default();
+                let total = lengths.iter().try_fold(0u64, |sum, &l| sum.checked_add(l));
+                if total != Some(span.length) || lengths.is_empty() {
+                    return Err(Status::internal(format!(
+                        "{what}: its pieces do not add up to the span's {} bytes",
+                        span.length
+                    )));
+                }
+                lengths
+                    .iter()
+                    .map(|&length| {
+                        next_target += 1;
+                        TargetPiece {
+                            target: next_target - 1,
+                            target_offset: 0,
+                            length,
+                        }
+                    })
+                    .collect()
+            }
         };
         resolved.push(Resolved {
             key: &request.key,
             source,
             length: span.length,
-            target,
-            target_offset,
+            pieces,
             whole: span.parameter_offset == 0 && span.length == entry.length,
         });
     }
@@ -138,13 +189,13 @@ pub async fn transfer(
     engine: &Engine<'_>,
     scope: &RemoteScope,
     requests: &[SpanRequest],
-    shared_target: Option<u64>,
+    placement: Placement<'_>,
     targets: &LoadTargets<'_>,
     abort: Option<&AbortHandle>,
 ) -> (LoadStats, StatusResult<()>) {
     let tracker = LoadTracker::new(&scope.name, engine.observer, LoadStats::default());
     let result = async {
-        let resolved = resolve(scope, requests, shared_target)?;
+        let resolved = resolve(scope, requests, placement)?;
         let cancelled = || {
             Status::new(
                 StatusCode::Cancelled,
@@ -208,14 +259,26 @@ async fn run(
                     sha256: *sha256,
                     what: format!("parameter {key:?} of {}", scope.url),
                 });
-            wanted.push(Wanted {
-                file_offset: offset,
-                length: span.length,
-                target: span.target,
-                target_offset: span.target_offset,
-                atomic: expected.is_some(),
-            });
-            digests.push(expected);
+            // resolve checked offset + length against the file's index.
+            let mut file_offset = offset;
+            for piece in &span.pieces {
+                wanted.push(Wanted {
+                    file_offset,
+                    length: piece.length,
+                    target: piece.target,
+                    target_offset: piece.target_offset,
+                    // Adjacent atomic pieces form one atomic block: one request holds them all.
+                    atomic: expected.is_some(),
+                });
+                file_offset = file_offset.saturating_add(piece.length);
+            }
+            if let Some(expected) = expected {
+                digests.push(RangeDigest {
+                    start: offset,
+                    end: offset.saturating_add(span.length),
+                    expected,
+                });
+            }
         }
     }
     let size = scope.validators.size.or(scope.index.file_size());
@@ -249,13 +312,7 @@ async fn run(
     let file_digest = &file_digest;
     let queue = LoadQueue::new(
         &planned.requests,
-        Box::new(move |request| {
-            RequestSink::new(
-                request,
-                |w| digests.get(w).cloned().flatten(),
-                file_digest.clone(),
-            )
-        }),
+        Box::new(move |request| RequestSink::new(request, digests, file_digest.clone())),
         &scope.ranges_supported,
     );
     let env = RequestEnv {
@@ -287,39 +344,42 @@ async fn run(
 }
 
 /// Writes a splat parameter's span: its pattern repeated, from `phase`, through the same
-/// aligned path as file bytes.
+/// aligned path as file bytes, piece by piece.
 fn fill_splat(
     targets: &LoadTargets<'_>,
     span: &Resolved<'_>,
     pattern: &[u8],
     phase: usize,
 ) -> StatusResult<()> {
-    let request = PlannedRequest {
-        start: 0,
-        end: span.length,
-        pieces: vec![Piece {
-            wanted: 0,
-            target: span.target,
-            target_offset: span.target_offset,
-            file_offset: 0,
-            length: span.length,
-        }],
-    };
-    let mut sink = RequestSink::new(&request, |_| None, None);
-    let mut produced = 0u64;
     let mut phase = phase;
-    while produced < span.length {
-        let mut staging = targets.pool.take();
-        let step = (span.length - produced).min(staging.capacity() as u64) as usize;
-        if let Some(window) = staging.space().get_mut(..step) {
-            for byte in window.iter_mut() {
-                *byte = pattern.get(phase).copied().unwrap_or(0);
-                phase = (phase + 1) % pattern.len();
+    for piece in &span.pieces {
+        let request = PlannedRequest {
+            start: 0,
+            end: piece.length,
+            pieces: vec![Piece {
+                wanted: 0,
+                target: piece.target,
+                target_offset: piece.target_offset,
+                file_offset: 0,
+                length: piece.length,
+            }],
+        };
+        let mut sink = RequestSink::new(&request, &[], None);
+        let mut produced = 0u64;
+        while produced < piece.length {
+            let mut staging = targets.pool.take();
+            let step = (piece.length - produced).min(staging.capacity() as u64) as usize;
+            if let Some(window) = staging.space().get_mut(..step) {
+                for byte in window.iter_mut() {
+                    *byte = pattern.get(phase).copied().unwrap_or(0);
+                    phase = (phase + 1) % pattern.len();
+                }
             }
+            staging.set_len(step);
+            sink.consume(targets, &BodyChunk::Host(staging), 0, step)?;
+            produced += step as u64;
         }
-        staging.set_len(step);
-        sink.consume(targets, &BodyChunk::Host(staging), 0, step)?;
-        produced += step as u64;
+        sink.finish()?;
     }
-    sink.finish()
+    Ok(())
 }

@@ -27,7 +27,7 @@ pub struct LoadTargets<'a> {
     pub pool: StagingPool,
 }
 
-/// A SHA-256 to check over one piece (a whole parameter) or a whole request.
+/// A SHA-256 to check over a range of the file (a whole parameter) or a whole request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ExpectedDigest {
     /// The digest the bytes must have.
@@ -46,7 +46,25 @@ struct Cursor {
     write_at: u64,
     carry: [u8; 4],
     carry_len: usize,
-    hash: Option<(Sha256, ExpectedDigest)>,
+}
+
+/// The file bytes `[start, end)` must have the SHA-256 `expected` (a parameter's bytes, which
+/// the planner keeps in one request).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RangeDigest {
+    /// First file byte covered.
+    pub start: u64,
+    /// One past the last file byte covered.
+    pub end: u64,
+    /// The digest and what it is of.
+    pub expected: ExpectedDigest,
+}
+
+struct RangeHash {
+    start: u64,
+    end: u64,
+    hash: Sha256,
+    expected: ExpectedDigest,
 }
 
 /// Feeds one planned request's body into its pieces.
@@ -55,6 +73,7 @@ pub struct RequestSink {
     first_open: usize,
     position: u64,
     end: u64,
+    range_hashes: Vec<RangeHash>,
     request_hash: Option<(Sha256, ExpectedDigest)>,
 }
 
@@ -79,11 +98,12 @@ fn check_digest(hash: Sha256, expected: &ExpectedDigest) -> StatusResult<()> {
 }
 
 impl RequestSink {
-    /// A sink for `request`; `digest_for(wanted)` gives the digest to check for a piece, and
-    /// `request_digest` one over every byte of the request (a whole file).
+    /// A sink for `request`; of `digests`, those whose ranges lie inside the request are
+    /// checked (the planner keeps a digested range in one request), and `request_digest` over
+    /// every byte of the request (a whole file).
     pub fn new(
         request: &PlannedRequest,
-        mut digest_for: impl FnMut(usize) -> Option<ExpectedDigest>,
+        digests: &[RangeDigest],
         request_digest: Option<ExpectedDigest>,
     ) -> Self {
         let cursors = request
@@ -101,8 +121,17 @@ impl RequestSink {
                     write_at: aligned_start,
                     carry: [0; 4],
                     carry_len: 0,
-                    hash: digest_for(piece.wanted).map(|expected| (Sha256::new(), expected)),
                 }
+            })
+            .collect();
+        let range_hashes = digests
+            .iter()
+            .filter(|d| d.start < d.end && request.start <= d.start && d.end <= request.end)
+            .map(|d| RangeHash {
+                start: d.start,
+                end: d.end,
+                hash: Sha256::new(),
+                expected: d.expected.clone(),
             })
             .collect();
         Self {
@@ -110,6 +139,7 @@ impl RequestSink {
             first_open: 0,
             position: request.start,
             end: request.end,
+            range_hashes,
             request_hash: request_digest.map(|expected| (Sha256::new(), expected)),
         }
     }
@@ -156,6 +186,16 @@ impl RequestSink {
                 hash.update(bytes)
             });
         }
+        for range in &mut self.range_hashes {
+            let lo = range.start.max(start);
+            let hi = range.end.min(end);
+            if lo < hi {
+                let at = chunk_offset + (lo - start) as usize;
+                for_host_bytes(chunk, at, (hi - lo) as usize, &targets.pool, |bytes| {
+                    range.hash.update(bytes)
+                });
+            }
+        }
         let mut index = self.first_open;
         while let Some(cursor) = self.cursors.get_mut(index) {
             if cursor.piece.file_offset >= end {
@@ -194,10 +234,8 @@ impl RequestSink {
                 ),
             ));
         }
-        for cursor in &mut self.cursors {
-            if let Some((hash, expected)) = cursor.hash.take() {
-                check_digest(hash, &expected)?;
-            }
+        for range in std::mem::take(&mut self.range_hashes) {
+            check_digest(range.hash, &range.expected)?;
         }
         if let Some((hash, expected)) = self.request_hash.take() {
             check_digest(hash, &expected)?;
@@ -241,11 +279,6 @@ fn feed(
     lo: u64,
     hi: u64,
 ) -> StatusResult<()> {
-    if let Some((hash, _)) = &mut cursor.hash {
-        for_host_bytes(chunk, at, (hi - lo) as usize, &targets.pool, |b| {
-            hash.update(b)
-        });
-    }
     let piece = cursor.piece;
     let Some(destination) = targets.destinations.get(piece.target) else {
         return Err(Status::new(

@@ -228,7 +228,7 @@ impl<'t> HttpFile<'t> {
             queue: None,
         };
         for request in &planned.requests {
-            run_request(&env, &targets, RequestSink::new(request, |_| None, None)).await?;
+            run_request(&env, &targets, RequestSink::new(request, &[], None)).await?;
         }
         let LoadTargets {
             destinations,

@@ -18,7 +18,7 @@ use crate::params::formats::Format;
 use crate::params::formats::gguf::GgufIndex;
 use crate::params::http::loading::control::{AbortHandle, SuspendGate};
 use crate::params::http::loading::destination::Destination;
-use crate::params::http::loading::load::{Engine, RemoteScope, transfer};
+use crate::params::http::loading::load::{Engine, Placement, RemoteScope, transfer};
 use crate::params::http::loading::progress::{LoadObserver, LoadRecord, LoadStats};
 use crate::params::http::loading::sink::LoadTargets;
 use crate::params::http::planning::options::{HttpProviderOptions, ScopeOptions};
@@ -28,8 +28,8 @@ use crate::params::http::transport::response::Validators;
 use crate::params::http::transport::staging::StagingPool;
 use crate::params::provider::unique_keys;
 use crate::params::{
-    BufferAllocator, LoadedSpan, ParameterBuffer, ParameterIndex, ParameterInfo, ParameterProvider,
-    Signal, SpanRequest, StatusResult,
+    BufferAllocator, BufferPlacement, LoadedPiece, LoadedSpan, ParameterBuffer, ParameterIndex,
+    ParameterInfo, ParameterProvider, PiecePlan, Signal, SpanRequest, StatusResult, plan_pieces,
 };
 use crate::send_sync::LocalBoxFuture;
 use std::cell::RefCell;
@@ -303,10 +303,12 @@ impl HttpProvider {
         }
     }
 
-    /// [`ParameterProvider::load`] with per-load controls.
+    /// [`ParameterProvider::load`] with per-load controls: one buffer per span.
     ///
     /// # Errors
-    /// As [`ParameterProvider::load`]; `CANCELLED` when `control.abort` fires.
+    /// As [`ParameterProvider::load`]; `CANCELLED` when `control.abort` fires;
+    /// `RESOURCE_EXHAUSTED`, before anything is fetched, for a span larger than the allocator's
+    /// largest buffer.
     pub async fn load_with(
         &self,
         allocator: &dyn BufferAllocator,
@@ -314,10 +316,40 @@ impl HttpProvider {
         requests: &[SpanRequest],
         control: &LoadControl,
     ) -> StatusResult<Vec<LoadedSpan>> {
+        let loaded = self
+            .load_pieces_with(allocator, scope, requests, BufferPlacement::SINGLE, control)
+            .await?;
+        loaded
+            .into_iter()
+            .map(|pieces| match <[LoadedPiece; 1]>::try_from(pieces) {
+                Ok([piece]) => Ok(piece.span),
+                Err(_) => Err(Status::internal("a single-buffer load returned pieces")),
+            })
+            .collect()
+    }
+
+    /// Loads `requests` of `scope` into new buffers of `allocator`, each span in as many
+    /// buffers as `placement` needs (cut at row boundaries, [`crate::params::plan_pieces`]):
+    /// per span, its pieces in order. Everything is checked and allocated before the first byte
+    /// is fetched; a failure or an abort drops every buffer the load made.
+    ///
+    /// # Errors
+    /// As [`HttpProvider::load_with`]; `RESOURCE_EXHAUSTED` when a span cannot be placed or the
+    /// allocator runs out of memory.
+    pub async fn load_pieces_with(
+        &self,
+        allocator: &dyn BufferAllocator,
+        scope: &str,
+        requests: &[SpanRequest],
+        placement: BufferPlacement,
+        control: &LoadControl,
+    ) -> StatusResult<Vec<Vec<LoadedPiece>>> {
         if requests.is_empty() {
             return Ok(Vec::new());
         }
-        let (stats, result) = self.load_spans(allocator, scope, requests, control).await;
+        let (stats, result) = self
+            .load_spans(allocator, scope, requests, placement, control)
+            .await;
         self.finished(stats, result.as_ref().map(|_| ()).map_err(Clone::clone));
         result
     }
@@ -327,13 +359,20 @@ impl HttpProvider {
         allocator: &dyn BufferAllocator,
         scope: &str,
         requests: &[SpanRequest],
+        placement: BufferPlacement,
         control: &LoadControl,
-    ) -> (LoadStats, StatusResult<Vec<LoadedSpan>>) {
-        let prepared = self.prepare_load(allocator, scope, requests);
-        let (remote, destinations) = match prepared {
+    ) -> (LoadStats, StatusResult<Vec<Vec<LoadedPiece>>>) {
+        let prepared = self
+            .prepare_load(allocator, scope, requests, placement)
+            .await;
+        let (remote, destinations, plans) = match prepared {
             Ok(prepared) => prepared,
             Err(error) => return (LoadStats::default(), Err(error)),
         };
+        let lengths: Vec<Vec<u64>> = plans
+            .iter()
+            .map(|pieces| pieces.iter().map(|p| p.length).collect())
+            .collect();
         let targets = LoadTargets {
             destinations,
             edges: RefCell::default(),
@@ -343,60 +382,98 @@ impl HttpProvider {
             &self.engine(),
             &remote,
             requests,
-            None,
+            Placement::Pieces(&lengths),
             &targets,
             control.abort.as_ref(),
         )
         .await;
-        let loaded = result.map(|()| {
-            targets
-                .destinations
-                .iter()
-                .zip(requests)
-                .filter_map(|(destination, request)| {
-                    destination.shared_buffer().map(|buffer| LoadedSpan {
-                        buffer: buffer.clone(),
-                        offset: 0,
-                        length: request.span.length,
-                    })
+        let loaded = result.and_then(|()| {
+            let mut buffers = targets.destinations.iter().map(Destination::shared_buffer);
+            plans
+                .into_iter()
+                .map(|pieces| {
+                    pieces
+                        .into_iter()
+                        .map(|plan| {
+                            let buffer = buffers
+                                .next()
+                                .flatten()
+                                .ok_or_else(|| Status::internal("a loaded piece has no buffer"))?;
+                            Ok(LoadedPiece {
+                                span: LoadedSpan {
+                                    buffer: buffer.clone(),
+                                    offset: 0,
+                                    length: plan.length,
+                                },
+                                parameter_offset: plan.parameter_offset,
+                                rows: plan.rows,
+                            })
+                        })
+                        .collect()
                 })
                 .collect()
         });
         (stats, loaded)
     }
 
-    /// Checks every span, then allocates one destination per span.
-    fn prepare_load(
+    /// Checks every span and plans its pieces, then allocates one destination per piece.
+    async fn prepare_load(
         &self,
         allocator: &dyn BufferAllocator,
         scope: &str,
         requests: &[SpanRequest],
-    ) -> StatusResult<(Arc<RemoteScope>, Vec<Destination<'static>>)> {
+        placement: BufferPlacement,
+    ) -> StatusResult<(
+        Arc<RemoteScope>,
+        Vec<Destination<'static>>,
+        Vec<Vec<PiecePlan>>,
+    )> {
         let remote = self.require(scope)?;
-        // Check every span before allocating anything.
+        // Check and plan every span before allocating anything.
+        let mut plans = Vec::with_capacity(requests.len());
+        let mut sizes = Vec::new();
         for request in requests {
             let entry = remote.index.require(&request.key)?;
+            let what = format!("parameter {:?} of scope {scope:?}", request.key);
             crate::params::check_span(
-                &format!("parameter {:?} of scope {scope:?}", request.key),
+                &what,
                 request.span.parameter_offset,
                 request.span.length,
                 entry.length,
             )?;
-        }
-        let mut destinations = Vec::with_capacity(requests.len());
-        for request in requests {
-            // GPU writes are whole 4-byte words: round the buffer up; the padding is ours.
-            let size = request
-                .span
-                .length
-                .checked_next_multiple_of(4)
-                .ok_or_else(|| {
-                    Status::new(StatusCode::ResourceExhausted, "span too large to allocate")
+            let info = remote
+                .index
+                .info(&request.key)
+                .ok_or_else(|| Status::internal(format!("{what}: no index entry")))?;
+            let pieces = plan_pieces(
+                &what,
+                &info,
+                request.span.parameter_offset,
+                request.span.length,
+                placement,
+                allocator.max_buffer_size(),
+            )?;
+            for piece in &pieces {
+                // GPU writes are whole 4-byte words: round the buffer up; the padding is ours
+                // (plan_pieces kept the rounded size within the limit).
+                let size = piece.length.checked_next_multiple_of(4).ok_or_else(|| {
+                    Status::resource_exhausted(format!("{what}: span too large to allocate"))
                 })?;
-            let buffer = allocator.allocate(size, &request.key)?;
-            destinations.push(Destination::shared(buffer, Some(request.span.length)));
+                let label = match (pieces.len(), piece.rows) {
+                    (1, _) | (_, None) => request.key.clone(),
+                    (_, Some((first, end))) => format!("{} rows {first}..{end}", request.key),
+                };
+                sizes.push((size, label));
+            }
+            plans.push(pieces);
         }
-        Ok((remote, destinations))
+        let buffers = allocator.allocate_all(&sizes).await?;
+        let destinations = buffers
+            .into_iter()
+            .zip(plans.iter().flatten())
+            .map(|(buffer, piece)| Destination::shared(buffer, Some(piece.length)))
+            .collect();
+        Ok((remote, destinations, plans))
     }
 
     /// [`ParameterProvider::gather`] with per-load controls.
@@ -425,7 +502,9 @@ impl HttpProvider {
                     &self.engine(),
                     &remote,
                     requests,
-                    Some(target.size()),
+                    Placement::Gather {
+                        target_size: target.size(),
+                    },
                     &targets,
                     control.abort.as_ref(),
                 )

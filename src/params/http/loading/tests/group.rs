@@ -62,7 +62,7 @@ fn one_whole_file_body_feeds_every_sink_exactly() {
         let mut sinks = planned
             .requests
             .iter()
-            .map(|r| RequestSink::new(r, |_| None, None));
+            .map(|r| RequestSink::new(r, &[], None));
         let Some(first) = sinks.next() else {
             continue;
         };
@@ -115,7 +115,7 @@ fn a_stream_that_passed_a_sink_does_not_feed_it() {
         edges: RefCell::new(EdgeStore::default()),
         pool: StagingPool::new(64, 4),
     };
-    let mut group = SinkGroup::new(RequestSink::new(&planned.requests[0], |_| None, None));
+    let mut group = SinkGroup::new(RequestSink::new(&planned.requests[0], &[], None));
     // Bytes [50, 70) start past the sink's first missing byte (40): not fed.
     let fed = group
         .feed(&targets, &host_chunk(&file[50..70]), 0, 50, 20)
@@ -149,7 +149,7 @@ fn the_queue_hands_over_to_an_open_stream_that_has_not_passed_and_supersedes_one
     let ranges = AtomicBool::new(true);
     let queue = LoadQueue::new(
         &planned.requests,
-        Box::new(|r| RequestSink::new(r, |_| None, None)),
+        Box::new(|r| RequestSink::new(r, &[], None)),
         &ranges,
     );
     let first = queue.next_sink().expect("request 0");

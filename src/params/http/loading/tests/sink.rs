@@ -6,7 +6,7 @@ use super::support::{AlignedBuffer, Rng, random_bytes};
 use crate::error::StatusCode;
 use crate::params::http::loading::destination::Destination;
 use crate::params::http::loading::edges::EdgeStore;
-use crate::params::http::loading::sink::{ExpectedDigest, LoadTargets, RequestSink};
+use crate::params::http::loading::sink::{ExpectedDigest, LoadTargets, RangeDigest, RequestSink};
 use crate::params::http::planning::planner::{PlannerConfig, Wanted, plan};
 use crate::params::http::transport::BodyChunk;
 use crate::params::http::transport::staging::{StagingBuffer, StagingPool};
@@ -71,7 +71,7 @@ fn gather_into_unaligned_offsets_is_exact_and_aligned() {
             order.reverse();
         }
         for request in order {
-            let mut sink = RequestSink::new(request, |_| None, None);
+            let mut sink = RequestSink::new(request, &[], None);
             stream(&mut sink, &targets, &file, request.end, &mut rng);
             sink.finish().unwrap();
         }
@@ -132,7 +132,7 @@ fn load_layout_pads_its_own_buffers_and_never_reads_back() {
             pool: StagingPool::new(64, 4),
         };
         for request in &planned.requests {
-            let mut sink = RequestSink::new(request, |_| None, None);
+            let mut sink = RequestSink::new(request, &[], None);
             stream(&mut sink, &targets, &file, request.end, &mut rng);
             sink.finish().unwrap();
         }
@@ -185,16 +185,15 @@ fn digests_are_checked_per_piece_and_per_request() {
         };
         let request = &planned.requests[0];
         let what = "parameter \"w\"".to_owned();
-        let mut sink = RequestSink::new(
-            request,
-            |_| {
-                Some(ExpectedDigest {
-                    sha256: expected,
-                    what: what.clone(),
-                })
+        let digests = [RangeDigest {
+            start: 100,
+            end: 600,
+            expected: ExpectedDigest {
+                sha256: expected,
+                what: what.clone(),
             },
-            None,
-        );
+        }];
+        let mut sink = RequestSink::new(request, &digests, None);
         stream(&mut sink, &targets, &file, request.end, &mut Rng(7));
         sink.finish()
     };
@@ -220,12 +219,12 @@ fn bytes_past_the_request_end_are_data_loss() {
         edges: RefCell::new(EdgeStore::default()),
         pool: StagingPool::new(64, 4),
     };
-    let mut sink = RequestSink::new(&planned.requests[0], |_| None, None);
+    let mut sink = RequestSink::new(&planned.requests[0], &[], None);
     let error = sink
         .consume(&targets, &host_chunk(&[1; 12]), 0, 12)
         .unwrap_err();
     assert_eq!(error.code(), StatusCode::DataLoss);
-    let mut sink = RequestSink::new(&planned.requests[0], |_| None, None);
+    let mut sink = RequestSink::new(&planned.requests[0], &[], None);
     sink.consume(&targets, &host_chunk(&[1; 4]), 0, 4).unwrap();
     assert_eq!(sink.finish().unwrap_err().code(), StatusCode::Internal);
 }
