@@ -6,6 +6,7 @@
 // fault-injecting server, a dropped body resumed with If-Range, a server ignoring Range, a file
 // replaced mid-load, SHA-256 checks.
 import assert from 'node:assert/strict';
+import { createHash } from 'node:crypto';
 import { mkdtemp, readFile, rm } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
@@ -13,10 +14,20 @@ import { after, before, test } from 'node:test';
 import { startFaultyServer } from './support/faulty-server.mjs';
 import { TEST_TIMEOUT, useBrowserHarness } from './support/fixture.mjs';
 import { REPO_ROOT } from './support/server.mjs';
-import { writeRandomSafetensors } from './support/weights.mjs';
+import { seededChunks, writeRandomSafetensors, writeStreamedWeights } from './support/weights.mjs';
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'webdelegate-weights-'));
 const model = await writeRandomSafetensors(path.join(dir, 'model.safetensors'), { seed: 3, count: 40, maxLen: 600_000 });
+// A tensor larger than the buffers the split test allows (3001 rows of 1000 bytes), as
+// safetensors and as GGUF (innermost dimension first), with a small neighbour.
+const SPLIT_TENSORS = [
+  { name: 'wide', dtype: 'F32', shape: [3001, 250], length: 3001 * 1000 },
+  { name: 'tail', dtype: 'F32', shape: [19], length: 76 },
+];
+const split = await writeStreamedWeights(
+  { safetensors: path.join(dir, 'split.safetensors'), gguf: path.join(dir, 'split.gguf') },
+  SPLIT_TENSORS, (i) => seededChunks(40 + i, SPLIT_TENSORS[i].length),
+);
 const FIXTURES = path.join(REPO_ROOT, 'tests', 'fixtures', 'formats');
 const manifest = JSON.parse(await readFile(path.join(FIXTURES, 'manifest.json'), 'utf8'));
 const harness = useBrowserHarness({
@@ -221,6 +232,87 @@ test('sub-spans, describe, querySupport and IREE status errors', TEST_TIMEOUT, a
   assert.equal(r.statsAfterRead.message, null);
   assert.equal(r.statsAfterRead.bytesNeeded, 13, "the two spans share bytes [0, 13)");
   assert.equal(r.statsAfterRead.bytesReceived, 13, JSON.stringify(r.statsAfterRead));
+});
+
+test('a tensor larger than the largest buffer is split at row boundaries, or refused before any fetch', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const MIB = 1 << 20;
+  const r = await p.evaluate(async ({ base, sha }) => {
+    const hex = (buf) => Array.from(new Uint8Array(buf), (b) => b.toString(16).padStart(2, '0')).join('');
+    const out = {};
+    for (const file of ['split.safetensors', 'split.gguf']) {
+      const provider = new wd.HttpParameterProvider({ maxRequestSize: 1 << 20 });
+      await provider.addScope('m', `${base}/weights/${file}`, { parameterSha256: { wide: sha } });
+      const before = wd.wasmMemoryBytes();
+      // A forced small limit (the device's is far larger): at most 1 MiB per buffer.
+      const [wide, tail] = await provider.loadToGpu('m', ['wide', 'tail'], { maxBufferBytes: 1 << 20 });
+      const growth = wd.wasmMemoryBytes() - before;
+      const stats = provider.lastStats();
+      const pieces = wide.pieces;
+      const live = provider.liveGpuBuffers();
+      // Read back the first and last KiB of every piece, and the whole span across pieces.
+      const edges = [];
+      for (const piece of pieces) {
+        edges.push([piece.offset, hex(await wide.read(piece.offset, 1024))]);
+        const end = piece.offset + piece.length;
+        edges.push([end - 1024, hex(await wide.read(end - 1024, 1024))]);
+      }
+      const whole = hex(await crypto.subtle.digest('SHA-256', await wide.read()));
+      const across = hex(await wide.read(pieces[0].length - 3, 7));
+      const partial = await provider.loadToGpu('m', [{ key: 'wide', offset: 500, length: 2_500_000 }], { maxBufferBytes: 1 << 20 });
+      const partialPieces = partial[0].pieces;
+      const partialSha = hex(await crypto.subtle.digest('SHA-256', await partial[0].read()));
+      const tailPieces = tail.pieces.length;
+      for (const q of [wide, tail, ...partial]) q.free();
+      const afterFree = provider.liveGpuBuffers();
+      // One buffer asked for: refused before any request, naming the size and the limit.
+      const refused = await capture(() => provider.loadToGpu('m', ['wide'], { maxBufferBytes: 1 << 20, singleBuffer: true }));
+      const refusedStats = provider.lastStats();
+      const badCap = await capture(() => provider.loadToGpu('m', ['wide'], { maxBufferBytes: 0 }));
+      // A wrong per-parameter digest over the pieces is DATA_LOSS, and keeps no buffer.
+      const wrong = new wd.HttpParameterProvider();
+      await wrong.addScope('m', `${base}/weights/${file}`, { parameterSha256: { wide: '00'.repeat(32) } });
+      const dataLoss = await capture(() => wrong.loadToGpu('m', ['wide'], { maxBufferBytes: 1 << 20 }));
+      out[file] = {
+        growth, stats, pieces, live, edges, whole, across, partialPieces, partialSha, tailPieces, afterFree,
+        refused, refusedStats, badCap, dataLoss, wrongLive: wrong.liveGpuBuffers(), limits: await provider.gpuLimits(),
+      };
+    }
+    return out;
+  }, { base: harness.server.url, sha: split.tensorSha256.wide });
+  const wideEntry = split.safetensors.index[0];
+  const file = await readFile(path.join(dir, 'split.safetensors'));
+  const wide = file.subarray(wideEntry.offset, wideEntry.offset + wideEntry.length);
+  const sha = (b) => createHash('sha256').update(b).digest('hex');
+  for (const [name, v] of Object.entries(r)) {
+    // 1048 rows of 1000 bytes fit in 1 MiB: 3001 rows are 3 pieces.
+    assert.deepEqual(v.pieces.map((q) => [q.offset, q.length, q.rowStart, q.rowEnd]), [
+      [0, 1_048_000, 0, 1048], [1_048_000, 1_048_000, 1048, 2096], [2_096_000, 905_000, 2096, 3001],
+    ], name);
+    for (const q of v.pieces) assert.ok(q.bufferSize <= MIB, `${name}: a piece of ${q.bufferSize} bytes`);
+    assert.equal(v.tailPieces, 1, `${name}: what fits stays whole`);
+    assert.equal(v.live.count, 4, `${name}: 3 pieces and the small tensor`);
+    for (const [at, got] of v.edges) assert.equal(got, wide.subarray(at, at + 1024).toString('hex'), `${name}: KiB at ${at}`);
+    assert.equal(v.whole, split.tensorSha256.wide, `${name}: the whole tensor read across its pieces`);
+    assert.equal(v.across, wide.subarray(1_048_000 - 3, 1_048_000 + 4).toString('hex'), `${name}: a read across a cut`);
+    assert.deepEqual(v.partialPieces.map((q) => [q.parameterOffset, q.rowStart, q.rowEnd]), [
+      [500, 0, 1048], [1_048_000, 1048, 2096], [2_096_000, 2096, 2501],
+    ], `${name}: a partial span is cut at the parameter's row boundaries`);
+    assert.equal(v.partialSha, sha(wide.subarray(500, 2_500_500)), `${name}: partial span bytes`);
+    assert.deepEqual(v.afterFree, { count: 0, bytes: 0 });
+    assert.ok(v.growth <= 2 * MIB, `${name}: wasm memory grew ${v.growth} bytes`);
+    assert.ok(v.stats.bytesWrittenDirect >= 0.99 * wideEntry.length, JSON.stringify(v.stats));
+    assert.equal(v.refused.ok, false);
+    assert.equal(v.refused.error.code, 'RESOURCE_EXHAUSTED', v.refused.error.message);
+    assert.match(v.refused.error.message, /3001000 bytes.*1048576/);
+    assert.equal(v.refusedStats.requestsSent, 0, `${name}: nothing fetched for a refused span`);
+    assert.equal(v.badCap.error.code, 'INVALID_ARGUMENT');
+    assert.equal(v.dataLoss.error.code, 'DATA_LOSS', v.dataLoss.error.message);
+    assert.deepEqual(v.wrongLive, { count: 0, bytes: 0 }, `${name}: a failed load keeps no piece`);
+    // The provider's device was granted the adapter's limits, not WebGPU's defaults (256 MiB).
+    assert.ok(v.limits.maxBufferSize > 256 * MIB, JSON.stringify(v.limits));
+    t.diagnostic(`${name}: device limits ${JSON.stringify(v.limits)}; ${v.stats.requestsSent} requests`);
+  }
 });
 
 test('an AbortSignal cancels a load: CANCELLED, and no request keeps running', TEST_TIMEOUT, async (t) => {

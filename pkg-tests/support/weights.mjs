@@ -90,6 +90,97 @@ export async function writeRandomSafetensors(file, { seed = 1, count = 20, maxLe
 }
 
 /**
+ * Streams tensors to disk (never holding a file in memory) as safetensors and/or GGUF v3 (F32
+ * tensors only, 32-byte aligned, the innermost dimension first as ggml lists it): `tensors` are
+ * `{name, dtype, shape, length}` (shape outermost first); each tensor's bytes come from
+ * `fill(tensorIndex)`, an iterator of Buffers. `files` is `{safetensors?, gguf?}` (paths).
+ * Returns `{safetensors: {index, size}, gguf: {index, size}, tensorSha256: {name: hex}}`;
+ * `index` entries are `{key, offset, length, dtype, shape}` with absolute offsets.
+ */
+export async function writeStreamedWeights(files, tensors, fill) {
+  const outputs = [];
+  const result = { tensorSha256: {} };
+  if (files.safetensors) {
+    const head = header(tensors);
+    let offset = head.length;
+    const index = tensors.map((t) => {
+      const entry = { key: t.name, offset, length: t.length, dtype: t.dtype, shape: t.shape };
+      offset += t.length;
+      return entry;
+    });
+    outputs.push({ path: files.safetensors, head, index, pad: () => Buffer.alloc(0) });
+    result.safetensors = { index, size: offset };
+  }
+  if (files.gguf) {
+    const { head, index, size } = ggufHeader(tensors);
+    outputs.push({ path: files.gguf, head, index, pad: (t) => Buffer.alloc((32 - (t.length % 32)) % 32) });
+    result.gguf = { index, size };
+  }
+  const streams = outputs.map((o) => ({ ...o, out: createWriteStream(o.path) }));
+  const write = async (buf) => {
+    for (const { out } of streams) if (!out.write(buf)) await once(out, 'drain');
+  };
+  for (const s of streams) if (!s.out.write(s.head)) await once(s.out, 'drain');
+  for (const [i, t] of tensors.entries()) {
+    const hash = createHash('sha256');
+    let written = 0;
+    for (const chunk of fill(i)) {
+      hash.update(chunk);
+      await write(chunk);
+      written += chunk.length;
+    }
+    if (written !== t.length) throw new Error(`${t.name}: ${written} bytes filled, ${t.length} declared`);
+    result.tensorSha256[t.name] = hash.digest('hex');
+    for (const s of streams) {
+      const pad = s.pad(t);
+      if (pad.length && !s.out.write(pad)) await once(s.out, 'drain');
+    }
+  }
+  for (const { out } of streams) {
+    out.end();
+    await once(out, 'finish');
+  }
+  return result;
+}
+
+/** A GGUF v3 header (no metadata, default 32-byte alignment) for F32 `tensors`. */
+function ggufHeader(tensors) {
+  const parts = [];
+  const u32 = (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); parts.push(b); };
+  const u64 = (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); parts.push(b); };
+  parts.push(Buffer.from('GGUF'));
+  u32(3);
+  u64(tensors.length);
+  u64(0);
+  let relative = 0;
+  const relatives = [];
+  for (const t of tensors) {
+    if (t.dtype !== 'F32') throw new Error(`${t.name}: the GGUF writer takes F32 only`);
+    const name = Buffer.from(t.name);
+    u64(name.length);
+    parts.push(name);
+    u32(t.shape.length);
+    for (const d of [...t.shape].reverse()) u64(d);
+    u32(0); // GGML_TYPE_F32
+    u64(relative);
+    relatives.push(relative);
+    relative += Math.ceil(t.length / 32) * 32;
+  }
+  let head = Buffer.concat(parts);
+  head = Buffer.concat([head, Buffer.alloc((32 - (head.length % 32)) % 32)]);
+  const index = tensors.map((t, i) => ({
+    key: t.name, offset: head.length + relatives[i], length: t.length, dtype: 'F32', shape: [...t.shape].reverse(),
+  }));
+  return { head, index, size: head.length + relative };
+}
+
+/** Deterministic bytes for tensor `i` of `length` bytes, in 4 MiB Buffers. */
+export function* seededChunks(seed, length) {
+  const gen = rng(seed);
+  for (let done = 0; done < length; done += 4 << 20) yield randomBytes(gen, Math.min(4 << 20, length - done));
+}
+
+/**
  * A large safetensors file streamed to disk (never held in memory): `count` F32 tensors of
  * `tensorBytes` each. Returns {index, size}.
  */
@@ -97,21 +188,11 @@ export async function writeLargeSafetensors(file, { seed = 7, count = 16, tensor
   const tensors = Array.from({ length: count }, (_, i) => ({
     name: `block${i}.weight`, dtype: 'F32', shape: [tensorBytes / 4], length: tensorBytes,
   }));
-  const head = header(tensors);
-  const out = createWriteStream(file);
-  const write = async (buf) => { if (!out.write(buf)) await once(out, 'drain'); };
-  await write(head);
+  // One generator across the tensors, as the file has always been written.
   const gen = rng(seed);
-  const index = [];
-  let offset = head.length;
-  for (const t of tensors) {
-    index.push({ key: t.name, offset, length: t.length, dtype: t.dtype, shape: t.shape });
-    for (let done = 0; done < t.length; done += 4 << 20) {
-      await write(randomBytes(gen, Math.min(4 << 20, t.length - done)));
-    }
-    offset += t.length;
-  }
-  out.end();
-  await once(out, 'finish');
-  return { index, size: offset };
+  const { safetensors } = await writeStreamedWeights({ safetensors: file }, tensors, function* (i) {
+    const t = tensors[i];
+    for (let done = 0; done < t.length; done += 4 << 20) yield randomBytes(gen, Math.min(4 << 20, t.length - done));
+  });
+  return safetensors;
 }
