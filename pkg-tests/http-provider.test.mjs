@@ -285,18 +285,19 @@ test('a tensor larger than the largest buffer is split at row boundaries, or ref
   const wide = file.subarray(wideEntry.offset, wideEntry.offset + wideEntry.length);
   const sha = (b) => createHash('sha256').update(b).digest('hex');
   for (const [name, v] of Object.entries(r)) {
-    // 1048 rows of 1000 bytes fit in 1 MiB: 3001 rows are 3 pieces.
+    // 1048 rows of 1000 bytes fit in 1 MiB: 3001 rows take 3 pieces, balanced (1001 rows each).
     assert.deepEqual(v.pieces.map((q) => [q.offset, q.length, q.rowStart, q.rowEnd]), [
-      [0, 1_048_000, 0, 1048], [1_048_000, 1_048_000, 1048, 2096], [2_096_000, 905_000, 2096, 3001],
+      [0, 1_001_000, 0, 1001], [1_001_000, 1_001_000, 1001, 2002], [2_002_000, 999_000, 2002, 3001],
     ], name);
     for (const q of v.pieces) assert.ok(q.bufferSize <= MIB, `${name}: a piece of ${q.bufferSize} bytes`);
     assert.equal(v.tailPieces, 1, `${name}: what fits stays whole`);
     assert.equal(v.live.count, 4, `${name}: 3 pieces and the small tensor`);
     for (const [at, got] of v.edges) assert.equal(got, wide.subarray(at, at + 1024).toString('hex'), `${name}: KiB at ${at}`);
     assert.equal(v.whole, split.tensorSha256.wide, `${name}: the whole tensor read across its pieces`);
-    assert.equal(v.across, wide.subarray(1_048_000 - 3, 1_048_000 + 4).toString('hex'), `${name}: a read across a cut`);
+    assert.equal(v.across, wide.subarray(1_001_000 - 3, 1_001_000 + 4).toString('hex'), `${name}: a read across a cut`);
+    // Rows 0..2501 touched, 3 pieces: 834 rows each, cut at the parameter's row boundaries.
     assert.deepEqual(v.partialPieces.map((q) => [q.parameterOffset, q.rowStart, q.rowEnd]), [
-      [500, 0, 1048], [1_048_000, 1048, 2096], [2_096_000, 2096, 2501],
+      [500, 0, 834], [834_000, 834, 1668], [1_668_000, 1668, 2501],
     ], `${name}: a partial span is cut at the parameter's row boundaries`);
     assert.equal(v.partialSha, sha(wide.subarray(500, 2_500_500)), `${name}: partial span bytes`);
     assert.deepEqual(v.afterFree, { count: 0, bytes: 0 });

@@ -7,8 +7,10 @@
 //! parameter of `rows` rows of `row_bytes` bytes and a largest buffer of `max` bytes:
 //! - the pieces are consecutive, in order, and cover the span exactly;
 //! - every piece, rounded up to a whole 4-byte word (GPU writes are whole words), fits in `max`;
-//! - cuts fall at parameter-relative multiples of `rows_per_piece × row_bytes`, with
-//!   `rows_per_piece = ⌊(max rounded down to a word) / row_bytes⌋` (the most rows a buffer holds);
+//! - a span that must be cut takes the fewest pieces whole rows allow (`n`, at most
+//!   `⌊(max rounded down to a word) / row_bytes⌋` rows each), balanced: cuts fall at
+//!   parameter-relative multiples of `⌈rows the span touches / n⌉ × row_bytes` (never a buffer of
+//!   exactly the limit when it need not be: some drivers refuse that size, see `plan_pieces`);
 //! - a span that fits in one buffer is one piece, whether or not the parameter has a shape;
 //! - `RESOURCE_EXHAUSTED` (before anything is allocated or fetched) when the span must be cut
 //!   but cannot be: the caller asked for one buffer, the parameter has no shape to cut by, or a
@@ -92,6 +94,14 @@ fn rows_of(layout: Option<(u64, u64)>, start: u64, end: u64) -> Option<(u64, u64
     Some((start / row_bytes, end.div_ceil(row_bytes)))
 }
 
+/// How many pieces cutting `[start, end)` at multiples of `step` makes.
+fn cut_count(start: u64, end: u64, step: u64) -> u64 {
+    if step == 0 || end <= start {
+        return 0;
+    }
+    (end - 1) / step - start / step + 1
+}
+
 /// The pieces of the span `[offset, offset + length)` of the parameter `info` (named `what` in
 /// errors) under `placement`, on an allocator whose largest buffer is `allocator_max` bytes.
 ///
@@ -142,7 +152,12 @@ pub fn plan_pieces(
             " and one of its rows alone is {row_bytes} bytes"
         )));
     }
-    let step = rows_per_piece * row_bytes; // <= usable
+    // The fewest pieces the limit allows, then as even as whole rows make them: a piece of
+    // exactly the device's limit is what some drivers refuse (SwiftShader reports an
+    // out-of-memory for a buffer of exactly its 1 GiB maxBufferSize).
+    let fewest = cut_count(offset, end, rows_per_piece * row_bytes);
+    let touched_rows = end.div_ceil(row_bytes) - offset / row_bytes;
+    let step = touched_rows.div_ceil(fewest.max(1)).min(rows_per_piece) * row_bytes; // <= usable
     let mut pieces = Vec::new();
     let mut start = offset;
     while start < end {
@@ -218,6 +233,15 @@ mod tests {
             plan_pieces("w", &ggml, 0, 1000, split(350), u64::MAX).unwrap(),
             pieces
         );
+    }
+
+    #[test]
+    fn a_cut_span_is_balanced_and_never_a_buffer_of_exactly_the_limit() {
+        // 6 rows, 4 fit the limit: 3 + 3, not 4 (exactly the limit) + 2.
+        let i = info(&[6, 25], 600, ShapeOrder::RowMajor);
+        let pieces = plan_pieces("w", &i, 0, 600, split(400), u64::MAX).unwrap();
+        let rows: Vec<_> = pieces.iter().map(|p| p.rows.unwrap()).collect();
+        assert_eq!(rows, vec![(0, 3), (3, 6)]);
     }
 
     #[test]
