@@ -28,7 +28,7 @@
 //
 // Contract (bench/run.mjs): `export async function run(ctx)` resolves to a flat object of numbers.
 // Standalone: `node bench/suites/huge.mjs` prints the object and merges it into latest.json.
-// BENCH_HUGE_ROUNDS (default 2) sets the rounds.
+// BENCH_HUGE_ROUNDS (default 1) sets the rounds.
 import { createHash } from 'node:crypto';
 import { existsSync } from 'node:fs';
 import { mkdir, open, readFile, readdir, writeFile } from 'node:fs/promises';
@@ -42,7 +42,9 @@ import { median, spread } from '../lib/stats.mjs';
 
 const MIB = 1 << 20;
 const GIB = 1 << 30;
-const ROUNDS = Number(process.env.BENCH_HUGE_ROUNDS ?? 2);
+// One round by default: here a second raw round failed in writeBuffer with "A valid external
+// Instance reference no longer exists" (SwiftShader, two devices each having held 5.4 GiB).
+const ROUNDS = Number(process.env.BENCH_HUGE_ROUNDS ?? 1);
 /** The provider's default `maxRequestSize` (the bench uses the defaults a user gets). */
 const DEFAULT_MAX_REQUEST_SIZE = 64 << 20;
 const ABORT_AT = 2.5 * GIB;
