@@ -4,17 +4,18 @@
 // and compared (SHA-256) with the source, request counts, write paths, live GPU buffers and wasm
 // memory checked; IREE status codes on errors; AbortSignal cancellation; and, against our
 // fault-injecting server, a dropped body resumed with If-Range, a server ignoring Range, a file
-// replaced mid-load, SHA-256 checks.
+// replaced mid-load, SHA-256 checks; a tensor larger than the largest buffer split at row
+// boundaries (a forced small limit) or refused, and a real GPU out of memory (SwiftShader's).
 import assert from 'node:assert/strict';
 import { createHash } from 'node:crypto';
-import { mkdtemp, readFile, rm } from 'node:fs/promises';
+import { mkdtemp, readFile, rm, truncate, writeFile } from 'node:fs/promises';
 import os from 'node:os';
 import path from 'node:path';
 import { after, before, test } from 'node:test';
 import { startFaultyServer } from './support/faulty-server.mjs';
 import { TEST_TIMEOUT, useBrowserHarness } from './support/fixture.mjs';
 import { REPO_ROOT } from './support/server.mjs';
-import { seededChunks, writeRandomSafetensors, writeStreamedWeights } from './support/weights.mjs';
+import { safetensorsHeader, seededChunks, writeRandomSafetensors, writeStreamedWeights } from './support/weights.mjs';
 
 const dir = await mkdtemp(path.join(os.tmpdir(), 'webdelegate-weights-'));
 const model = await writeRandomSafetensors(path.join(dir, 'model.safetensors'), { seed: 3, count: 40, maxLen: 600_000 });
@@ -28,6 +29,17 @@ const split = await writeStreamedWeights(
   { safetensors: path.join(dir, 'split.safetensors'), gguf: path.join(dir, 'split.gguf') },
   SPLIT_TENSORS, (i) => seededChunks(40 + i, SPLIT_TENSORS[i].length),
 );
+// A sparse file (no disk used) whose one tensor is exactly 1 GiB: SwiftShader, whose
+// maxBufferSize is 1 GiB, reports a real out-of-memory for a buffer of exactly that size.
+const EXACT = [
+  { name: 'small', dtype: 'F32', shape: [4, 4], length: 64 },
+  { name: 'exact', dtype: 'F32', shape: [262144, 1024], length: 1 << 30 },
+];
+{
+  const head = safetensorsHeader(EXACT);
+  await writeFile(path.join(dir, 'exact.safetensors'), head);
+  await truncate(path.join(dir, 'exact.safetensors'), head.length + 64 + (1 << 30));
+}
 const FIXTURES = path.join(REPO_ROOT, 'tests', 'fixtures', 'formats');
 const manifest = JSON.parse(await readFile(path.join(FIXTURES, 'manifest.json'), 'utf8'));
 const harness = useBrowserHarness({
@@ -314,6 +326,31 @@ test('a tensor larger than the largest buffer is split at row boundaries, or ref
     assert.ok(v.limits.maxBufferSize > 256 * MIB, JSON.stringify(v.limits));
     t.diagnostic(`${name}: device limits ${JSON.stringify(v.limits)}; ${v.stats.requestsSent} requests`);
   }
+});
+
+test('a GPU out of memory fails the load with RESOURCE_EXHAUSTED, keeps no buffer, and the provider loads on', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openHarnessPage(t);
+  const r = await p.evaluate(async ({ url }) => {
+    const provider = new wd.HttpParameterProvider();
+    await provider.addScope('m', url);
+    const limits = await provider.gpuLimits();
+    const oom = await capture(() => provider.loadToGpu('m', ['small', 'exact']));
+    const stats = provider.lastStats();
+    const live = provider.liveGpuBuffers();
+    const [small] = await provider.loadToGpu('m', ['small']);
+    const after = { length: small.length, live: provider.liveGpuBuffers() };
+    small.free();
+    return { limits, oom, stats, live, after };
+  }, { url: `${harness.server.url}/weights/exact.safetensors` });
+  // The precondition of this real fault: the headless adapter's limit is exactly 1 GiB.
+  assert.equal(r.limits.maxBufferSize, 1 << 30, JSON.stringify(r.limits));
+  assert.equal(r.oom.ok, false, 'a buffer of exactly the limit was expected to run out of memory here');
+  assert.equal(r.oom.error.code, 'RESOURCE_EXHAUSTED', r.oom.error.message);
+  assert.match(r.oom.error.message, /ran out of memory/);
+  assert.equal(r.stats.requestsSent, 0, 'nothing fetched for a load that could not allocate');
+  assert.deepEqual(r.live, { count: 0, bytes: 0 }, 'the buffers the load made were dropped');
+  assert.equal(r.after.length, 64, 'the provider loads on');
+  assert.equal(r.after.live.count, 1);
 });
 
 test('an AbortSignal cancels a load: CANCELLED, and no request keeps running', TEST_TIMEOUT, async (t) => {

@@ -40,6 +40,11 @@ export function randomBytes(gen, length) {
   return out;
 }
 
+/** The safetensors header (length prefix + JSON padded to 8) of `tensors` `{name, dtype, shape, length}`. */
+export function safetensorsHeader(tensors) {
+  return header(tensors);
+}
+
 function header(tensors) {
   const entries = { __metadata__: { format: 'pt' } };
   let offset = 0;
