@@ -513,6 +513,16 @@ fn a_span_larger_than_a_buffer_is_split_at_rows_or_refused_before_any_fetch() {
             &LoadControl::default(),
         ))
         .expect("split load");
+        // The whole big tensor alone, under `placement`.
+        let load_big = |provider: &HttpProvider, placement| {
+            pollster::block_on(provider.load_pieces_with(
+                allocator,
+                "m",
+                &requests[..1],
+                placement,
+                &LoadControl::default(),
+            ))
+        };
         let whole = &loaded[0];
         assert_eq!(whole.len(), 8, "37 rows, 5 per buffer");
         for (i, piece) in whole.iter().enumerate() {
@@ -548,16 +558,13 @@ fn a_span_larger_than_a_buffer_is_split_at_rows_or_refused_before_any_fetch() {
         assert_eq!(loaded[2].len(), 1, "what fits stays whole");
         // One buffer asked for: refused before any request, naming the size and the limit.
         let provider = make(Vec::new());
-        let refused = pollster::block_on(provider.load_pieces_with(
-            allocator,
-            "m",
-            &requests[..1],
+        let refused = load_big(
+            &provider,
             BufferPlacement {
                 max_buffer_bytes: Some(222),
                 split_rows: false,
             },
-            &LoadControl::default(),
-        ))
+        )
         .unwrap_err();
         assert_eq!(refused.code(), StatusCode::ResourceExhausted, "{refused}");
         assert!(
@@ -566,37 +573,16 @@ fn a_span_larger_than_a_buffer_is_split_at_rows_or_refused_before_any_fetch() {
         );
         assert_eq!(provider.last_stats().expect("stats").requests_sent, 0);
         // A row larger than the limit cannot be split.
-        let row = pollster::block_on(provider.load_pieces_with(
-            allocator,
-            "m",
-            &requests[..1],
-            at_most(40),
-            &LoadControl::default(),
-        ))
-        .unwrap_err();
+        let row = load_big(&provider, at_most(40)).unwrap_err();
         assert_eq!(row.code(), StatusCode::ResourceExhausted, "{row}");
         // The per-parameter SHA-256 covers every piece of a split parameter.
         let sha: [u8; 32] = Sha256::digest(&big).into();
         let provider = make(vec![("big".into(), sha)]);
-        pollster::block_on(provider.load_pieces_with(
-            allocator,
-            "m",
-            &requests[..1],
-            at_most(222),
-            &LoadControl::default(),
-        ))
-        .expect("matching digest over the pieces");
+        load_big(&provider, at_most(222)).expect("matching digest over the pieces");
         let mut wrong = sha;
         wrong[31] ^= 0x80;
         let provider = make(vec![("big".into(), wrong)]);
-        let error = pollster::block_on(provider.load_pieces_with(
-            allocator,
-            "m",
-            &requests[..1],
-            at_most(222),
-            &LoadControl::default(),
-        ))
-        .unwrap_err();
+        let error = load_big(&provider, at_most(222)).unwrap_err();
         assert_eq!(error.code(), StatusCode::DataLoss, "{error}");
     }
     // The device's own limit applies: IREE's `load` of a span above it is RESOURCE_EXHAUSTED.

@@ -5,6 +5,7 @@
 use crate::error::Status;
 use crate::params::LoadedPiece;
 use crate::web::edge::errors::status_to_js;
+use crate::web::edge::fields::count_arg;
 use js_sys::{Array, Object, Promise, Reflect, Uint8Array};
 use wasm_bindgen::prelude::*;
 
@@ -89,9 +90,9 @@ impl GpuParameter {
         let total = self.length() as u64;
         let start = self.start();
         let range = (|| {
-            let offset = whole_number(offset.unwrap_or(0.0), "offset")?;
+            let offset = count_arg(offset.unwrap_or(0.0), "offset")?;
             let length = match length {
-                Some(length) => whole_number(length, "length")?,
+                Some(length) => count_arg(length, "length")?,
                 None => total.saturating_sub(offset),
             };
             crate::params::check_span("a GPU parameter read", offset, length, total)?;
@@ -121,17 +122,5 @@ impl GpuParameter {
             }
             Ok(Uint8Array::from(bytes.as_slice()).into())
         })
-    }
-}
-
-/// `value` as a byte count: a whole, non-negative, exactly representable number.
-fn whole_number(value: f64, what: &str) -> Result<u64, Status> {
-    if value.is_finite() && value >= 0.0 && value.fract() == 0.0 && value <= 9_007_199_254_740_991.0
-    {
-        Ok(value as u64)
-    } else {
-        Err(Status::invalid_argument(format!(
-            "{what} must be a whole number of bytes, got {value}"
-        )))
     }
 }
