@@ -23,6 +23,7 @@
 //! with these rules; this module is their reference.
 
 use crate::error::{Error, Result};
+use webdelegate_kernels::blocks::k_scale_min;
 use half::f16;
 use serde::{Deserialize, Serialize};
 
@@ -259,21 +260,6 @@ impl BlockFormat {
 /// The f16 at `offset` (little-endian), widened exactly.
 fn half_at(block: &[u8], offset: usize) -> f32 {
     f16::from_bits(u16::from_le_bytes([block[offset], block[offset + 1]])).to_f32()
-}
-
-/// The 6-bit scale and min of sub-block `sub` (0..8) of a Q4_K / Q5_K block, from its 12 packed
-/// bytes: sub-blocks 0..4 use the low 6 bits of bytes 0..4 (scales) and 4..8 (mins); 4..8 take
-/// their low 4 bits from bytes 8..12 and their top 2 bits from the top of bytes 0..8.
-pub(crate) fn k_scale_min(scales: &[u8], sub: usize) -> (u8, u8) {
-    if sub < 4 {
-        (scales[sub] & 0x3f, scales[sub + 4] & 0x3f)
-    } else {
-        let packed = scales[sub + 4];
-        (
-            (packed & 0x0f) | ((scales[sub - 4] >> 2) & 0x30),
-            (packed >> 4) | ((scales[sub] >> 2) & 0x30),
-        )
-    }
 }
 
 /// `len` pseudo-random bytes from `seed` (a 64-bit xorshift): the same bytes on every machine,

@@ -11,6 +11,7 @@
 #[cfg(web)]
 pub mod cache;
 pub mod chunk;
+pub mod cpu_pool;
 #[cfg(web)]
 pub mod fetch;
 pub mod timer;

@@ -10,8 +10,19 @@
 //! - `destroy` drops the handle; [`CpuBackend::live_programs`] counts handles not yet dropped.
 //!
 //! Options: `get_option` answers `precision` (`"f32"`), `simd128` (whether the build vectorises
-//! with wasm SIMD) and `live_programs`; unknown keys are `InvalidArgument` (as in the WebGPU
-//! backend). `set_option` has no settable keys and refuses any key as `InvalidArgument`.
+//! with wasm SIMD), `threads` (how many threads the products run on: 1 without a pool, or once
+//! a pool's worker failed), `threads_reason` (why) and `live_programs`; unknown keys are
+//! `InvalidArgument` (as in the WebGPU backend). `set_option` takes `threads` (1 up to the
+//! installed pool's size; more than 1 without a pool is `InvalidArgument`, with the reason)
+//! and refuses any other key as `InvalidArgument`.
+//!
+//! Threads: a program initialised while a worker pool is installed keeps its matmul and
+//! block-format `linear` weights in the pool's shared memory and runs those products on the
+//! pool's threads (`threaded`). If a worker dies or hangs, the op (and its execute) fails with
+//! `Internal` naming the worker, and the pool runs every later op on this thread alone (the
+//! weights stay where they are; `threads` reads 1 and `threads_reason` says why). Lifecycle:
+//! `Suspend` and `LowMemory` park the pool (its workers sleep in `Atomics.wait`; products run
+//! on this thread), `Resume` wakes it.
 
 use crate::backends::compile_specs::{
     CompileSpecs, PRECISION, Precision, check_runtime_specs, unsupported_precision,
@@ -20,10 +31,14 @@ use crate::backends::cpu::executor::{self, PreparedProgram};
 use crate::backends::cpu::frame::{Scratch, States};
 use crate::backends::cpu::plan::Plan;
 use crate::backends::cpu::values::Values;
-use crate::backends::cpu::weights::pack_weights;
+use crate::backends::cpu::gemm::PackedB;
+use crate::backends::cpu::threaded::Threaded;
+use crate::backends::cpu::weights::pack_param;
+use crate::browser::cpu_pool::CpuPool;
 use crate::backends::parameters::fetch_to_host;
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
+use crate::lifecycle::{Released, Signal};
 use crate::program;
 use crate::registry::{
     BackendExecutionContext, BackendInitContext, BackendInterface, BackendOption,
@@ -31,6 +46,35 @@ use crate::registry::{
 };
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// The option naming how many threads the CPU backend's products run on.
+const THREADS: &str = "threads";
+/// The option saying why the CPU backend runs on as many threads as it does.
+const THREADS_REASON: &str = "threads_reason";
+
+/// Why there is no thread pool.
+fn single_thread_reason() -> &'static str {
+    if cfg!(target_arch = "wasm32") {
+        "no CPU thread pool is installed (start one with cpu-threads/pool.js on a cross-origin isolated page and pass it to useCpuThreads)"
+    } else {
+        "native builds run the CPU backend on one thread"
+    }
+}
+
+/// What `threads_reason` answers.
+fn threads_reason() -> String {
+    match CpuPool::current() {
+        None => single_thread_reason().to_string(),
+        Some(pool) => match pool.broken_reason() {
+            Some(reason) => format!("{reason}; running on one thread"),
+            None => format!(
+                "a CPU thread pool of {} threads is installed; {} in use",
+                pool.size(),
+                pool.threads()
+            ),
+        },
+    }
+}
 
 /// The compile spec keys the CPU backend understands.
 pub const CPU_COMPILE_SPEC_KEYS: &[&str] = &[PRECISION];
@@ -71,6 +115,10 @@ impl CpuBackend {
         let program = program::load(processed.data())?;
         drop(processed);
         let mut params: Vec<Option<Values>> = (0..program.tensors.len()).map(|_| None).collect();
+        let mut packed: Vec<Option<PackedB>> = (0..program.tensors.len()).map(|_| None).collect();
+        let mut threaded = Threaded::for_current_pool(&program);
+        // Each parameter is packed or placed as it arrives, so the host never holds more
+        // than one raw weight beside what it keeps.
         fetch_to_host(context, &program, |position, bytes| {
             let param = program
                 .params
@@ -81,13 +129,29 @@ impl CpuBackend {
                 .get(param.tensor as usize)
                 .map(|decl| decl.dtype)
                 .ok_or_else(|| Error::internal("parameter names a missing tensor"))?;
-            if let Some(slot) = params.get_mut(param.tensor as usize) {
-                *slot = Some(Values::from_le_bytes(dtype, bytes)?);
+            let id = param.tensor;
+            let values = Values::from_le_bytes(dtype, bytes)?;
+            if let Some(weight) = pack_param(&program, id, &values)? {
+                match threaded.as_mut() {
+                    Some(threaded) => threaded.place_packed(id, weight)?,
+                    None => {
+                        if let Some(slot) = packed.get_mut(id as usize) {
+                            *slot = Some(weight);
+                        }
+                    }
+                }
+                return Ok(());
+            }
+            let kept = match threaded.as_mut() {
+                Some(threaded) => threaded.place_param(&program, id, values)?,
+                None => Some(values),
+            };
+            if let Some(slot) = params.get_mut(id as usize) {
+                *slot = kept;
             }
             Ok(())
         })
         .await?;
-        let packed = pack_weights(&program, &mut params)?;
         let plan = Plan::new(&program);
         let states = States::new(&program)?;
         Ok(CpuHandle {
@@ -95,6 +159,7 @@ impl CpuBackend {
                 program,
                 params,
                 packed,
+                threaded,
                 plan,
             },
             scratch: Scratch::default(),
@@ -174,13 +239,35 @@ impl BackendInterface for CpuBackend {
         _context: &mut BackendOptionContext,
         options: &[BackendOption],
     ) -> Result<()> {
-        match options.first() {
-            None => Ok(()),
-            Some(option) => Err(Error::invalid_argument(format!(
-                "the CPU backend has no settable option {:?}",
-                option.key()
-            ))),
+        for option in options {
+            match option.key() {
+                THREADS => {
+                    let count = match option.value() {
+                        OptionValue::Int(n) => usize::try_from(*n).ok(),
+                        _ => None,
+                    }
+                    .ok_or_else(|| {
+                        Error::invalid_argument("the CPU backend's \"threads\" is a positive integer")
+                    })?;
+                    match CpuPool::current() {
+                        Some(pool) => pool.set_threads(count)?,
+                        None if count == 1 => {}
+                        None => {
+                            return Err(Error::invalid_argument(format!(
+                                "the CPU backend cannot use {count} threads: {}",
+                                single_thread_reason()
+                            )));
+                        }
+                    }
+                }
+                other => {
+                    return Err(Error::invalid_argument(format!(
+                        "the CPU backend has no settable option {other:?} (it has \"threads\")"
+                    )));
+                }
+            }
         }
+        Ok(())
     }
 
     fn get_option(
@@ -192,18 +279,29 @@ impl BackendInterface for CpuBackend {
             let value = match option.key() {
                 PRECISION => OptionValue::from("f32"),
                 "simd128" => OptionValue::from(cfg!(target_feature = "simd128")),
+                THREADS => OptionValue::from(
+                    CpuPool::current().map_or(1, |pool| i64::try_from(pool.threads()).unwrap_or(1)),
+                ),
+                THREADS_REASON => OptionValue::from(threads_reason()),
                 "live_programs" => {
                     OptionValue::from(i64::try_from(self.live_programs()).unwrap_or(i64::MAX))
                 }
                 other => {
                     return Err(Error::invalid_argument(format!(
-                        "the CPU backend has no option {other:?} (it has \"precision\", \"simd128\", \"live_programs\")"
+                        "the CPU backend has no option {other:?} (it has \"precision\", \"simd128\", \"threads\", \"threads_reason\", \"live_programs\")"
                     )));
                 }
             };
             option.set_value(value)?;
         }
         Ok(())
+    }
+
+    fn notify(&self, signal: Signal) -> Released {
+        if let Some(pool) = CpuPool::current() {
+            pool.set_parked(signal != Signal::Resume);
+        }
+        Released::default()
     }
 
     fn destroy(&self, handle: DelegateHandle) {

@@ -10,6 +10,7 @@ use crate::backends::cpu::frame::{Frame, RunContext, Scratch, Slot, States};
 use crate::backends::cpu::gemm::PackedB;
 use crate::backends::cpu::ops;
 use crate::backends::cpu::plan::{Plan, Step};
+use crate::backends::cpu::threaded::Threaded;
 use crate::backends::cpu::values::{Values, ValuesRef};
 use crate::error::{Error, Result};
 use crate::evalue::EValue;
@@ -25,6 +26,9 @@ pub struct PreparedProgram {
     pub params: Vec<Option<Values>>,
     /// Weights packed for matmul, by tensor id.
     pub packed: Vec<Option<PackedB>>,
+    /// The weights in a worker pool's shared memory, when the program was initialised with
+    /// one installed.
+    pub threaded: Option<Threaded>,
     /// What to run.
     pub plan: Plan,
 }
@@ -127,6 +131,7 @@ fn run_op<'a>(
     let mut cx = RunContext {
         program: &prepared.program,
         packed: &prepared.packed,
+        threaded: prepared.threaded.as_ref(),
         step,
         frame,
         scratch,

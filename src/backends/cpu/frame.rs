@@ -4,6 +4,7 @@
 
 use crate::backends::cpu::gemm::{GemmScratch, PackedB};
 use crate::backends::cpu::plan::Step;
+use crate::backends::cpu::threaded::{SharedScratch, Threaded};
 use crate::backends::cpu::values::{BufferPool, Element, Values, ValuesRef, filled};
 use crate::error::{Error, Result};
 use crate::program::{DType, Program, TensorId};
@@ -25,6 +26,8 @@ pub(crate) struct RunContext<'c, 'a> {
     pub program: &'c Program,
     /// Weights packed for matmul, by tensor id.
     pub packed: &'c [Option<PackedB>],
+    /// The program's weights in a worker pool's shared memory, if any.
+    pub threaded: Option<&'c Threaded>,
     /// The step being run (its releases tell which inputs die here).
     pub step: &'c Step,
     /// The tensors of this execution.
@@ -63,6 +66,8 @@ pub struct Scratch {
     pub(crate) pool: BufferPool,
     /// GEMM packing buffers.
     pub(crate) gemm: GemmScratch,
+    /// Where threaded ops stage their rows in the pool's shared memory.
+    pub(crate) shared: SharedScratch,
 }
 
 /// A program's state tensors between executions (see `Program::states`): zero at init, lent

@@ -1,78 +1,21 @@
-//! Matrix multiplication: a cache-blocked GEMM in the Goto/BLIS style.
-//!
-//! For each `NC`-column panel of `B` and `KC`-deep slab, `B` is packed into `NR`-wide column
-//! strips, then for each `MC`-row block `A` is packed into `MR`-tall row strips; a fixed-size
-//! `MR x NR` micro-kernel accumulates in registers over the slab and adds into `C`. Packing
-//! reads through the [`MatMulGeometry`] strides, so transposed operands cost nothing extra, and
-//! the micro-kernel's fixed-size loops are what LLVM turns into SIMD (SSE natively, simd128 in
-//! the browser). Edges are zero-padded in the packed strips and written back partially.
-//!
-//! Every operand offset is checked against its slice before any arithmetic, so the inner loops
-//! need no per-element checks that could fail.
-//!
-//! A right operand that is a weight (a parameter used only as `b` of matmuls) is packed once at
-//! init into the same panel order ([`PackedB`]), so executions skip packing it.
+//! Matrix multiplication for the CPU backend's ops: batches of a program's `matmul`
+//! geometry, each one product of the blocked GEMM in `webdelegate_kernels::gemm`, and weights
+//! packed once at init into that GEMM's panel order ([`PackedB`]), so executions skip packing
+//! them.
 
 use crate::error::{Error, Result};
 use crate::program::geometry::MatMulGeometry;
+use webdelegate_kernels::KernelError;
+use webdelegate_kernels::gemm::{self, Panels, Strided};
 
-/// Rows of the register tile.
-pub const MR: usize = 2;
-/// Columns of the register tile.
-pub const NR: usize = 16;
-/// Depth of a packed slab.
-const KC: usize = 256;
-/// Rows of a packed `A` block (a multiple of `MR`).
-const MC: usize = 64;
-/// Columns of a packed `B` panel (a multiple of `NR`).
-const NC: usize = 512;
+#[cfg(test)]
+use webdelegate_kernels::gemm::{KC, MC, MR, NC, NR};
 
 /// Reusable packing buffers (kept between executions to avoid reallocating).
 #[derive(Debug, Default)]
 pub struct GemmScratch {
     packed_a: Vec<f32>,
     packed_b: Vec<f32>,
-}
-
-/// A strided matrix view: element `(row, col)` is `data[offset + row * rows + col * cols]`.
-#[derive(Clone, Copy)]
-struct View<'a> {
-    data: &'a [f32],
-    offset: usize,
-    rows: usize,
-    cols: usize,
-}
-
-impl View<'_> {
-    /// Checks that every element of a `height x width` view lies in `data`.
-    fn check(&self, height: usize, width: usize, what: &str) -> Result<()> {
-        if height == 0 || width == 0 {
-            return Ok(());
-        }
-        let last = (height - 1)
-            .checked_mul(self.rows)
-            .and_then(|r| {
-                (width - 1)
-                    .checked_mul(self.cols)
-                    .and_then(|c| r.checked_add(c))
-            })
-            .and_then(|span| span.checked_add(self.offset));
-        match last {
-            Some(last) if last < self.data.len() => Ok(()),
-            _ => Err(Error::internal(format!(
-                "matmul operand {what} is too short for its geometry"
-            ))),
-        }
-    }
-
-    #[inline(always)]
-    fn at(&self, row: usize, col: usize) -> f32 {
-        // In range: `check` covered every (row, col) this view is asked for.
-        self.data
-            .get(self.offset + row * self.rows + col * self.cols)
-            .copied()
-            .unwrap_or(0.0)
-    }
 }
 
 /// A `k x n` right operand packed once into the GEMM's panel order (all `NC` x `KC` panels, in
@@ -90,29 +33,35 @@ impl PackedB {
     /// # Errors
     /// `Internal` when `values` is shorter than the shape.
     pub fn pack(values: &[f32], shape: [usize; 2], transposed: bool) -> Result<Self> {
-        let (k, n, rows, cols) = if transposed {
+        let (k, n, row_stride, col_stride) = if transposed {
             (shape[1], shape[0], 1, shape[1])
         } else {
             (shape[0], shape[1], shape[1], 1)
         };
-        let view = View {
+        let view = Strided {
             data: values,
             offset: 0,
-            rows,
-            cols,
+            row_stride,
+            col_stride,
         };
-        view.check(k, n, "b")?;
         let mut data = Vec::new();
-        for jc in (0..n).step_by(NC) {
-            let nc = (n - jc).min(NC);
-            for pc in (0..k).step_by(KC) {
-                let kc = (k - pc).min(KC);
-                let start = data.len();
-                data.resize(start + kc * nc.div_ceil(NR) * NR, 0.0);
-                pack_b(view, pc, kc, jc, nc, &mut data[start..]);
-            }
-        }
+        data.try_reserve_exact(gemm::packed_b_len(k, n))
+            .map_err(|_| Error::memory_allocation_failed("a packed weight does not fit in memory"))?;
+        data.resize(gemm::packed_b_len(k, n), 0.0);
+        gemm::pack_b(view, k, n, &mut data).map_err(kernel_error)?;
         Ok(Self { k, n, data })
+    }
+
+    /// The reduction length and the columns: `(k, n)`.
+    #[cfg(web)]
+    pub fn dims(&self) -> (usize, usize) {
+        (self.k, self.n)
+    }
+
+    /// The packed values, in panel order.
+    #[cfg(web)]
+    pub fn values(&self) -> &[f32] {
+        &self.data
     }
 }
 
@@ -125,11 +74,9 @@ pub enum RightOperand<'a> {
     Packed(&'a PackedB),
 }
 
-/// Where `gemm` gets its `B` panels.
-#[derive(Clone, Copy)]
-enum Panels<'a> {
-    Pack(View<'a>),
-    Packed(&'a PackedB),
+/// A kernel's refusal as the runtime's error (validation and binding rule these out).
+pub(crate) fn kernel_error(error: KernelError) -> Error {
+    Error::internal(error.0)
 }
 
 /// `out = a @ b (+ bias)` for every batch of `geometry`; `out` is contiguous
@@ -151,33 +98,29 @@ pub fn matmul(
     if out.len() != block * geometry.batch_count() {
         return Err(Error::internal("matmul output has the wrong length"));
     }
-    if let Some(bias) = bias
-        && bias.len() != n
-    {
-        return Err(Error::internal("matmul bias has the wrong length"));
+    let (a_len, b_len) = gemm::scratch_lens(m, k, n);
+    let GemmScratch { packed_a, packed_b } = scratch;
+    packed_a.resize(a_len, 0.0);
+    if let RightOperand::Values(_) = b {
+        packed_b.resize(b_len, 0.0);
     }
     for (batch, c) in out.chunks_exact_mut(block.max(1)).enumerate() {
         let (offset_a, offset_b) = geometry.batch_offsets(batch);
-        let view_a = View {
+        let view_a = Strided {
             data: a,
             offset: offset_a,
-            rows: geometry.a_row_stride,
-            cols: geometry.a_col_stride,
+            row_stride: geometry.a_row_stride,
+            col_stride: geometry.a_col_stride,
         };
-        view_a.check(m, k, "a")?;
         let panels = match b {
-            RightOperand::Values(data) => {
-                let view_b = View {
-                    data,
-                    offset: offset_b,
-                    rows: geometry.b_row_stride,
-                    cols: geometry.b_col_stride,
-                };
-                view_b.check(k, n, "b")?;
-                Panels::Pack(view_b)
-            }
+            RightOperand::Values(data) => Panels::Pack(Strided {
+                data,
+                offset: offset_b,
+                row_stride: geometry.b_row_stride,
+                col_stride: geometry.b_col_stride,
+            }),
             RightOperand::Packed(packed) if packed.k == k && packed.n == n && offset_b == 0 => {
-                Panels::Packed(packed)
+                Panels::Packed(&packed.data)
             }
             RightOperand::Packed(_) => {
                 return Err(Error::internal(
@@ -185,186 +128,10 @@ pub fn matmul(
                 ));
             }
         };
-        gemm(m, k, n, view_a, panels, bias, c, scratch)?;
+        gemm::gemm((m, k, n), view_a, panels, bias, c, packed_a, packed_b)
+            .map_err(kernel_error)?;
     }
     Ok(())
-}
-
-/// One product `c (m x n, contiguous) = a @ b + bias`.
-#[allow(clippy::too_many_arguments)]
-fn gemm(
-    m: usize,
-    k: usize,
-    n: usize,
-    a: View<'_>,
-    b: Panels<'_>,
-    bias: Option<&[f32]>,
-    c: &mut [f32],
-    scratch: &mut GemmScratch,
-) -> Result<()> {
-    for row in c.chunks_exact_mut(n.max(1)) {
-        match bias {
-            Some(bias) => row.copy_from_slice(bias),
-            None => row.fill(0.0),
-        }
-    }
-    if m == 0 || n == 0 || k == 0 {
-        return Ok(());
-    }
-    let kc_max = k.min(KC);
-    let nc_max = n.min(NC).div_ceil(NR) * NR;
-    let mc_max = m.min(MC).div_ceil(MR) * MR;
-    let GemmScratch { packed_a, packed_b } = scratch;
-    if let Panels::Pack(_) = b {
-        packed_b.resize(kc_max * nc_max, 0.0);
-    }
-    packed_a.resize(kc_max * mc_max, 0.0);
-    let mut packed_offset = 0;
-    for jc in (0..n).step_by(NC) {
-        let nc = (n - jc).min(NC);
-        for pc in (0..k).step_by(KC) {
-            let kc = (k - pc).min(KC);
-            let panel: &[f32] = match b {
-                Panels::Pack(view) => {
-                    pack_b(view, pc, kc, jc, nc, packed_b);
-                    packed_b
-                }
-                Panels::Packed(packed) => {
-                    let len = kc * nc.div_ceil(NR) * NR;
-                    let panel = packed
-                        .data
-                        .get(packed_offset..packed_offset + len)
-                        .ok_or_else(|| Error::internal("packed matmul operand is too short"))?;
-                    packed_offset += len;
-                    panel
-                }
-            };
-            for ic in (0..m).step_by(MC) {
-                let mc = (m - ic).min(MC);
-                pack_a(a, ic, mc, pc, kc, packed_a);
-                macro_tile(packed_a, panel, kc, (ic, mc), (jc, nc), n, c);
-            }
-        }
-    }
-    Ok(())
-}
-
-/// Packs `B[pc..pc+kc, jc..jc+nc]` as `NR`-wide strips: strip `s`, depth `p`, column `j` at
-/// `s * kc * NR + p * NR + j`, zero beyond `nc`.
-fn pack_b(b: View<'_>, pc: usize, kc: usize, jc: usize, nc: usize, packed: &mut [f32]) {
-    for (strip, chunk) in packed
-        .chunks_exact_mut(kc * NR)
-        .take(nc.div_ceil(NR))
-        .enumerate()
-    {
-        let j0 = jc + strip * NR;
-        let width = (nc - strip * NR).min(NR);
-        for (p, dst) in chunk.chunks_exact_mut(NR).enumerate() {
-            if b.cols == 1 && width == NR {
-                let start = b.offset + (pc + p) * b.rows + j0;
-                if let Some(src) = b.data.get(start..start + NR) {
-                    dst.copy_from_slice(src);
-                    continue;
-                }
-            }
-            for (j, slot) in dst.iter_mut().enumerate() {
-                *slot = if j < width { b.at(pc + p, j0 + j) } else { 0.0 };
-            }
-        }
-    }
-}
-
-/// Packs `A[ic..ic+mc, pc..pc+kc]` as `MR`-tall strips: strip `s`, depth `p`, row `i` at
-/// `s * kc * MR + p * MR + i`, zero beyond `mc`.
-fn pack_a(a: View<'_>, ic: usize, mc: usize, pc: usize, kc: usize, packed: &mut [f32]) {
-    for (strip, chunk) in packed
-        .chunks_exact_mut(kc * MR)
-        .take(mc.div_ceil(MR))
-        .enumerate()
-    {
-        let i0 = ic + strip * MR;
-        let height = (mc - strip * MR).min(MR);
-        for i in 0..MR {
-            if i >= height {
-                for p in 0..kc {
-                    chunk[p * MR + i] = 0.0;
-                }
-                continue;
-            }
-            let row_start = a.offset + (i0 + i) * a.rows + pc * a.cols;
-            match (a.cols == 1)
-                .then(|| a.data.get(row_start..row_start + kc))
-                .flatten()
-            {
-                Some(src) => {
-                    for (p, &value) in src.iter().enumerate() {
-                        chunk[p * MR + i] = value;
-                    }
-                }
-                None => {
-                    for p in 0..kc {
-                        chunk[p * MR + i] = a.at(i0 + i, pc + p);
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// Runs the micro-kernel over every `MR x NR` tile of the block and adds into `c`.
-fn macro_tile(
-    packed_a: &[f32],
-    packed_b: &[f32],
-    kc: usize,
-    (ic, mc): (usize, usize),
-    (jc, nc): (usize, usize),
-    n: usize,
-    c: &mut [f32],
-) {
-    for (strip_b, b_strip) in packed_b
-        .chunks_exact(kc * NR)
-        .take(nc.div_ceil(NR))
-        .enumerate()
-    {
-        let j0 = jc + strip_b * NR;
-        let width = (nc - strip_b * NR).min(NR);
-        for (strip_a, a_strip) in packed_a
-            .chunks_exact(kc * MR)
-            .take(mc.div_ceil(MR))
-            .enumerate()
-        {
-            let i0 = ic + strip_a * MR;
-            let height = (mc - strip_a * MR).min(MR);
-            let tile = micro_kernel(a_strip, b_strip);
-            for (i, tile_row) in tile.iter().enumerate().take(height) {
-                let start = (i0 + i) * n + j0;
-                if let Some(c_row) = c.get_mut(start..start + width) {
-                    for (dst, &value) in c_row.iter_mut().zip(tile_row) {
-                        *dst += value;
-                    }
-                }
-            }
-        }
-    }
-}
-
-/// `sum_p a[p] (outer) b[p]` over a packed `A` strip (`kc x MR`) and `B` strip (`kc x NR`).
-#[inline(always)]
-fn micro_kernel(a_strip: &[f32], b_strip: &[f32]) -> [[f32; NR]; MR] {
-    let mut acc = [[0.0f32; NR]; MR];
-    for (a_col, b_row) in a_strip.chunks_exact(MR).zip(b_strip.chunks_exact(NR)) {
-        let (Ok(a_col), Ok(b_row)) = (<&[f32; MR]>::try_from(a_col), <&[f32; NR]>::try_from(b_row))
-        else {
-            continue;
-        };
-        for i in 0..MR {
-            let a_value = a_col[i];
-            for j in 0..NR {
-                acc[i][j] += a_value * b_row[j];
-            }
-        }
-    }
-    acc
 }
 
 #[cfg(test)]

@@ -11,11 +11,11 @@
 
 mod backend;
 mod executor;
-mod fast_math;
 mod frame;
 mod gemm;
 mod ops;
 mod plan;
+mod threaded;
 mod values;
 mod walk;
 mod weights;

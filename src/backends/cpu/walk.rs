@@ -96,3 +96,17 @@ pub fn for_each_row<const N: usize>(
         }
     }
 }
+
+/// Checks that `len` elements are whole rows of `width`.
+///
+/// # Errors
+/// `Internal` when they are not.
+pub fn rows_of(len: usize, width: usize, what: &str) -> Result<()> {
+    if width == 0 || len.is_multiple_of(width) {
+        Ok(())
+    } else {
+        Err(Error::internal(format!(
+            "{what}: {len} elements are not whole rows of {width}"
+        )))
+    }
+}

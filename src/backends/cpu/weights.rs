@@ -34,41 +34,25 @@ fn sole_matmul_use(program: &Program, id: TensorId) -> Option<bool> {
     flag
 }
 
-/// Packs every parameter that qualifies (see the module docs), removing its raw values from
-/// `params`; returns the packed weights by tensor id.
+/// `values` of parameter `id` packed for matmul, if it qualifies (see the module docs); the
+/// caller then drops the raw values.
 ///
 /// # Errors
-/// `Internal` when a parameter's values disagree with its declaration.
-pub fn pack_weights(
-    program: &Program,
-    params: &mut [Option<Values>],
-) -> Result<Vec<Option<PackedB>>> {
-    let mut packed: Vec<Option<PackedB>> = (0..program.tensors.len()).map(|_| None).collect();
-    for param in &program.params {
-        let id = param.tensor;
-        let Some(decl) = program.tensors.get(id as usize) else {
-            continue;
-        };
-        let shape = match decl.shape.as_slice() {
-            [Dim::Fixed(rows), Dim::Fixed(cols)] if decl.dtype == DType::F32 => {
-                [*rows as usize, *cols as usize]
-            }
-            _ => continue,
-        };
-        let Some(transposed) = sole_matmul_use(program, id) else {
-            continue;
-        };
-        let (Some(Some(Values::F32(values))), Some(slot)) =
-            (params.get(id as usize), packed.get_mut(id as usize))
-        else {
-            continue;
-        };
-        *slot = Some(PackedB::pack(values, shape, transposed)?);
-        if let Some(raw) = params.get_mut(id as usize) {
-            *raw = None;
+/// `Internal` when the values disagree with the declaration.
+pub fn pack_param(program: &Program, id: TensorId, values: &Values) -> Result<Option<PackedB>> {
+    let Some(decl) = program.tensors.get(id as usize) else {
+        return Ok(None);
+    };
+    let shape = match decl.shape.as_slice() {
+        [Dim::Fixed(rows), Dim::Fixed(cols)] if decl.dtype == DType::F32 => {
+            [*rows as usize, *cols as usize]
         }
-    }
-    Ok(packed)
+        _ => return Ok(None),
+    };
+    let (Some(transposed), Values::F32(values)) = (sole_matmul_use(program, id), values) else {
+        return Ok(None);
+    };
+    PackedB::pack(values, shape, transposed).map(Some)
 }
 
 #[cfg(test)]
@@ -92,13 +76,10 @@ mod tests {
         let h = b.matmul(h, mixed, None, false, true).unwrap();
         b.output(h);
         let program = b.finish().unwrap();
-        let mut params: Vec<Option<Values>> = (0..program.tensors.len()).map(|_| None).collect();
-        for id in [linear, shared, mixed] {
-            params[id as usize] = Some(Values::F32(vec![1.0; 9]));
-        }
-        let packed = pack_weights(&program, &mut params).unwrap();
-        assert!(packed[linear as usize].is_some() && params[linear as usize].is_none());
-        assert!(packed[shared as usize].is_none() && params[shared as usize].is_some());
-        assert!(packed[mixed as usize].is_none() && params[mixed as usize].is_some());
+        let values = Values::F32(vec![1.0; 9]);
+        let packed = |id| pack_param(&program, id, &values).unwrap();
+        assert!(packed(linear).is_some());
+        assert!(packed(shared).is_none());
+        assert!(packed(mixed).is_none());
     }
 }

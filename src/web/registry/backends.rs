@@ -6,11 +6,15 @@
 //! `registerWebGpuBackend(name?)` acquires a device (asynchronously: `requestAdapter` and
 //! `requestDevice` are promises) and registers the WebGPU backend under `name` (`"webgpu"` by
 //! default); `registerCpuBackend(name?)` registers the CPU backend (`"cpu"` by default).
+//! `useCpuThreads(pool)` hands every CPU backend a worker pool started by the package's
+//! `cpu-threads/pool.js` (`null` takes it away).
 
 use crate::backends::cpu::CpuBackend;
+use crate::browser::cpu_pool::CpuPool;
 use crate::backends::webgpu::WebGpuBackend;
 use crate::registry::{self, Backend, BackendInterface};
 use crate::web::edge::errors::to_js_error;
+use std::rc::Rc;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 
@@ -42,4 +46,20 @@ pub fn register_cpu_backend(name: Option<String>) -> JsResult<()> {
         Arc::new(CpuBackend::new()),
     ))
     .map_err(to_js_error)
+}
+
+/// Hands the CPU backends a started worker pool (`CpuThreadPool.start()` from the package's
+/// `cpu-threads/pool.js`, on a cross-origin isolated page): CPU programs initialised from now
+/// on keep their matmul and block-format weights in its shared memory and run those products
+/// on its threads. `null` or `undefined` takes the pool away (programs initialised with it
+/// keep it). Throws `InvalidArgument` for anything that is not a pool.
+#[wasm_bindgen(js_name = useCpuThreads)]
+pub fn use_cpu_threads(pool: JsValue) -> JsResult<()> {
+    if pool.is_null() || pool.is_undefined() {
+        CpuPool::install(None);
+        return Ok(());
+    }
+    let pool = CpuPool::from_js(pool).map_err(to_js_error)?;
+    CpuPool::install(Some(Rc::new(pool)));
+    Ok(())
 }

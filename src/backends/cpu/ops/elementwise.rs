@@ -6,7 +6,7 @@
 //! common stride patterns (both contiguous, one side a broadcast scalar), which LLVM
 //! vectorises; other patterns fall back to a strided loop.
 
-use crate::backends::cpu::fast_math;
+use webdelegate_kernels::math;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::walk::{Row, for_each_row};
 use crate::error::{Error, Result};
@@ -116,7 +116,7 @@ pub fn unary(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
     match op {
         UnaryOp::Gelu => {
             for (o, &v) in out.iter_mut().zip(x) {
-                *o = fast_math::gelu(v);
+                *o = math::gelu(v);
             }
         }
         UnaryOp::Tanh => {
@@ -132,12 +132,12 @@ pub fn unary(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
         }
         UnaryOp::GeluTanh => {
             for (o, &v) in out.iter_mut().zip(x) {
-                *o = fast_math::gelu_tanh(v);
+                *o = math::gelu_tanh(v);
             }
         }
         UnaryOp::Silu => {
             for (o, &v) in out.iter_mut().zip(x) {
-                *o = fast_math::silu(v);
+                *o = math::silu(v);
             }
         }
     }

@@ -1,6 +1,7 @@
 //! `L2Normalize` on the CPU: each row divided by `max(||row||, eps)`.
 
-use crate::backends::cpu::fast_math::{lane_sum, rows_of};
+use crate::backends::cpu::walk::rows_of;
+use webdelegate_kernels::math::lane_sum;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::error::{Error, Result};
 use crate::program::ops::L2Normalize;

@@ -1,6 +1,7 @@
 //! `LayerNorm` on the CPU: mean, biased variance, then scale and shift, row by row.
 
-use crate::backends::cpu::fast_math::{lane_sum, rows_of};
+use crate::backends::cpu::walk::rows_of;
+use webdelegate_kernels::math::lane_sum;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::error::{Error, Result};
 use crate::program::ops::LayerNorm;

@@ -6,20 +6,19 @@
 //! browser, SSE natively: LLVM vectorises the fixed-size lane arrays).
 //!
 //! One activation row (the decode step: every layer's projections and the lm_head) over Q8_0,
-//! Q5_0, Q4_K or Q6_K skips the decode buffer: [`dot_row`] decodes each block in vector
-//! registers ([`U8x16`] / [`F32x4`]: simd128 in the browser, arrays natively) to exactly the
-//! values `crate::quant` gives (int8 -> i16x8 -> i32x4 -> f32x4, then the format's scale and
-//! min in f32; Q8_0 and Q5_0 apply their one scale per block to the block's dot instead) and
-//! multiplies them into four-lane accumulators, so each weight byte is read once and nothing
-//! is written. Activations stay f32 (never quantized).
+//! Q5_0, Q4_K or Q6_K skips the decode buffer: `webdelegate_kernels::blocks::dot_rows` dots
+//! each block in vector registers, decoded to exactly the values `crate::quant` gives, so each
+//! weight byte is read once and nothing is written. Activations stay f32 (never quantized).
 
-use crate::backends::cpu::fast_math::{F32x4, LANES, U8x16, lane_dot};
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
 use crate::backends::cpu::values::{Values, ValuesRef};
 use crate::error::{Error, Result};
 use crate::program::TensorId;
 use crate::program::ops::Linear;
-use crate::quant::{BlockFormat, k_scale_min};
+use crate::backends::cpu::gemm::kernel_error;
+use crate::quant::BlockFormat;
+use webdelegate_kernels::blocks::{self, RowFormat};
+use webdelegate_kernels::math::{LANES, lane_dot};
 
 /// Weight rows decoded together (each decoded group is reused by every activation row).
 const ROW_GROUP: usize = 4;
@@ -129,18 +128,10 @@ pub(crate) fn linear(
         return Ok(());
     }
     if let (1, true, WeightRows::Blocks(format, bytes)) = (m, k > 0, weight)
-        && has_row_dot(format)
+        && let Some(format) = row_format(format)
     {
         // Decode (one activation row): no row to reuse, so dot the blocks in registers.
-        let row_bytes = bytes.len() / n;
-        for (c, (o, row)) in out
-            .iter_mut()
-            .zip(bytes.chunks_exact(row_bytes))
-            .enumerate()
-        {
-            *o = dot_row(format, row, x) + bias.map_or(0.0, |b| b[c]);
-        }
-        return Ok(());
+        return blocks::dot_rows(format, bytes, x, bias, out).map_err(kernel_error);
     }
     if k == 0 {
         for row in out.chunks_exact_mut(n) {
@@ -176,137 +167,15 @@ pub(crate) fn linear(
     Ok(())
 }
 
-/// Whether [`dot_row`] decodes `format` (the formats of the decode step's weights).
-fn has_row_dot(format: BlockFormat) -> bool {
-    matches!(
-        format,
-        BlockFormat::Q8_0 | BlockFormat::Q5_0 | BlockFormat::Q4_K | BlockFormat::Q6_K
-    )
-}
-
-/// One weight row of `format` (`row`: its whole blocks) dotted with `x` (as many values),
-/// block by block in registers; 0 for a format without [`has_row_dot`].
-fn dot_row(format: BlockFormat, row: &[u8], x: &[f32]) -> f32 {
-    let mut acc = [F32x4::splat(0.0); 4];
-    let (bytes, elements) = (format.block_bytes(), format.block_elements());
-    let blocks = row.chunks_exact(bytes).zip(x.chunks_exact(elements));
+/// The kernel crate's register row dot for `format`, where it has one (the formats of the
+/// decode step's weights).
+pub(crate) fn row_format(format: BlockFormat) -> Option<RowFormat> {
     match format {
-        BlockFormat::Q8_0 => blocks.for_each(|(b, x)| block_q8_0(b, x, &mut acc)),
-        BlockFormat::Q5_0 => blocks.for_each(|(b, x)| block_q5_0(b, x, &mut acc)),
-        BlockFormat::Q4_K => blocks.for_each(|(b, x)| block_q4_k(b, x, &mut acc)),
-        BlockFormat::Q6_K => blocks.for_each(|(b, x)| block_q6_k(b, x, &mut acc)),
-        _ => {}
-    }
-    acc[0].add(acc[1]).add(acc[2].add(acc[3])).sum()
-}
-
-/// `acc[g] += w[g] * x[4g..4g + 4]` for sixteen decoded weights and their activations.
-#[inline(always)]
-fn mul_add16(acc: &mut [F32x4; 4], w: [F32x4; 4], x: &[f32]) {
-    for (g, (a, w)) in acc.iter_mut().zip(w).enumerate() {
-        *a = a.add(w.mul(F32x4::load(&x[4 * g..])));
-    }
-}
-
-/// The f16 at `at` of a block, widened exactly.
-#[inline(always)]
-fn half_at(block: &[u8], at: usize) -> f32 {
-    half::f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f32()
-}
-
-/// Q8_0 (34 bytes: d, 32 int8 quants): value `q * d`, taken as `d * sum(q * x)` per block (the
-/// same products, associated differently: the integer quants are exact in f32).
-#[inline(always)]
-fn block_q8_0(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
-    let mut sum = [F32x4::splat(0.0); 4];
-    for h in 0..2 {
-        mul_add16(
-            &mut sum,
-            U8x16::load(&block[2 + 16 * h..]).to_f32_signed(),
-            &x[16 * h..],
-        );
-    }
-    scale_add(acc, &sum, half_at(block, 0));
-}
-
-/// Q5_0 (22 bytes: d, 32 fifth bits, 16 bytes of nibbles): value `d * (q - 16)`, taken as
-/// `d * sum((q - 16) * x)` per block.
-#[inline(always)]
-fn block_q5_0(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
-    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
-    let qs = U8x16::load(&block[6..]);
-    let low = qs
-        .and(U8x16::splat(0x0f))
-        .or(U8x16::from_bits(qh as u16, 0x10));
-    let high = qs.shr(4).or(U8x16::from_bits((qh >> 16) as u16, 0x10));
-    let mut sum = [F32x4::splat(0.0); 4];
-    for (h, q) in [low, high].into_iter().enumerate() {
-        mul_add16(&mut sum, q.sub(16).to_f32_signed(), &x[16 * h..]);
-    }
-    scale_add(acc, &sum, half_at(block, 0));
-}
-
-/// `acc[g] += d * sum[g]`.
-#[inline(always)]
-fn scale_add(acc: &mut [F32x4; 4], sum: &[F32x4; 4], d: f32) {
-    let d = F32x4::splat(d);
-    for (a, s) in acc.iter_mut().zip(sum) {
-        *a = a.add(s.mul(d));
-    }
-}
-
-/// Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles): value
-/// `(d * sc) * q - dmin * m` per 32-value sub-block.
-#[inline(always)]
-fn block_q4_k(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
-    let (d, dmin) = (half_at(block, 0), half_at(block, 2));
-    let (scales, qs) = (&block[4..16], &block[16..144]);
-    for c in 0..4 {
-        // 32 bytes: low nibbles are sub-block 2c, high nibbles 2c + 1.
-        for (nibble, sub) in [(0, 2 * c), (1, 2 * c + 1)] {
-            let (sc, m) = k_scale_min(scales, sub);
-            let scale = F32x4::splat(d * f32::from(sc));
-            let min = F32x4::splat(dmin * f32::from(m));
-            for h in 0..2 {
-                let bytes = U8x16::load(&qs[32 * c + 16 * h..]);
-                let q = if nibble == 0 {
-                    bytes.and(U8x16::splat(0x0f))
-                } else {
-                    bytes.shr(4)
-                };
-                let w = q.to_f32_unsigned().map(|q| scale.mul(q).sub(min));
-                mul_add16(acc, w, &x[32 * sub + 16 * h..]);
-            }
-        }
-    }
-}
-
-/// Q6_K (210 bytes: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, d): value
-/// `(d * sc) * (q - 32)` per 16 values.
-#[inline(always)]
-fn block_q6_k(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
-    let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
-    let d = half_at(block, 208);
-    let (low, three) = (U8x16::splat(0x0f), U8x16::splat(0x03));
-    for half in 0..2 {
-        for l in [0, 16] {
-            // Values 128 half + 32 g + l .. + 16 for g = 0..3.
-            let a = U8x16::load(&ql[64 * half + l..]);
-            let b = U8x16::load(&ql[64 * half + 32 + l..]);
-            let h = U8x16::load(&qh[32 * half + l..]);
-            let quants = [
-                a.and(low).or(h.and(three).shl(4)),
-                b.and(low).or(h.shr(2).and(three).shl(4)),
-                a.shr(4).or(h.shr(4).and(three).shl(4)),
-                b.shr(4).or(h.shr(6).shl(4)),
-            ];
-            for (g, q) in quants.into_iter().enumerate() {
-                let e = 128 * half + 32 * g + l;
-                let scale = F32x4::splat(d * f32::from(scales[e / 16] as i8));
-                let w = q.sub(32).to_f32_signed().map(|q| scale.mul(q));
-                mul_add16(acc, w, &x[e..]);
-            }
-        }
+        BlockFormat::Q8_0 => Some(RowFormat::Q8_0),
+        BlockFormat::Q5_0 => Some(RowFormat::Q5_0),
+        BlockFormat::Q4_K => Some(RowFormat::Q4_K),
+        BlockFormat::Q6_K => Some(RowFormat::Q6_K),
+        _ => None,
     }
 }
 
@@ -349,9 +218,14 @@ impl CpuOp for Linear {
         let n = f.last_dim(self.out)?;
         let numel = f.numel(self.out)?;
         let m = numel.checked_div(n).unwrap_or(0);
-        let weight = weight_rows(f, self.weight)?;
         let bias = self.bias.map(|id| f.f32(id)).transpose()?;
         let mut out = cx.scratch.pool.take(numel)?;
+        if let Some(threaded) = cx.threaded.filter(|t| t.has_blocks(self.weight)) {
+            let (x, dims) = (f.f32(self.x)?, Dims { m, k, n });
+            threaded.linear(&mut cx.scratch.shared, self.weight, x, bias, dims, &mut out)?;
+            return Ok(Slot::Owned(Values::F32(out)));
+        }
+        let weight = weight_rows(f, self.weight)?;
         let mut scratch = cx.scratch.pool.take(ROW_GROUP * k)?;
         let dims = Dims { m, k, n };
         let result = linear(f.f32(self.x)?, weight, bias, dims, &mut out, &mut scratch);

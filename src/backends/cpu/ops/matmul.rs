@@ -1,5 +1,6 @@
 //! `MatMul` on the CPU: the blocked GEMM (`gemm.rs`) over the op's geometry, with a weight
-//! packed at init read in place.
+//! packed at init read in place, or on the worker pool when the weight lives in its shared
+//! memory (`threaded`).
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::gemm::{self, RightOperand};
@@ -18,6 +19,12 @@ impl CpuOp for MatMul {
             self.transpose_b,
         )?;
         let bias = self.bias.map(|id| f.f32(id)).transpose()?;
+        if let Some(threaded) = cx.threaded.filter(|t| t.has_packed(self.b)) {
+            let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
+            let a = f.f32(self.a)?;
+            threaded.matmul(&mut cx.scratch.shared, self.b, a, bias, &geometry, &mut out)?;
+            return Ok(Slot::Owned(Values::F32(out)));
+        }
         let right = match cx.packed.get(self.b as usize) {
             Some(Some(packed)) => RightOperand::Packed(packed),
             _ => RightOperand::Values(f.f32(self.b)?),

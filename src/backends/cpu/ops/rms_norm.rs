@@ -1,6 +1,7 @@
 //! `RmsNorm` on the CPU: the mean square of each row (eight-lane sum), then scale.
 
-use crate::backends::cpu::fast_math::{lane_sum, rows_of};
+use crate::backends::cpu::walk::rows_of;
+use webdelegate_kernels::math::lane_sum;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::error::{Error, Result};
 use crate::program::ops::RmsNorm;

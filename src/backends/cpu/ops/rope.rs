@@ -1,8 +1,8 @@
 //! `Rope` on the CPU: per `[D]` row, the angles `f32(position) * inv_freq[i]` (inverse
-//! frequencies from the op, once per execute), `sin`/`cos` by [`fast_math::sin_cos`], then the
+//! frequencies from the op, once per execute), `sin`/`cos` by [`math::sin_cos`], then the
 //! pair rotations of the op's style; elements past `dims` are copied.
 
-use crate::backends::cpu::fast_math;
+use webdelegate_kernels::math;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::error::{Error, Result};
 use crate::program::ops::{Rope, RopeStyle};
@@ -53,7 +53,7 @@ fn rope(
         if r % heads == 0 {
             let position = positions[s] as f32;
             for ((inv, sn), cs) in inverse.iter().zip(&mut sin).zip(&mut cos) {
-                (*sn, *cs) = fast_math::sin_cos(position * inv);
+                (*sn, *cs) = math::sin_cos(position * inv);
             }
         }
         let (step, offset) = match op.style {

@@ -2,7 +2,7 @@
 //! by selection over the row's indices (`select_nth_unstable`, then a sort of the k), then
 //! the op's f32 chain in rank order.
 
-use crate::backends::cpu::fast_math;
+use webdelegate_kernels::math;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::ops::argmax::argmax_row;
 use crate::backends::cpu::values::{Values, filled};
@@ -49,7 +49,7 @@ pub(crate) fn sample_row(row: &[f32], raw: [f32; 4]) -> Result<i32> {
             } else if keys[i as usize] == negative_infinity || d.is_nan() || d < -87.0 {
                 0.0
             } else {
-                fast_math::exp(d)
+                math::exp(d)
             }
         })
         .collect();

@@ -1,6 +1,7 @@
 //! `Softmax` on the CPU: the mask added (broadcast) first, then a stable softmax per row.
 
-use crate::backends::cpu::fast_math::{self, LANES, lane_max, rows_of};
+use crate::backends::cpu::walk::rows_of;
+use webdelegate_kernels::math::{self, LANES, lane_max};
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::ops::elementwise;
 use crate::error::Result;
@@ -22,13 +23,13 @@ pub fn softmax_in_place(values: &mut [f32], width: usize) -> Result<()> {
         let mut chunks = row.chunks_exact_mut(LANES);
         for chunk in &mut chunks {
             for (slot, v) in acc.iter_mut().zip(chunk.iter_mut()) {
-                *v = fast_math::exp(*v - max);
+                *v = math::exp(*v - max);
                 *slot += *v;
             }
         }
         let mut sum: f32 = 0.0;
         for v in chunks.into_remainder() {
-            *v = fast_math::exp(*v - max);
+            *v = math::exp(*v - max);
             sum += *v;
         }
         sum += acc.iter().sum::<f32>();

@@ -3,7 +3,7 @@
 //! dispatch's uniform block, computed on the host by [`Rope::inverse_frequencies`] exactly as
 //! the CPU backend uses them, so both form the same f32 angle `f32(p) * inv_freq[i]`; `sin`
 //! and `cos` come from the same Cody-Waite reduction and Cephes polynomials as the CPU's
-//! `fast_math::sin_cos` (WGSL's own `sin`/`cos` promise only 2^-11 absolute, and only on
+//! `webdelegate_kernels::math::sin_cos` (WGSL's own `sin`/`cos` promise only 2^-11 absolute, and only on
 //! `[-pi, pi]`). Positions are only multiplied, never used as an index.
 //!
 //! Bound: the uniform table holds at most [`MAX_PAIRS`] pairs (`dims <= 8192`, 16 KiB of the
@@ -36,7 +36,7 @@ struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
 // (sin t, cos t): t - q pi/2 with pi/2 in three parts, Cephes' sinf/cosf polynomials on
-// [-pi/4, pi/4], then the quadrant q mod 4 (the CPU's fast_math::sin_cos).
+// [-pi/4, pi/4], then the quadrant q mod 4 (the CPU's webdelegate_kernels::math::sin_cos).
 fn sin_cos(t: f32) -> vec2<f32> {
     let q = floor(t * 0.63661977236758134 + 0.5);
     let r = clamp(((t - q * 1.5703125) - q * 4.837513e-4) - q * 7.54979e-8, -0.8, 0.8);

@@ -6,14 +6,12 @@
 //! Accuracy (checked against f64 references in the tests): `exp` within 1e-7 relative over
 //! its whole range; `gelu` within 2e-6 relative for `|x| <= 8` and 4e-7 absolute everywhere.
 
-use crate::error::{Error, Result};
-
 /// `e^x`. Inputs below -87.3 give the smallest normal float (~1.2e-38) instead of 0, inputs
 /// above 88 give `e^88`; NaN stays NaN.
 #[inline(always)]
 pub fn exp(x: f32) -> f32 {
     // Cody-Waite reduction x = n ln2 + r with |r| <= ln2 / 2, then Cephes' expf polynomial.
-    const LOG2E: f32 = std::f32::consts::LOG2_E;
+    const LOG2E: f32 = core::f32::consts::LOG2_E;
     const LN2_HI: f32 = 0.693_359_4;
     const LN2_LO: f32 = -2.121_944_4e-4;
     // 1.5 * 2^23: adding it rounds to an integer and leaves that integer in the low mantissa
@@ -57,7 +55,7 @@ pub fn erfc_non_negative(z: f32) -> f32 {
 /// `erfc(-x / sqrt 2) / 2` below, so small negative outputs keep their relative accuracy.
 #[inline(always)]
 pub fn gelu(x: f32) -> f32 {
-    let half_tail = 0.5 * erfc_non_negative(x.abs() * std::f32::consts::FRAC_1_SQRT_2);
+    let half_tail = 0.5 * erfc_non_negative(x.abs() * core::f32::consts::FRAC_1_SQRT_2);
     let phi = if x >= 0.0 { 1.0 - half_tail } else { half_tail };
     x * phi
 }
@@ -102,11 +100,11 @@ pub fn silu(x: f32) -> f32 {
 /// steps.
 #[inline(always)]
 pub fn sin_cos(t: f32) -> (f32, f32) {
-    const TWO_OVER_PI: f32 = std::f32::consts::FRAC_2_PI;
+    const TWO_OVER_PI: f32 = core::f32::consts::FRAC_2_PI;
     const P1: f32 = 1.570_312_5;
     const P2: f32 = 4.837_513e-4;
     const P3: f32 = 7.549_79e-8;
-    let q = (t * TWO_OVER_PI + 0.5).floor();
+    let q = floor(t * TWO_OVER_PI + 0.5);
     // Clamped (to pi/4 plus the slack of a rounded q): beyond |t| ~ 1e5 the products are no longer exact, and a huge angle (a position
     // near 2^31) must still give values in [-1, 1], if not accurate ones.
     let r = (((t - q * P1) - q * P2) - q * P3).clamp(-0.8, 0.8);
@@ -114,12 +112,30 @@ pub fn sin_cos(t: f32) -> (f32, f32) {
     let sin = r + r * z * (-1.666_665_5e-1 + z * (8.332_161e-3 + z * -1.951_529_6e-4));
     let cos = 1.0 - 0.5 * z + z * z * (4.166_664_6e-2 + z * (-1.388_731_6e-3 + z * 2.443_315_7e-5));
     // The quadrant q mod 4, from the float (exact for |q| < 2^24; any value beyond is fine).
-    let quadrant = (q - 4.0 * (q * 0.25).floor()) as u32;
+    let quadrant = (q - 4.0 * floor(q * 0.25)) as u32;
     match quadrant {
         0 => (sin, cos),
         1 => (cos, -sin),
         2 => (-sin, -cos),
         _ => (-cos, sin),
+    }
+}
+
+/// `x` rounded toward minus infinity, exactly as `f32::floor` (which `core` does not have): a
+/// float of magnitude `2^23` or more, an infinity and NaN are their own floor.
+#[inline(always)]
+pub fn floor(x: f32) -> f32 {
+    if x.abs() < 8_388_608.0 {
+        let truncated = x as i32 as f32;
+        if truncated > x {
+            truncated - 1.0
+        } else if truncated == x {
+            x // keeps the sign of -0.0
+        } else {
+            truncated
+        }
+    } else {
+        x
     }
 }
 
@@ -424,15 +440,15 @@ mod lanes {
     }
     #[inline(always)]
     pub fn f_add(a: F4, b: F4) -> F4 {
-        std::array::from_fn(|l| a[l] + b[l])
+        core::array::from_fn(|l| a[l] + b[l])
     }
     #[inline(always)]
     pub fn f_sub(a: F4, b: F4) -> F4 {
-        std::array::from_fn(|l| a[l] - b[l])
+        core::array::from_fn(|l| a[l] - b[l])
     }
     #[inline(always)]
     pub fn f_mul(a: F4, b: F4) -> F4 {
-        std::array::from_fn(|l| a[l] * b[l])
+        core::array::from_fn(|l| a[l] * b[l])
     }
     #[inline(always)]
     pub fn f_lanes(a: F4) -> [f32; 4] {
@@ -449,32 +465,32 @@ mod lanes {
     #[inline(always)]
     pub fn b_from_bits(bits: u16, value: u8) -> B16 {
         // Branch-free, so that LLVM vectorises it.
-        std::array::from_fn(|j| ((bits >> j) & 1) as u8 * value)
+        core::array::from_fn(|j| ((bits >> j) & 1) as u8 * value)
     }
     #[inline(always)]
     pub fn b_and(a: B16, b: B16) -> B16 {
-        std::array::from_fn(|l| a[l] & b[l])
+        core::array::from_fn(|l| a[l] & b[l])
     }
     #[inline(always)]
     pub fn b_or(a: B16, b: B16) -> B16 {
-        std::array::from_fn(|l| a[l] | b[l])
+        core::array::from_fn(|l| a[l] | b[l])
     }
     #[inline(always)]
     pub fn b_shr(a: B16, n: u32) -> B16 {
-        std::array::from_fn(|l| a[l] >> n)
+        core::array::from_fn(|l| a[l] >> n)
     }
     #[inline(always)]
     pub fn b_shl(a: B16, n: u32) -> B16 {
-        std::array::from_fn(|l| a[l] << n)
+        core::array::from_fn(|l| a[l] << n)
     }
     #[inline(always)]
     pub fn b_sub(a: B16, v: u8) -> B16 {
-        std::array::from_fn(|l| a[l].wrapping_sub(v))
+        core::array::from_fn(|l| a[l].wrapping_sub(v))
     }
     #[inline(always)]
     pub fn b_to_f32(a: B16, signed: bool) -> [F4; 4] {
-        std::array::from_fn(|g| {
-            std::array::from_fn(|l| {
+        core::array::from_fn(|g| {
+            core::array::from_fn(|l| {
                 let b = a[4 * g + l];
                 if signed {
                     f32::from(b as i8)
@@ -486,23 +502,28 @@ mod lanes {
     }
 }
 
-/// Checks that `len` elements are whole rows of `width`.
-///
-/// # Errors
-/// `Internal` when they are not.
-pub fn rows_of(len: usize, width: usize, what: &str) -> Result<()> {
-    if width == 0 || len.is_multiple_of(width) {
-        Ok(())
-    } else {
-        Err(Error::internal(format!(
-            "{what}: {len} elements are not whole rows of {width}"
-        )))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn floor_is_f32_floor() {
+        // Magnitudes from 1e-3 to 1e9, each with neighbours, halves and both signs.
+        let mut x = 1.0e-3f32;
+        while x < 1.0e9 {
+            for v in [x, x + 0.5, x - 0.25, x.next_up(), x.next_down(), x.round()] {
+                for v in [v, -v] {
+                    assert_eq!(floor(v).to_bits(), v.floor().to_bits(), "{v}");
+                }
+            }
+            x *= 1.37;
+        }
+        for v in [f32::INFINITY, f32::NEG_INFINITY, 8_388_607.5, -8_388_607.5, 0.0] {
+            assert_eq!(floor(v).to_bits(), v.floor().to_bits(), "{v}");
+        }
+        assert!(floor(f32::NAN).is_nan());
+    }
 
     /// erfc in f64: the power series of erf below 2.5, a continued fraction above.
     fn erfc_reference(z: f64) -> f64 {

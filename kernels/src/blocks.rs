@@ -1,0 +1,220 @@
+//! ggml block-format weight rows dotted with an f32 activation row in vector registers
+//! ([`U8x16`] / [`F32x4`]: simd128 in the browser, arrays natively): each block is decoded to
+//! exactly the values the reference dequantizer gives (int8 -> i16x8 -> i32x4 -> f32x4, then
+//! the format's scale and min in f32; Q8_0 and Q5_0 apply their one scale per block to the
+//! block's dot instead) and multiplied into four-lane accumulators, so each weight byte is
+//! read once and nothing is written. [`dot_rows`] is the decode step's matrix-vector product
+//! over a run of rows (a worker's share is a run of rows).
+
+use crate::KernelError;
+use crate::math::{F32x4, U8x16};
+
+/// The block formats with a register row dot (the decode step's weights in the GGUF files
+/// the runtime serves).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[allow(non_camel_case_types)] // ggml's names
+pub enum RowFormat {
+    /// 32 values in 34 bytes: an f16 scale and 32 int8 quants.
+    Q8_0,
+    /// 32 values in 22 bytes: an f16 scale, 32 fifth bits, 16 bytes of nibbles.
+    Q5_0,
+    /// 256 values in 144 bytes: f16 scale and min, 6-bit sub-block scales and mins, nibbles.
+    Q4_K,
+    /// 256 values in 210 bytes: low nibbles, 2-bit highs, int8 sub-block scales, f16 scale.
+    Q6_K,
+}
+
+impl RowFormat {
+    /// Bytes per block.
+    pub fn block_bytes(self) -> usize {
+        match self {
+            Self::Q8_0 => 34,
+            Self::Q5_0 => 22,
+            Self::Q4_K => 144,
+            Self::Q6_K => 210,
+        }
+    }
+
+    /// Values per block.
+    pub fn block_elements(self) -> usize {
+        match self {
+            Self::Q8_0 | Self::Q5_0 => 32,
+            Self::Q4_K | Self::Q6_K => 256,
+        }
+    }
+}
+
+/// `out[r] = rows[r] . x (+ bias[r])` for `out.len()` rows of `format` in `rows`, each
+/// holding `x.len()` values.
+///
+/// # Errors
+/// A [`KernelError`] when `x` is not whole blocks, or `rows` or `bias` do not hold
+/// `out.len()` rows.
+pub fn dot_rows(
+    format: RowFormat,
+    rows: &[u8],
+    x: &[f32],
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) -> Result<(), KernelError> {
+    let (bytes, elements) = (format.block_bytes(), format.block_elements());
+    if !x.len().is_multiple_of(elements) {
+        return Err(KernelError("a block-format row is not whole blocks"));
+    }
+    let row_bytes = x.len() / elements * bytes;
+    if row_bytes.checked_mul(out.len()) != Some(rows.len())
+        || bias.is_some_and(|bias| bias.len() != out.len())
+    {
+        return Err(KernelError("block-format rows do not match the output"));
+    }
+    if row_bytes == 0 {
+        for (r, o) in out.iter_mut().enumerate() {
+            *o = bias.map_or(0.0, |b| b[r]);
+        }
+        return Ok(());
+    }
+    for (r, (o, row)) in out.iter_mut().zip(rows.chunks_exact(row_bytes)).enumerate() {
+        *o = dot_row(format, row, x) + bias.map_or(0.0, |b| b[r]);
+    }
+    Ok(())
+}
+
+/// One weight row of `format` (`row`: its whole blocks) dotted with `x` (as many values),
+/// block by block in registers (blocks beyond the shorter of the two are not read).
+pub fn dot_row(format: RowFormat, row: &[u8], x: &[f32]) -> f32 {
+    let mut acc = [F32x4::splat(0.0); 4];
+    let (bytes, elements) = (format.block_bytes(), format.block_elements());
+    let blocks = row.chunks_exact(bytes).zip(x.chunks_exact(elements));
+    match format {
+        RowFormat::Q8_0 => blocks.for_each(|(b, x)| block_q8_0(b, x, &mut acc)),
+        RowFormat::Q5_0 => blocks.for_each(|(b, x)| block_q5_0(b, x, &mut acc)),
+        RowFormat::Q4_K => blocks.for_each(|(b, x)| block_q4_k(b, x, &mut acc)),
+        RowFormat::Q6_K => blocks.for_each(|(b, x)| block_q6_k(b, x, &mut acc)),
+    }
+    acc[0].add(acc[1]).add(acc[2].add(acc[3])).sum()
+}
+
+/// `acc[g] += w[g] * x[4g..4g + 4]` for sixteen decoded weights and their activations.
+#[inline(always)]
+fn mul_add16(acc: &mut [F32x4; 4], w: [F32x4; 4], x: &[f32]) {
+    for (g, (a, w)) in acc.iter_mut().zip(w).enumerate() {
+        *a = a.add(w.mul(F32x4::load(&x[4 * g..])));
+    }
+}
+
+/// The f16 at `at` of a block, widened exactly.
+#[inline(always)]
+fn half_at(block: &[u8], at: usize) -> f32 {
+    half::f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f32()
+}
+
+/// Q8_0 (34 bytes: d, 32 int8 quants): value `q * d`, taken as `d * sum(q * x)` per block (the
+/// same products, associated differently: the integer quants are exact in f32).
+#[inline(always)]
+fn block_q8_0(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
+    let mut sum = [F32x4::splat(0.0); 4];
+    for h in 0..2 {
+        mul_add16(
+            &mut sum,
+            U8x16::load(&block[2 + 16 * h..]).to_f32_signed(),
+            &x[16 * h..],
+        );
+    }
+    scale_add(acc, &sum, half_at(block, 0));
+}
+
+/// Q5_0 (22 bytes: d, 32 fifth bits, 16 bytes of nibbles): value `d * (q - 16)`, taken as
+/// `d * sum((q - 16) * x)` per block.
+#[inline(always)]
+fn block_q5_0(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
+    let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
+    let qs = U8x16::load(&block[6..]);
+    let low = qs
+        .and(U8x16::splat(0x0f))
+        .or(U8x16::from_bits(qh as u16, 0x10));
+    let high = qs.shr(4).or(U8x16::from_bits((qh >> 16) as u16, 0x10));
+    let mut sum = [F32x4::splat(0.0); 4];
+    for (h, q) in [low, high].into_iter().enumerate() {
+        mul_add16(&mut sum, q.sub(16).to_f32_signed(), &x[16 * h..]);
+    }
+    scale_add(acc, &sum, half_at(block, 0));
+}
+
+/// `acc[g] += d * sum[g]`.
+#[inline(always)]
+fn scale_add(acc: &mut [F32x4; 4], sum: &[F32x4; 4], d: f32) {
+    let d = F32x4::splat(d);
+    for (a, s) in acc.iter_mut().zip(sum) {
+        *a = a.add(s.mul(d));
+    }
+}
+
+/// Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles): value
+/// `(d * sc) * q - dmin * m` per 32-value sub-block.
+#[inline(always)]
+fn block_q4_k(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
+    let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+    let (scales, qs) = (&block[4..16], &block[16..144]);
+    for c in 0..4 {
+        // 32 bytes: low nibbles are sub-block 2c, high nibbles 2c + 1.
+        for (nibble, sub) in [(0, 2 * c), (1, 2 * c + 1)] {
+            let (sc, m) = k_scale_min(scales, sub);
+            let scale = F32x4::splat(d * f32::from(sc));
+            let min = F32x4::splat(dmin * f32::from(m));
+            for h in 0..2 {
+                let bytes = U8x16::load(&qs[32 * c + 16 * h..]);
+                let q = if nibble == 0 {
+                    bytes.and(U8x16::splat(0x0f))
+                } else {
+                    bytes.shr(4)
+                };
+                let w = q.to_f32_unsigned().map(|q| scale.mul(q).sub(min));
+                mul_add16(acc, w, &x[32 * sub + 16 * h..]);
+            }
+        }
+    }
+}
+
+/// Q6_K (210 bytes: 128 bytes of low nibbles, 64 of 2-bit highs, 16 int8 scales, d): value
+/// `(d * sc) * (q - 32)` per 16 values.
+#[inline(always)]
+fn block_q6_k(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
+    let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
+    let d = half_at(block, 208);
+    let (low, three) = (U8x16::splat(0x0f), U8x16::splat(0x03));
+    for half in 0..2 {
+        for l in [0, 16] {
+            // Values 128 half + 32 g + l .. + 16 for g = 0..3.
+            let a = U8x16::load(&ql[64 * half + l..]);
+            let b = U8x16::load(&ql[64 * half + 32 + l..]);
+            let h = U8x16::load(&qh[32 * half + l..]);
+            let quants = [
+                a.and(low).or(h.and(three).shl(4)),
+                b.and(low).or(h.shr(2).and(three).shl(4)),
+                a.shr(4).or(h.shr(4).and(three).shl(4)),
+                b.shr(4).or(h.shr(6).shl(4)),
+            ];
+            for (g, q) in quants.into_iter().enumerate() {
+                let e = 128 * half + 32 * g + l;
+                let scale = F32x4::splat(d * f32::from(scales[e / 16] as i8));
+                let w = q.sub(32).to_f32_signed().map(|q| scale.mul(q));
+                mul_add16(acc, w, &x[e..]);
+            }
+        }
+    }
+}
+
+/// The 6-bit scale and min of sub-block `sub` (0..8) of a Q4_K / Q5_K block, from its 12 packed
+/// bytes: sub-blocks 0..4 use the low 6 bits of bytes 0..4 (scales) and 4..8 (mins); 4..8 take
+/// their low 4 bits from bytes 8..12 and their top 2 bits from the top of bytes 0..8.
+pub fn k_scale_min(scales: &[u8], sub: usize) -> (u8, u8) {
+    if sub < 4 {
+        (scales[sub] & 0x3f, scales[sub + 4] & 0x3f)
+    } else {
+        let packed = scales[sub + 4];
+        (
+            (packed & 0x0f) | ((scales[sub - 4] >> 2) & 0x30),
+            (packed >> 4) | ((scales[sub] >> 2) & 0x30),
+        )
+    }
+}

@@ -1,0 +1,166 @@
+//! The kernel module's entry points (only with the `module` feature: `wasm32` with `atomics`,
+//! built by `scripts/build-kernels.sh` against an imported shared memory). Each call computes
+//! one worker's share of one op: the caller (the pool's JavaScript, `src/backends/cpu/
+//! threads.js`) has already shifted the pointers to the share's first row. Pointers are byte
+//! addresses in the shared memory; lengths are element counts.
+//!
+//! Every entry returns 0 when it ran, or 1 after writing its [`KernelError`]'s message as
+//! `(address, length)` to the two `u32`s at `status`. A pointer of 0 means "none" for the
+//! optional bias. The caller guarantees that each region lies in memory and that no two
+//! workers are given overlapping outputs; the kernels check the shapes themselves.
+
+use crate::KernelError;
+use crate::blocks::{self, RowFormat};
+use crate::gemm::{self, Panels, Strided};
+use core::slice;
+
+/// Writes `result`'s outcome for the caller.
+fn report(result: Result<(), KernelError>, status: *mut u32) -> u32 {
+    match result {
+        Ok(()) => 0,
+        Err(KernelError(message)) => {
+            // SAFETY: the caller hands a status word pair it owns.
+            unsafe {
+                status.write(message.as_ptr() as u32);
+                status.add(1).write(message.len() as u32);
+            }
+            1
+        }
+    }
+}
+
+/// The elements a strided `rows x cols` view spans from its first one (0 for an empty one).
+fn span(rows: usize, cols: usize, row_stride: usize, col_stride: usize) -> Option<usize> {
+    if rows == 0 || cols == 0 {
+        return Some(0);
+    }
+    (rows - 1)
+        .checked_mul(row_stride)?
+        .checked_add((cols - 1).checked_mul(col_stride)?)?
+        .checked_add(1)
+}
+
+/// `(m, k, n)` product rows of `c` (contiguous, `m x n`) from `a` (strided, in elements) and
+/// `b` (strided, or packed by `gemm::pack_b` when `b_packed` is 1), with `scratch_len` floats
+/// of packing scratch at `scratch`.
+///
+/// # Safety
+/// Every region the dimensions and strides describe lies in memory, and `c` and `scratch`
+/// are this call's alone.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn wd_gemm(
+    m: usize,
+    k: usize,
+    n: usize,
+    a: *const f32,
+    a_row_stride: usize,
+    a_col_stride: usize,
+    b: *const f32,
+    b_packed: u32,
+    b_row_stride: usize,
+    b_col_stride: usize,
+    bias: *const f32,
+    c: *mut f32,
+    scratch: *mut f32,
+    scratch_len: usize,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        // SAFETY: the caller's regions (see the function's contract).
+        unsafe {
+            let (ar, ac) = (a_row_stride, a_col_stride);
+            let a_len = span(m, k, ar, ac).ok_or(KernelError("matmul a overflows"))?;
+            let a = Strided {
+                data: slice::from_raw_parts(a, a_len),
+                offset: 0,
+                row_stride: ar,
+                col_stride: ac,
+            };
+            let panels = if b_packed == 1 {
+                Panels::Packed(slice::from_raw_parts(b, gemm::packed_b_len(k, n)))
+            } else {
+                let (br, bc) = (b_row_stride, b_col_stride);
+                let b_len = span(k, n, br, bc).ok_or(KernelError("matmul b overflows"))?;
+                Panels::Pack(Strided {
+                    data: slice::from_raw_parts(b, b_len),
+                    offset: 0,
+                    row_stride: br,
+                    col_stride: bc,
+                })
+            };
+            let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, n));
+            let c = slice::from_raw_parts_mut(c, m.checked_mul(n).ok_or(KernelError("matmul c overflows"))?);
+            let (a_need, b_need) = gemm::scratch_lens(m, k, n);
+            if a_need.checked_add(b_need).is_none_or(|need| need > scratch_len) {
+                return Err(KernelError("matmul packing scratch is too short"));
+            }
+            let scratch = slice::from_raw_parts_mut(scratch, scratch_len);
+            let (packed_a, packed_b) = scratch.split_at_mut(a_need);
+            gemm::gemm((m, k, n), a, panels, bias, c, packed_a, packed_b)
+        }
+    })();
+    report(result, status)
+}
+
+/// `rows` weight rows of `format` (0 Q8_0, 1 Q5_0, 2 Q4_K, 3 Q6_K) at `weights`, each of `k`
+/// values, dotted with the `k` values at `x` into `out` (`rows` floats), plus `bias`.
+///
+/// # Safety
+/// Every region lies in memory, and `out` is this call's alone.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wd_dot_rows(
+    format: u32,
+    rows: usize,
+    k: usize,
+    weights: *const u8,
+    x: *const f32,
+    bias: *const f32,
+    out: *mut f32,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        let format = match format {
+            0 => RowFormat::Q8_0,
+            1 => RowFormat::Q5_0,
+            2 => RowFormat::Q4_K,
+            3 => RowFormat::Q6_K,
+            _ => return Err(KernelError("unknown block format")),
+        };
+        if !k.is_multiple_of(format.block_elements()) {
+            return Err(KernelError("a block-format row is not whole blocks"));
+        }
+        let bytes = (k / format.block_elements())
+            .checked_mul(format.block_bytes())
+            .and_then(|row| row.checked_mul(rows))
+            .ok_or(KernelError("block-format rows overflow"))?;
+        // SAFETY: the caller's regions (see the function's contract).
+        unsafe {
+            let weights = slice::from_raw_parts(weights, bytes);
+            let x = slice::from_raw_parts(x, k);
+            let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, rows));
+            let out = slice::from_raw_parts_mut(out, rows);
+            blocks::dot_rows(format, weights, x, bias, out)
+        }
+    })();
+    report(result, status)
+}
+
+/// The packing scratch (floats) one worker needs for an `m x k` by `k x n` product.
+#[unsafe(no_mangle)]
+pub extern "C" fn wd_gemm_scratch_len(m: usize, k: usize, n: usize) -> usize {
+    let (a, b) = gemm::scratch_lens(m, k, n);
+    a.saturating_add(b)
+}
+
+/// The packed length (floats) of a `k x n` right operand.
+#[unsafe(no_mangle)]
+pub extern "C" fn wd_packed_b_len(k: usize, n: usize) -> usize {
+    gemm::packed_b_len(k, n)
+}
+
+/// A kernel that panics (a bug: every length is checked first) traps instead of unwinding.
+#[panic_handler]
+fn panic(_: &core::panic::PanicInfo<'_>) -> ! {
+    core::arch::wasm32::unreachable()
+}

@@ -1,0 +1,343 @@
+//! The CPU backend on the worker pool ([`crate::browser::cpu_pool`]): which weights live in
+//! the pool's shared memory, and the two products the pool splits across its threads.
+//!
+//! A program initialised while a pool is installed ([`Threaded::for_current_pool`]) places,
+//! as each parameter arrives, every weight the threaded kernels read into the shared memory
+//! and keeps no host copy of it unless another op reads it too:
+//! - an f32 weight used only as a matmul's right operand, packed into the GEMM's panel order
+//!   (the same packing the single-thread path uses);
+//! - a Q8_0 / Q5_0 / Q4_K / Q6_K weight of a `linear` (a decoder's projections and lm_head),
+//!   as its file bytes. A table that a gather also reads (a tied embedding) keeps its host
+//!   copy as well.
+//!
+//! An execute then copies each threaded op's activation rows (and bias) into a per-program
+//! shared scratch region, runs the op on every thread, and copies the result rows out; the
+//! weights themselves are never copied again. Every other op runs on the calling thread, as
+//! without a pool. Each output element is summed in the same order as on one thread (a
+//! worker's share is a run of whole output rows), so results equal the single-thread path's
+//! bit for bit. A `linear` over more than one activation row runs one row-dot pass per row.
+//!
+//! Natively there is no pool and [`Threaded`] is uninhabited.
+
+#[cfg(web)]
+mod platform {
+    use crate::backends::cpu::gemm::PackedB;
+    use crate::backends::cpu::ops::linear::Dims;
+    use crate::backends::cpu::values::Values;
+    use crate::browser::cpu_pool::{CpuPool, PoolGemm, PoolRowFormat, SharedRegion};
+    use crate::error::{Error, Result};
+    use crate::program::geometry::MatMulGeometry;
+    use crate::program::{DType, Op, Program, TensorId, ops};
+    use crate::quant::BlockFormat;
+    use std::rc::Rc;
+
+    /// Whether `id` is read by an op other than as the weight of a `linear`.
+    fn read_outside_linear(program: &Program, id: TensorId) -> bool {
+        program.ops.iter().any(|op| {
+            op.inputs().contains(&id)
+                && !matches!(op, Op::Linear(ops::Linear { x, weight, bias, .. })
+                    if *weight == id && *x != id && *bias != Some(id))
+        })
+    }
+
+    /// Whether the threaded path reads `values` as a `linear` weight.
+    fn is_linear_weight(program: &Program, id: TensorId) -> bool {
+        program
+            .ops
+            .iter()
+            .any(|op| matches!(op, Op::Linear(ops::Linear { weight, .. }) if *weight == id))
+            && values_format(program, id).is_some()
+    }
+
+    /// The pool's row-dot format of `id`, if it is a block format the pool has a kernel for.
+    fn values_format(program: &Program, id: TensorId) -> Option<PoolRowFormat> {
+        match program.tensors.get(id as usize)?.dtype {
+            DType::Block(BlockFormat::Q8_0) => Some(PoolRowFormat::Q8_0),
+            DType::Block(BlockFormat::Q5_0) => Some(PoolRowFormat::Q5_0),
+            DType::Block(BlockFormat::Q4_K) => Some(PoolRowFormat::Q4K),
+            DType::Block(BlockFormat::Q6_K) => Some(PoolRowFormat::Q6K),
+            _ => None,
+        }
+    }
+
+    /// A packed right operand in the shared memory.
+    #[derive(Debug)]
+    struct SharedPacked {
+        k: usize,
+        n: usize,
+        region: SharedRegion,
+    }
+
+    /// A block-format weight's bytes in the shared memory.
+    #[derive(Debug)]
+    struct SharedBlocks {
+        format: PoolRowFormat,
+        region: SharedRegion,
+    }
+
+    /// One program's weights in the pool's shared memory.
+    #[derive(Debug)]
+    pub struct Threaded {
+        pool: Rc<CpuPool>,
+        packed: Vec<Option<SharedPacked>>,
+        blocks: Vec<Option<SharedBlocks>>,
+    }
+
+    /// The per-program region threaded ops stage their activations and results in.
+    #[derive(Debug, Default)]
+    pub struct SharedScratch(Option<SharedRegion>);
+
+    impl SharedScratch {
+        fn region(&mut self, pool: &Rc<CpuPool>, bytes: usize) -> Result<&SharedRegion> {
+            if self.0.as_ref().is_none_or(|r| r.bytes() < bytes) {
+                self.0 = None;
+                // Grown by half again, so a growing sequence does not reallocate every step.
+                self.0 = Some(pool.alloc(bytes.saturating_add(bytes / 2))?);
+            }
+            self.0
+                .as_ref()
+                .ok_or_else(|| Error::internal("shared scratch vanished"))
+        }
+    }
+
+    impl Threaded {
+        /// Placement for `program` in the installed pool's memory, if a pool is installed
+        /// (whatever its thread count: the `threads` option may widen it later).
+        pub fn for_current_pool(program: &Program) -> Option<Self> {
+            let pool = CpuPool::current()?;
+            Some(Self {
+                pool,
+                packed: (0..program.tensors.len()).map(|_| None).collect(),
+                blocks: (0..program.tensors.len()).map(|_| None).collect(),
+            })
+        }
+
+        /// Moves a packed weight into the shared memory (its host copy is dropped).
+        ///
+        /// # Errors
+        /// `MemoryAllocationFailed` when the shared memory cannot hold it.
+        pub fn place_packed(&mut self, id: TensorId, packed: PackedB) -> Result<()> {
+            let (k, n) = packed.dims();
+            let region = self.pool.upload_f32(packed.values())?;
+            if let Some(slot) = self.packed.get_mut(id as usize) {
+                *slot = Some(SharedPacked { k, n, region });
+            }
+            Ok(())
+        }
+
+        /// Places parameter `id`'s `values` if the threaded `linear` reads them; returns them
+        /// back when the host must keep them too (or they are not placed at all).
+        ///
+        /// # Errors
+        /// `MemoryAllocationFailed` when the shared memory cannot hold them.
+        pub fn place_param(
+            &mut self,
+            program: &Program,
+            id: TensorId,
+            values: Values,
+        ) -> Result<Option<Values>> {
+            let (Values::Blocks(_, bytes), true) = (&values, is_linear_weight(program, id)) else {
+                return Ok(Some(values));
+            };
+            let Some(format) = values_format(program, id) else {
+                return Ok(Some(values));
+            };
+            let region = self.pool.upload_bytes(bytes)?;
+            if let Some(slot) = self.blocks.get_mut(id as usize) {
+                *slot = Some(SharedBlocks { format, region });
+            }
+            Ok(read_outside_linear(program, id).then_some(values))
+        }
+
+        /// Whether `id` is a packed weight in the shared memory.
+        pub fn has_packed(&self, id: TensorId) -> bool {
+            matches!(self.packed.get(id as usize), Some(Some(_)))
+        }
+
+        /// Whether `id` is a block-format `linear` weight in the shared memory.
+        pub fn has_blocks(&self, id: TensorId) -> bool {
+            matches!(self.blocks.get(id as usize), Some(Some(_)))
+        }
+
+        /// `out = a @ b (+ bias)` for every batch of `geometry`, `b` the shared packed
+        /// weight `id`.
+        ///
+        /// # Errors
+        /// `Internal` when the weight does not fit the product or a worker failed;
+        /// `MemoryAllocationFailed` when the scratch cannot grow.
+        pub fn matmul(
+            &self,
+            scratch: &mut SharedScratch,
+            id: TensorId,
+            a: &[f32],
+            bias: Option<&[f32]>,
+            geometry: &MatMulGeometry,
+            out: &mut [f32],
+        ) -> Result<()> {
+            let packed = self
+                .packed
+                .get(id as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| Error::internal("a shared weight is missing"))?;
+            let (m, k, n) = (geometry.m, geometry.k, geometry.n);
+            if packed.k != k || packed.n != n {
+                return Err(Error::internal(
+                    "packed matmul operand does not fit the product",
+                ));
+            }
+            if geometry.a_col_stride != 1 || geometry.a_row_stride != k {
+                return Err(Error::internal("a threaded matmul needs a row-major a"));
+            }
+            let batches = geometry.batch_count();
+            let (a_bytes, c_bytes, bias_bytes) = (m * k * 4, m * n * 4, bias.map_or(0, |b| b.len() * 4));
+            let region = scratch.region(&self.pool, a_bytes + c_bytes + bias_bytes)?;
+            if let Some(bias) = bias {
+                region.write_f32(a_bytes + c_bytes, bias)?;
+            }
+            for (batch, c) in out.chunks_exact_mut((m * n).max(1)).enumerate().take(batches) {
+                let (offset_a, offset_b) = geometry.batch_offsets(batch);
+                if offset_b != 0 {
+                    return Err(Error::internal("a packed weight has batches"));
+                }
+                let rows = a
+                    .get(offset_a..offset_a + m * k)
+                    .ok_or_else(|| Error::internal("matmul operand a is too short"))?;
+                region.write_f32(0, rows)?;
+                self.pool.gemm(PoolGemm {
+                    m,
+                    k,
+                    n,
+                    a: (region.address(0, a_bytes)?, k, 1),
+                    b: (packed.region.at(), None),
+                    bias: bias
+                        .map(|_| region.address(a_bytes + c_bytes, bias_bytes))
+                        .transpose()?,
+                    c: region.address(a_bytes, c_bytes)?,
+                })?;
+                region.read_f32(a_bytes, c)?;
+            }
+            Ok(())
+        }
+
+        /// `out[m, n] = x[m, :] . w[n, :] (+ bias)`, `w` the shared block-format weight `id`.
+        ///
+        /// # Errors
+        /// As [`Threaded::matmul`].
+        pub fn linear(
+            &self,
+            scratch: &mut SharedScratch,
+            id: TensorId,
+            x: &[f32],
+            bias: Option<&[f32]>,
+            Dims { m, k, n }: Dims,
+            out: &mut [f32],
+        ) -> Result<()> {
+            let blocks = self
+                .blocks
+                .get(id as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| Error::internal("a shared weight is missing"))?;
+            if m.checked_mul(k) != Some(x.len()) || m.checked_mul(n) != Some(out.len()) {
+                return Err(Error::internal("linear operands have the wrong lengths"));
+            }
+            let (x_bytes, o_bytes, bias_bytes) = (k * 4, n * 4, bias.map_or(0, |b| b.len() * 4));
+            let region = scratch.region(&self.pool, x_bytes + o_bytes + bias_bytes)?;
+            if let Some(bias) = bias {
+                region.write_f32(x_bytes + o_bytes, bias)?;
+            }
+            for (row, target) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {
+                region.write_f32(0, row)?;
+                self.pool.dot_rows(
+                    blocks.format,
+                    n,
+                    k,
+                    blocks.region.at(),
+                    region.address(0, x_bytes)?,
+                    bias.map(|_| region.address(x_bytes + o_bytes, bias_bytes))
+                        .transpose()?,
+                    region.address(x_bytes, o_bytes)?,
+                )?;
+                region.read_f32(x_bytes, target)?;
+            }
+            Ok(())
+        }
+    }
+}
+
+#[cfg(native)]
+mod platform {
+    use crate::backends::cpu::gemm::PackedB;
+    use crate::backends::cpu::ops::linear::Dims;
+    use crate::backends::cpu::values::Values;
+    use crate::error::Result;
+    use crate::program::geometry::MatMulGeometry;
+    use crate::program::{Program, TensorId};
+
+    /// No pool natively (uninhabited).
+    #[derive(Debug)]
+    pub enum Threaded {}
+
+    /// No shared scratch natively.
+    #[derive(Debug, Default)]
+    pub struct SharedScratch;
+
+    impl Threaded {
+        /// Never natively.
+        pub fn for_current_pool(_program: &Program) -> Option<Self> {
+            None
+        }
+
+        /// Unreachable natively.
+        pub fn place_packed(&mut self, _id: TensorId, _packed: PackedB) -> Result<()> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn place_param(
+            &mut self,
+            _program: &Program,
+            _id: TensorId,
+            _values: Values,
+        ) -> Result<Option<Values>> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn has_packed(&self, _id: TensorId) -> bool {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn has_blocks(&self, _id: TensorId) -> bool {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn matmul(
+            &self,
+            _scratch: &mut SharedScratch,
+            _id: TensorId,
+            _a: &[f32],
+            _bias: Option<&[f32]>,
+            _geometry: &MatMulGeometry,
+            _out: &mut [f32],
+        ) -> Result<()> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn linear(
+            &self,
+            _scratch: &mut SharedScratch,
+            _id: TensorId,
+            _x: &[f32],
+            _bias: Option<&[f32]>,
+            _dims: Dims,
+            _out: &mut [f32],
+        ) -> Result<()> {
+            match *self {}
+        }
+    }
+}
+
+pub use platform::{SharedScratch, Threaded};

@@ -1,0 +1,371 @@
+//! [`CpuPool`]: the CPU backend's worker pool (`cpu_threads/pool.js`, shipped as
+//! `cpu-threads/pool.js`) as Rust sees it: regions of its shared `WebAssembly.Memory`
+//! ([`SharedRegion`], freed on drop), copies in and out of them, and the two kernels the pool
+//! splits across its threads. The page starts a pool and hands it over with
+//! `useCpuThreads(pool)`; [`CpuPool::current`] is then the pool CPU programs initialised from
+//! that point use.
+//!
+//! Natively there is no pool: [`CpuPool`] is uninhabited, with the methods the CPU backend's
+//! options call, and [`CpuPool::current`] is always `None`.
+
+#[cfg(web)]
+mod platform {
+    use crate::error::{Error, Result};
+    use js_sys::{Array, Function, Reflect};
+    use std::cell::RefCell;
+    use std::rc::Rc;
+    use wasm_bindgen::{JsCast, JsValue};
+
+    /// A block-format weight the pool's row-dot kernel reads (the kernel module's format codes).
+    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+    pub enum PoolRowFormat {
+        /// ggml Q8_0.
+        Q8_0 = 0,
+        /// ggml Q5_0.
+        Q5_0 = 1,
+        /// ggml Q4_K.
+        Q4K = 2,
+        /// ggml Q6_K.
+        Q6K = 3,
+    }
+
+    /// One product the pool runs: `c[m, n] = a @ b (+ bias)`, addresses in the shared memory.
+    #[derive(Clone, Copy, Debug)]
+    pub struct PoolGemm {
+        /// Rows of `a` and `c`, the reduction, columns of `b` and `c`.
+        pub m: usize,
+        /// The reduction length.
+        pub k: usize,
+        /// Columns of `b` and `c`.
+        pub n: usize,
+        /// `a`'s first element, and its row and column strides (elements).
+        pub a: (u32, usize, usize),
+        /// `b`'s first element; `None` strides for a matrix packed in the GEMM's panel order.
+        pub b: (u32, Option<(usize, usize)>),
+        /// `n` bias values, if any.
+        pub bias: Option<u32>,
+        /// `c`'s first element (contiguous `m x n`).
+        pub c: u32,
+    }
+
+
+    thread_local! {
+        static CURRENT: RefCell<Option<Rc<CpuPool>>> = const { RefCell::new(None) };
+    }
+
+    /// A started `CpuThreadPool` from `cpu-threads/pool.js`.
+    #[derive(Debug)]
+    pub struct CpuPool {
+        js: JsValue,
+    }
+
+    /// Bytes of the pool's shared memory this side owns; freed when dropped.
+    #[derive(Debug)]
+    pub struct SharedRegion {
+        pool: Rc<CpuPool>,
+        at: u32,
+        bytes: usize,
+    }
+
+    fn method(target: &JsValue, name: &str) -> Result<Function> {
+        Reflect::get(target, &JsValue::from_str(name))
+            .ok()
+            .and_then(|f| f.dyn_into::<Function>().ok())
+            .ok_or_else(|| {
+                Error::invalid_argument(format!(
+                    "the CPU thread pool has no method {name:?} (start one with cpu-threads/pool.js's CpuThreadPool.start)"
+                ))
+            })
+    }
+
+    fn thrown(error: JsValue, what: &str) -> Error {
+        let text = Reflect::get(&error, &JsValue::from_str("message"))
+            .ok()
+            .and_then(|m| m.as_string())
+            .or_else(|| error.as_string())
+            .unwrap_or_else(|| format!("{error:?}"));
+        if Reflect::get(&error, &JsValue::from_str("name"))
+            .ok()
+            .and_then(|n| n.as_string())
+            .as_deref()
+            == Some("RangeError")
+        {
+            return Error::memory_allocation_failed(format!("{what}: {text}"));
+        }
+        Error::internal(format!("{what}: {text}"))
+    }
+
+    impl CpuPool {
+        /// Wraps a JavaScript pool after checking that it has the methods this side calls.
+        ///
+        /// # Errors
+        /// `InvalidArgument` for anything that is not a started pool.
+        pub fn from_js(js: JsValue) -> Result<Self> {
+            for name in ["alloc", "free", "write", "read", "gemm", "dotRows", "setThreads"] {
+                method(&js, name)?;
+            }
+            Ok(Self { js })
+        }
+
+        /// The pool later CPU programs use (`None`: they run on one thread).
+        pub fn current() -> Option<Rc<CpuPool>> {
+            CURRENT.with(|current| current.borrow().clone())
+        }
+
+        /// Makes `pool` the current one (or none).
+        pub fn install(pool: Option<Rc<CpuPool>>) {
+            CURRENT.with(|current| *current.borrow_mut() = pool);
+        }
+
+        fn call(&self, name: &str, args: &[JsValue]) -> Result<JsValue> {
+            let f = method(&self.js, name)?;
+            let list: Array = args.iter().collect();
+            f.apply(&self.js, &list)
+                .map_err(|error| thrown(error, &format!("the CPU thread pool's {name}")))
+        }
+
+        fn number(&self, name: &str) -> Option<f64> {
+            Reflect::get(&self.js, &JsValue::from_str(name))
+                .ok()
+                .and_then(|v| v.as_f64())
+        }
+
+        /// Threads an op runs on now (1 once a worker failed or the pool is parked).
+        pub fn threads(&self) -> usize {
+            self.number("threads").map_or(1, |n| n as usize)
+        }
+
+        /// Threads the pool was started with.
+        pub fn size(&self) -> usize {
+            self.number("size").map_or(1, |n| n as usize)
+        }
+
+        /// Why the pool runs on one thread, once a worker failed or it was terminated.
+        pub fn broken_reason(&self) -> Option<String> {
+            Reflect::get(&self.js, &JsValue::from_str("brokenReason"))
+                .ok()
+                .and_then(|v| v.as_string())
+        }
+
+        /// Uses `count` of the pool's threads.
+        ///
+        /// # Errors
+        /// `InvalidArgument` outside `1..=size`.
+        pub fn set_threads(&self, count: usize) -> Result<()> {
+            if count == 0 || count > self.size() {
+                return Err(Error::invalid_argument(format!(
+                    "the CPU thread pool has {} threads; cannot use {count}",
+                    self.size()
+                )));
+            }
+            self.call("setThreads", &[JsValue::from(count as u32)])
+                .map(|_| ())
+        }
+
+        /// Parks the pool (every op on the calling thread) or wakes it.
+        pub fn set_parked(&self, parked: bool) {
+            let _ = self.call(if parked { "park" } else { "unpark" }, &[]);
+        }
+
+        /// A region of `bytes` bytes.
+        ///
+        /// # Errors
+        /// `MemoryAllocationFailed` when the shared memory cannot grow to hold it.
+        pub fn alloc(self: &Rc<Self>, bytes: usize) -> Result<SharedRegion> {
+            let at = self
+                .call("alloc", &[JsValue::from(bytes as f64)])?
+                .as_f64()
+                .ok_or_else(|| Error::internal("the CPU thread pool's alloc returned no address"))?;
+            Ok(SharedRegion {
+                pool: Rc::clone(self),
+                at: at as u32,
+                bytes,
+            })
+        }
+
+        /// A region holding a copy of `values`.
+        ///
+        /// # Errors
+        /// As [`CpuPool::alloc`].
+        pub fn upload_f32(self: &Rc<Self>, values: &[f32]) -> Result<SharedRegion> {
+            let region = self.alloc(values.len() * 4)?;
+            region.write_f32(0, values)?;
+            Ok(region)
+        }
+
+        /// A region holding a copy of `bytes`.
+        ///
+        /// # Errors
+        /// As [`CpuPool::alloc`].
+        pub fn upload_bytes(self: &Rc<Self>, bytes: &[u8]) -> Result<SharedRegion> {
+            let region = self.alloc(bytes.len())?;
+            // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
+            let view = unsafe { js_sys::Uint8Array::view(bytes) };
+            self.call("write", &[JsValue::from(region.at), view.into()])?;
+            Ok(region)
+        }
+
+        /// Runs one product on the pool's threads.
+        ///
+        /// # Errors
+        /// `Internal` when a kernel refuses its operands or a worker died or hangs (the pool
+        /// then runs on one thread).
+        pub fn gemm(&self, g: PoolGemm) -> Result<()> {
+            let (b_packed, (b_row, b_col)) = match g.b.1 {
+                None => (true, (0, 0)),
+                Some(strides) => (false, strides),
+            };
+            let n = |v: usize| JsValue::from(v as f64);
+            self.call(
+                "gemm",
+                &[
+                    n(g.m),
+                    n(g.k),
+                    n(g.n),
+                    JsValue::from(g.a.0),
+                    n(g.a.1),
+                    n(g.a.2),
+                    JsValue::from(g.b.0),
+                    JsValue::from(b_packed),
+                    n(b_row),
+                    n(b_col),
+                    JsValue::from(g.bias.unwrap_or(0)),
+                    JsValue::from(g.c),
+                ],
+            )
+            .map(|_| ())
+        }
+
+        /// `out[r] = rows[r] . x (+ bias[r])` for `rows` rows of `k` values, on the pool's
+        /// threads.
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        #[allow(clippy::too_many_arguments)]
+        pub fn dot_rows(
+            &self,
+            format: PoolRowFormat,
+            rows: usize,
+            k: usize,
+            weights: u32,
+            x: u32,
+            bias: Option<u32>,
+            out: u32,
+        ) -> Result<()> {
+            self.call(
+                "dotRows",
+                &[
+                    JsValue::from(format as u32),
+                    JsValue::from(rows as f64),
+                    JsValue::from(k as f64),
+                    JsValue::from(weights),
+                    JsValue::from(x),
+                    JsValue::from(bias.unwrap_or(0)),
+                    JsValue::from(out),
+                ],
+            )
+            .map(|_| ())
+        }
+    }
+
+    impl SharedRegion {
+        /// The region's first byte in the shared memory.
+        pub fn at(&self) -> u32 {
+            self.at
+        }
+
+        /// The region's size in bytes.
+        pub fn bytes(&self) -> usize {
+            self.bytes
+        }
+
+        /// Byte `offset` of the region, after checking that `len` bytes fit there.
+        ///
+        /// # Errors
+        /// `Internal` when they do not.
+        pub fn address(&self, offset: usize, len: usize) -> Result<u32> {
+            match offset.checked_add(len) {
+                Some(end) if end <= self.bytes => Ok(self.at + offset as u32),
+                _ => Err(Error::internal(
+                    "a shared-memory access runs past its region",
+                )),
+            }
+        }
+
+        /// Copies `values` to byte `offset` of the region.
+        ///
+        /// # Errors
+        /// `Internal` when they do not fit.
+        pub fn write_f32(&self, offset: usize, values: &[f32]) -> Result<()> {
+            let at = self.address(offset, values.len() * 4)?;
+            // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
+            let view = unsafe { js_sys::Float32Array::view(values) };
+            self.pool.call("write", &[JsValue::from(at), view.into()])?;
+            Ok(())
+        }
+
+        /// Copies `out.len()` floats from byte `offset` of the region into `out`.
+        ///
+        /// # Errors
+        /// `Internal` when they do not fit.
+        pub fn read_f32(&self, offset: usize, out: &mut [f32]) -> Result<()> {
+            let at = self.address(offset, out.len() * 4)?;
+            // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
+            let view = unsafe { js_sys::Float32Array::view_mut_raw(out.as_mut_ptr(), out.len()) };
+            self.pool.call("read", &[JsValue::from(at), view.into()])?;
+            Ok(())
+        }
+    }
+
+    impl Drop for SharedRegion {
+        fn drop(&mut self) {
+            let _ = self.pool.call("free", &[JsValue::from(self.at)]);
+        }
+    }
+}
+
+#[cfg(native)]
+mod platform {
+    use crate::error::Result;
+    use std::rc::Rc;
+
+    /// No pool natively (uninhabited).
+    #[derive(Debug)]
+    pub enum CpuPool {}
+
+    impl CpuPool {
+        /// Never a pool natively.
+        pub fn current() -> Option<Rc<CpuPool>> {
+            None
+        }
+
+        /// Threads (unreachable natively).
+        pub fn threads(&self) -> usize {
+            match *self {}
+        }
+
+        /// Threads the pool was started with (unreachable natively).
+        pub fn size(&self) -> usize {
+            match *self {}
+        }
+
+        /// Why the pool runs on one thread (unreachable natively).
+        pub fn broken_reason(&self) -> Option<String> {
+            match *self {}
+        }
+
+        /// Uses `count` threads (unreachable natively).
+        pub fn set_threads(&self, _count: usize) -> Result<()> {
+            match *self {}
+        }
+
+        /// Parks or wakes the pool (unreachable natively).
+        pub fn set_parked(&self, _parked: bool) {
+            match *self {}
+        }
+    }
+}
+
+#[cfg(web)]
+pub use platform::{PoolGemm, PoolRowFormat, SharedRegion};
+pub use platform::CpuPool;

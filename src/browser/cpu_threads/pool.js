@@ -1,0 +1,365 @@
+// The CPU backend's worker pool: one shared WebAssembly.Memory, the kernel module
+// (webdelegate_kernels.wasm, the no_std crate in kernels/) instantiated once on this thread and
+// once in each dedicated worker against that memory, and the work of one op split by rows
+// between them. Shipped in the npm package as cpu-threads/pool.js; hand a started pool to the
+// runtime with `useCpuThreads(pool)`, and CPU programs initialised after that keep their
+// weights in the shared memory and run their products on every thread.
+//
+// Protocol: each worker owns a 128-byte control block in the shared memory (words: 0 task
+// sequence, 1 done sequence, 2 kind, 3 result, 4..5 an error's message, 8.. arguments). The caller
+// writes a share's arguments, bumps the sequence and notifies; the worker wakes
+// (Atomics.wait: no CPU while idle, after a short spin), runs the kernel, stores the done
+// sequence and notifies. The calling thread computes its own share meanwhile and then waits
+// for the others by spinning on the done words (the page's main thread may not Atomics.wait),
+// up to `taskTimeoutMs`; a worker that dies or hangs makes the op fail with an error, marks
+// the pool broken (`brokenReason`) and leaves the caller to run on one thread.
+
+const PAGE = 65536;
+const STACK_BYTES = 1 << 20;
+const CONTROL_BYTES = 128;
+// Words of a control block.
+const SEQUENCE = 0;
+const DONE = 1;
+const KIND = 2;
+const RESULT = 3;
+const STATUS = 4; // and 5: an error's message address and length
+const ARGS = 8;
+const KIND_EXIT = 0;
+const KIND_GEMM = 1;
+const KIND_DOT_ROWS = 2;
+const ALIGN = 64;
+// Rows of the GEMM's register tile (kernels/src/gemm.rs `MR`): shares start on its multiples.
+const GEMM_ROW_TILE = 2;
+
+/** Why this page cannot run wasm threads, or null when it can. */
+export function cpuThreadsUnavailable() {
+  if (typeof SharedArrayBuffer === 'undefined' || !globalThis.crossOriginIsolated) {
+    return 'the page is not cross-origin isolated (it needs Cross-Origin-Opener-Policy: same-origin and Cross-Origin-Embedder-Policy: require-corp), so there is no shared memory for threads';
+  }
+  if (typeof Worker === 'undefined') return 'this context cannot start workers';
+  return null;
+}
+
+/** The default thread count: min(4, navigator.hardwareConcurrency). */
+export function defaultCpuThreads() {
+  const cores = globalThis.navigator?.hardwareConcurrency ?? 1;
+  return Math.max(1, Math.min(4, cores));
+}
+
+/** A first-fit allocator over [start, end) of the shared memory, growing it on demand. */
+class Regions {
+  constructor(memory, start) {
+    this.memory = memory;
+    this.free = [{ at: start, size: memory.buffer.byteLength - start }];
+    this.used = new Map();
+  }
+
+  alloc(bytes) {
+    const size = Math.max(ALIGN, Math.ceil(bytes / ALIGN) * ALIGN);
+    for (;;) {
+      for (let i = 0; i < this.free.length; i++) {
+        const block = this.free[i];
+        if (block.size >= size) {
+          const at = block.at;
+          block.at += size;
+          block.size -= size;
+          if (block.size === 0) this.free.splice(i, 1);
+          this.used.set(at, size);
+          return at;
+        }
+      }
+      const before = this.memory.buffer.byteLength;
+      const pages = Math.ceil(size / PAGE);
+      try {
+        this.memory.grow(pages);
+      } catch (error) {
+        throw new RangeError(`the CPU thread pool's shared memory cannot grow by ${pages * PAGE} bytes past ${before} (${error.message})`);
+      }
+      this.release(before, pages * PAGE);
+    }
+  }
+
+  dealloc(at) {
+    const size = this.used.get(at);
+    if (size === undefined) return;
+    this.used.delete(at);
+    this.release(at, size);
+  }
+
+  release(at, size) {
+    let i = this.free.findIndex((block) => block.at > at);
+    if (i < 0) i = this.free.length;
+    this.free.splice(i, 0, { at, size });
+    // Merge with the neighbours.
+    const next = this.free[i + 1];
+    if (next && at + size === next.at) {
+      this.free[i].size += next.size;
+      this.free.splice(i + 1, 1);
+    }
+    const previous = this.free[i - 1];
+    if (previous && previous.at + previous.size === at) {
+      previous.size += this.free[i].size;
+      this.free.splice(i, 1);
+    }
+  }
+
+  get bytesInUse() {
+    let total = 0;
+    for (const size of this.used.values()) total += size;
+    return total;
+  }
+}
+
+/** Splits `count` items into at most `parts` contiguous runs, each a multiple of `tile` but the last. */
+function shares(count, parts, tile) {
+  const runs = [];
+  const per = Math.ceil(Math.ceil(count / parts) / tile) * tile;
+  for (let start = 0; start < count; start += per) runs.push([start, Math.min(count, start + per)]);
+  return runs;
+}
+
+export class CpuThreadPool {
+  /**
+   * Starts a pool of `threads` participants (this thread and `threads - 1` workers).
+   * Rejects with the reason when the page cannot run threads or a worker fails to start.
+   * @param {{threads?: number, kernelsUrl?: string|URL, workerUrl?: string|URL, taskTimeoutMs?: number, startTimeoutMs?: number}} [options]
+   */
+  static async start(options = {}) {
+    const unavailable = cpuThreadsUnavailable();
+    if (unavailable) throw new Error(unavailable);
+    const threads = options.threads ?? defaultCpuThreads();
+    if (!Number.isInteger(threads) || threads < 1 || threads > 64) {
+      throw new RangeError(`threads must be an integer from 1 to 64, not ${threads}`);
+    }
+    const kernelsUrl = options.kernelsUrl ?? new URL('../webdelegate_kernels.wasm', import.meta.url);
+    const response = await fetch(kernelsUrl);
+    if (!response.ok) throw new Error(`the kernel module ${kernelsUrl} answered HTTP ${response.status}`);
+    const module = await WebAssembly.compile(await response.arrayBuffer());
+    const pool = new CpuThreadPool(module, threads, options);
+    try {
+      await pool.startWorkers(options.startTimeoutMs ?? 10000);
+    } catch (error) {
+      pool.terminate();
+      throw error;
+    }
+    return pool;
+  }
+
+  constructor(module, threads, options) {
+    this.module = module;
+    this.size = threads;
+    this.active = threads;
+    this.taskTimeoutMs = options.taskTimeoutMs ?? 10000;
+    this.workerUrl = options.workerUrl ?? new URL('./worker.js', import.meta.url);
+    this.memory = new WebAssembly.Memory({ initial: 32, maximum: 65536, shared: true });
+    this.main = new WebAssembly.Instance(module, { env: { memory: this.memory } });
+    const heapBase = this.main.exports.__heap_base.value;
+    this.regions = new Regions(this.memory, Math.ceil(heapBase / ALIGN) * ALIGN);
+    // This thread's status words and packing scratch; each worker's stack and control block.
+    this.mainStatus = this.regions.alloc(8);
+    this.scratch = [];
+    this.workers = [];
+    this.brokenReason = null;
+    this.parked = false;
+  }
+
+  async startWorkers(timeoutMs) {
+    const starts = [];
+    for (let index = 1; index < this.size; index++) starts.push(this.startWorker(index, timeoutMs));
+    this.workers = await Promise.all(starts);
+  }
+
+  startWorker(index, timeoutMs) {
+    const stack = this.regions.alloc(STACK_BYTES);
+    const control = this.regions.alloc(CONTROL_BYTES);
+    new Int32Array(this.memory.buffer, control, CONTROL_BYTES / 4).fill(0);
+    const worker = new Worker(this.workerUrl, { type: 'module', name: `webdelegate-cpu-${index}` });
+    const record = { worker, index, stack, control, sequence: 0, alive: true };
+    return new Promise((resolve, reject) => {
+      const timer = setTimeout(() => reject(new Error(`CPU worker ${index} did not start within ${timeoutMs} ms`)), timeoutMs);
+      worker.onmessage = ({ data }) => {
+        if (data === 'ready') {
+          clearTimeout(timer);
+          resolve(record);
+        } else if (data?.error) {
+          clearTimeout(timer);
+          reject(new Error(`CPU worker ${index} failed to start: ${data.error}`));
+        }
+      };
+      worker.onerror = (event) => {
+        clearTimeout(timer);
+        record.alive = false;
+        this.brokenReason ??= `CPU worker ${index} failed: ${event.message ?? 'error'}`;
+        reject(new Error(`CPU worker ${index} failed to start: ${event.message ?? 'error'}`));
+      };
+      worker.postMessage({ module: this.module, memory: this.memory, stack, stackBytes: STACK_BYTES, control, words: { SEQUENCE, DONE, KIND, RESULT, STATUS, ARGS, count: CONTROL_BYTES / 4 }, kinds: { KIND_EXIT, KIND_GEMM, KIND_DOT_ROWS } });
+    });
+  }
+
+  /** Threads an op runs on now (1 once the pool is broken or parked). */
+  get threads() {
+    return this.brokenReason || this.parked ? 1 : this.active;
+  }
+
+  /** Uses `count` of the pool's threads (1..size). */
+  setThreads(count) {
+    if (!Number.isInteger(count) || count < 1 || count > this.size) {
+      throw new RangeError(`the CPU thread pool has ${this.size} threads; cannot use ${count}`);
+    }
+    this.active = count;
+  }
+
+  /** The shared memory's current bytes (a fresh view's buffer after growth). */
+  get buffer() {
+    return this.memory.buffer;
+  }
+
+  /** Bytes allocated in the shared memory (weights, scratch, stacks). */
+  get bytesInUse() {
+    return this.regions.bytesInUse;
+  }
+
+  alloc(bytes) {
+    return this.regions.alloc(bytes);
+  }
+
+  free(at) {
+    this.regions.dealloc(at);
+  }
+
+  /** Copies `source` (a typed array) into the shared memory at byte `at`. */
+  write(at, source) {
+    new Uint8Array(this.memory.buffer, at, source.byteLength).set(new Uint8Array(source.buffer, source.byteOffset, source.byteLength));
+  }
+
+  /** Copies `target.byteLength` bytes at byte `at` of the shared memory into `target`. */
+  read(at, target) {
+    new Uint8Array(target.buffer, target.byteOffset, target.byteLength).set(new Uint8Array(this.memory.buffer, at, target.byteLength));
+  }
+
+  scratchFor(slot, floats) {
+    const have = this.scratch[slot];
+    if (have && have.floats >= floats) return have.at;
+    if (have) this.regions.dealloc(have.at);
+    const at = this.regions.alloc(floats * 4);
+    this.scratch[slot] = { at, floats };
+    return at;
+  }
+
+  /**
+   * `c[m, n] = a @ b (+ bias)` with byte addresses in the shared memory; `a` strided
+   * (element strides), `b` packed by the GEMM (`bPacked`) or strided. Rows are split
+   * between the threads.
+   */
+  gemm(m, k, n, a, aRow, aCol, b, bPacked, bRow, bCol, bias, c) {
+    const runs = shares(m, this.threads, GEMM_ROW_TILE * 8);
+    const kernels = this.main.exports;
+    const tasks = runs.map(([r0, r1], slot) => {
+      const rows = r1 - r0;
+      const scratch = this.scratchFor(slot, kernels.wd_gemm_scratch_len(rows, k, n));
+      const floats = kernels.wd_gemm_scratch_len(rows, k, n);
+      return [rows, k, n, a + 4 * r0 * aRow, aRow, aCol, b, bPacked ? 1 : 0, bRow, bCol, bias, c + 4 * r0 * n, scratch, floats];
+    });
+    this.run(KIND_GEMM, tasks, (args, status) => kernels.wd_gemm(...args, status));
+  }
+
+  /** `out[r] = rows[r] . x (+ bias[r])` over `rows` block-format rows (format 0 Q8_0, 1 Q5_0, 2 Q4_K, 3 Q6_K) of `k` values, split between the threads. */
+  dotRows(format, rows, k, weights, x, bias, out) {
+    const rowBytes = this.rowBytes(format, k);
+    const runs = shares(rows, this.threads, 16);
+    const kernels = this.main.exports;
+    const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0]);
+    this.run(KIND_DOT_ROWS, tasks, (args, status) => kernels.wd_dot_rows(...args, status));
+  }
+
+  rowBytes(format, k) {
+    const [bytes, elements] = [[34, 32], [22, 32], [144, 256], [210, 256]][format] ?? [0, 1];
+    return (k / elements) * bytes;
+  }
+
+  /** Runs task 0 here and the others on workers 1..; throws on any failure. */
+  run(kind, tasks, runHere) {
+    const posted = [];
+    for (let t = 1; t < tasks.length; t++) {
+      const worker = this.workers[t - 1];
+      if (!worker?.alive) {
+        this.brokenReason ??= `CPU worker ${t} is not running`;
+        break;
+      }
+      const words = new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4);
+      words[KIND] = kind;
+      words.set(tasks[t], ARGS);
+      worker.sequence += 1;
+      Atomics.store(words, SEQUENCE, worker.sequence);
+      Atomics.notify(words, SEQUENCE);
+      posted.push({ worker, words });
+    }
+    if (this.brokenReason) {
+      // A worker is gone: wait for those already posted, then fail this op (the caller retries on one thread).
+      this.waitFor(posted);
+      throw this.brokenError();
+    }
+    const status = this.mainStatus;
+    if (runHere(tasks[0], status) !== 0) throw new Error(this.message(status));
+    this.waitFor(posted);
+    for (const { worker, words } of posted) {
+      const result = words[RESULT];
+      if (result === 1) throw new Error(this.message(worker.control + 4 * STATUS));
+      if (result !== 0) {
+        worker.alive = false;
+        this.brokenReason ??= `CPU worker ${worker.index} trapped in a kernel`;
+        throw this.brokenError();
+      }
+    }
+  }
+
+  waitFor(posted) {
+    const deadline = performance.now() + this.taskTimeoutMs;
+    for (const { worker, words } of posted) {
+      let spins = 0;
+      while (Atomics.load(words, DONE) !== worker.sequence) {
+        if ((++spins & 1023) === 0 && performance.now() > deadline) {
+          worker.alive = false;
+          this.brokenReason ??= `CPU worker ${worker.index} did not finish its share within ${this.taskTimeoutMs} ms (it died or hangs)`;
+          throw this.brokenError();
+        }
+      }
+    }
+  }
+
+  brokenError() {
+    const error = new Error(`${this.brokenReason}; the CPU backend runs on one thread from now on`);
+    error.name = 'CpuThreadsBroken';
+    return error;
+  }
+
+  message(status) {
+    const words = new Uint32Array(this.memory.buffer, status, 2);
+    const bytes = new Uint8Array(this.memory.buffer, words[0], words[1]).slice();
+    return `CPU kernel: ${new TextDecoder().decode(bytes)}`;
+  }
+
+  /** Lifecycle: parked (Suspend) runs every op on this thread; idle workers sleep in Atomics.wait. */
+  park() {
+    this.parked = true;
+  }
+
+  unpark() {
+    this.parked = false;
+  }
+
+  /** Ends every worker (LowMemory, or the page is done with the pool). */
+  terminate() {
+    for (const worker of this.workers) {
+      if (!worker.alive) continue;
+      const words = new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4);
+      words[KIND] = KIND_EXIT;
+      worker.sequence += 1;
+      Atomics.store(words, SEQUENCE, worker.sequence);
+      Atomics.notify(words, SEQUENCE);
+      worker.worker.terminate();
+      worker.alive = false;
+    }
+    this.brokenReason ??= 'the CPU thread pool was terminated';
+  }
+}
