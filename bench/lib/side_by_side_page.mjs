@@ -16,10 +16,18 @@
  * program, kernels compiled, weights streamed into the backend). Progress events split the load
  * into: before the first weight bytes, streaming the weights, and after the last byte.
  */
-export async function loadOurs({ base, modelUrl, backend, seq, batch, persistentCache, first }) {
+export async function loadOurs({ base, modelUrl, backend, seq, batch, persistentCache, first, threads }) {
   const t0 = performance.now();
   const wd = await import(`${base}pkg/webdelegate.js`);
   await wd.default();
+  // `threads`: the CPU backend on a worker pool of that many threads (a cross-origin isolated
+  // page), started inside the timed load as a page using it would.
+  if (threads) {
+    const { CpuThreadPool } = await import(`${base}pkg/cpu-threads/pool.js`);
+    const pool = await CpuThreadPool.start({ threads });
+    wd.useCpuThreads(pool);
+    window.cpuPool = pool;
+  }
   const tInit = performance.now();
   // The package acquires its WebGPU device in the background from start; Embedder.load waits
   // for it (on any backend), so waiting here first splits that wait out of the load.
@@ -60,7 +68,7 @@ export async function loadOurs({ base, modelUrl, backend, seq, batch, persistent
     afterWeightsMs: t1 - tAllBytes,
     stats: embedder.loadStats(),
     wasmBytes: window.wasmMemoryBytes(),
-    threads: 1,
+    threads: Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value),
     // Compute pipelines the WebGPU backend compiled during the load (all of them: it compiles
     // every kernel a program can dispatch before init returns).
     pipelines: backend === 'webgpu' ? Number(wd.getOption('webgpu', [{ key: 'pipelines', value: 0 }])[0].value) : 0,

@@ -219,6 +219,11 @@ export class CpuThreadPool {
     return this.regions.bytesInUse;
   }
 
+  /** Of those, the pool's own packing scratch (one region per thread, kept between ops). */
+  get scratchBytes() {
+    return this.scratch.reduce((sum, s) => sum + (s ? Math.max(ALIGN, Math.ceil((s.floats * 4) / ALIGN) * ALIGN) : 0), 0);
+  }
+
   alloc(bytes) {
     return this.regions.alloc(bytes);
   }
@@ -280,10 +285,11 @@ export class CpuThreadPool {
   /** Runs task 0 here and the others on workers 1..; throws on any failure. */
   run(kind, tasks, runHere) {
     const posted = [];
+    let missing = null;
     for (let t = 1; t < tasks.length; t++) {
       const worker = this.workers[t - 1];
       if (!worker?.alive) {
-        this.brokenReason ??= `CPU worker ${t} is not running`;
+        missing = t;
         break;
       }
       const words = new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4);
@@ -294,8 +300,9 @@ export class CpuThreadPool {
       Atomics.notify(words, SEQUENCE);
       posted.push({ worker, words });
     }
-    if (this.brokenReason) {
-      // A worker is gone: wait for those already posted, then fail this op (the caller retries on one thread).
+    if (missing !== null) {
+      // A worker is gone: wait for those already posted, then fail this op.
+      this.brokenReason ??= `CPU worker ${missing} is not running`;
       this.waitFor(posted);
       throw this.brokenError();
     }
