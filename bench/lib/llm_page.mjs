@@ -9,11 +9,20 @@
 // decode tokens/s = (pieces - 1) / (last arrival - first arrival), on the same wall clock for
 // both. Each piece's text is kept so the suite can check both produce the same tokens.
 
-/** webdelegate's Generator on `backend`. */
-export async function generateOurs({ modelUrl, backend, prompt, newTokens, contextLength }) {
+/**
+ * webdelegate's Generator on `backend`; with `threads`, the CPU backend on a worker pool of
+ * that many threads (a cross-origin isolated page), started inside the timed load.
+ */
+export async function generateOurs({ modelUrl, backend, prompt, newTokens, contextLength, threads }) {
   const t0 = performance.now();
   const wd = await import('/pkg/webdelegate.js');
   await wd.default();
+  let pool = null;
+  if (threads) {
+    const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
+    pool = await CpuThreadPool.start({ threads });
+    wd.useCpuThreads(pool);
+  }
   const gen = await wd.Generator.load(modelUrl, { backend, contextLength });
   const tReady = performance.now();
   if (gen.backend !== backend) throw new Error(`asked for ${backend}, the Generator runs on ${gen.backend} (${gen.fallbackReason})`);
@@ -35,10 +44,12 @@ export async function generateOurs({ modelUrl, backend, prompt, newTokens, conte
     weightBytes: stats.bytesLoaded,
     requests: stats.requests,
     wasmBytes: window.wasmMemoryBytes(),
-    threads: 1,
+    threads: Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value),
+    sharedMb: pool ? pool.bytesInUse / 2 ** 20 : 0,
     detail: `${stats.backend}, ${stats.finishReason}`,
   };
   gen.destroy();
+  pool?.terminate();
   return out;
 }
 

@@ -2,12 +2,12 @@
 // with its worker pool, against onnxruntime-web's wasm EP with threads (its optimized graph,
 // its fastest CPU configuration here), both on cross-origin isolated pages (nginx's
 // /isolated/ location), both with the same thread count: min(4, navigator.hardwareConcurrency),
-// what ORT's own default and our pool's default are. Then, on our page, the 8 x 128 series on
-// one thread and on that thread count (the `threads` option of the same pool, the same
-// program), in turns.
+// what ORT's own default and our pool's default are. First, before ORT's page opens, on our
+// page the 8 x 128 series on one thread and on that thread count (the `threads` option of the
+// same pool, the same program), in turns.
 //
 // Timing: per contender and batch size two untimed warm-ups, then rounds in turns with a
-// rotating order (machine noise hits every contender alike), medians reported with their
+// rotating order and a 250 ms pause before each run (machine noise hits every contender alike), medians reported with their
 // interquartile spread. Embeddings: every contender's first batch is compared with our
 // single-thread CPU's by cosine (>= 0.9999), or the figures mean nothing and the suite fails.
 //
@@ -20,6 +20,7 @@
 import path from 'node:path';
 import { BATCH, SEQ, makeInputs } from '../lib/inputs.mjs';
 import { ISOLATED_PREFIX } from '../lib/locations.mjs';
+import { prepareOnnx } from '../lib/onnx_models.mjs';
 import { waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
 import { inferOnce, loadOrt, loadOurs } from '../lib/side_by_side_page.mjs';
 import { median, quantile } from '../lib/stats.mjs';
@@ -54,6 +55,12 @@ async function open(ctx, name, load, arg) {
   return { page: p, load: r };
 }
 
+/**
+ * A pause before each timed run: ORT's idle pool threads spin for a while after a run (its
+ * intra-op pool allows spinning) and would take a core from whichever run follows.
+ */
+const settle = () => new Promise((resolve) => setTimeout(resolve, 250));
+
 /** Timed runs in turns: {name: ms[]} after two warm-ups each; `before(name)` runs untimed first. */
 async function inTurns(pages, rows, inputs, before = async () => {}) {
   const out = Object.fromEntries(Object.keys(pages).map((n) => [n, []]));
@@ -66,6 +73,7 @@ async function inTurns(pages, rows, inputs, before = async () => {}) {
     for (let i = 0; i < names.length; i++) {
       const name = names[(i + round) % names.length];
       await before(name);
+      await settle();
       out[name].push((await pages[name].evaluate(inferOnce, { inputs, rows })).ms);
     }
   }
@@ -75,26 +83,42 @@ async function inTurns(pages, rows, inputs, before = async () => {}) {
 const iqr = (ms) => ((quantile(ms, 0.75) - quantile(ms, 0.25)) / median(ms)) * 100;
 
 export async function run(ctx) {
+  await prepareOnnx(ctx);
   const inputs = await makeInputs(path.join(ctx.root, '.cache/models/all-MiniLM-L6-v2'));
   const ours = await open(ctx, 'ours_cpu_mt', loadOurs, { modelUrl: MODEL_URL, backend: 'cpu', seq: SEQ, batch: BATCH, threads: await defaultThreads(ctx) });
-  const ort = await open(ctx, 'ort_wasm_mt', loadOrt, { modelUrl: `${MODEL_URL}model_opt.onnx`, ep: 'wasm', distUrl: ORT_DIST, seq: SEQ });
   const threads = ours.load.threads;
   if (threads < 2) throw new Error(`our CPU backend runs ${threads} thread(s) on an isolated page`);
-  if (ort.load.threads !== threads) throw new Error(`ORT runs ${ort.load.threads} threads, ours ${threads}: not the same thread count`);
-  const pages = { ours: ours.page, ort: ort.page };
   const setThreads = (n) => ours.page.evaluate(async (t) => {
     const wd = await import('/isolated/pkg/webdelegate.js');
     wd.setOption('cpu', [{ key: 'threads', value: t }]);
   }, n);
-
-  // Same answers first: ours on one thread is the reference.
+  // Ours on one thread is the reference every contender's embeddings are checked against.
   await setThreads(1);
   const want = (await ours.page.evaluate(inferOnce, { inputs, rows: BATCH, returnRows: true })).rows;
+
+  // Scaling first, before ORT's page exists (its idle threads would compete for the cores):
+  // the same page and program on one thread and on `threads`, in turns.
+  const scaling = { one: [], many: [] };
+  for (let round = 0; round < RUNS; round++) {
+    for (const [key, n] of round % 2 ? [['many', threads], ['one', 1]] : [['one', 1], ['many', threads]]) {
+      await setThreads(n);
+      if (round === 0) await ours.page.evaluate(inferOnce, { inputs, rows: BATCH });
+      await settle();
+      scaling[key].push((await ours.page.evaluate(inferOnce, { inputs, rows: BATCH })).ms);
+    }
+  }
   await setThreads(threads);
+  const result = { cpu_threads: threads };
+  result.cpu_1t_infer_ms_b8_ours = median(scaling.one);
+  result.cpu_thread_scaling_b8 = median(scaling.one) / median(scaling.many);
+  ctx.log(`8 x ${SEQ}: one thread ${median(scaling.one).toFixed(1)} ms, ${threads} threads ${median(scaling.many).toFixed(1)} ms: scaling ${result.cpu_thread_scaling_b8.toFixed(2)}`);
+
+  const ort = await open(ctx, 'ort_wasm_mt', loadOrt, { modelUrl: `${MODEL_URL}model_opt.onnx`, ep: 'wasm', distUrl: ORT_DIST, seq: SEQ });
+  if (ort.load.threads !== threads) throw new Error(`ORT runs ${ort.load.threads} threads, ours ${threads}: not the same thread count`);
+  const pages = { ours: ours.page, ort: ort.page };
   const cosine = Math.min(...await Promise.all(Object.values(pages).map(async (p) => minCosine((await p.evaluate(inferOnce, { inputs, rows: BATCH, returnRows: true })).rows, want))));
   if (!(cosine >= COSINE_MIN)) throw new Error(`embeddings disagree with our single-thread CPU: cosine ${cosine}`);
-
-  const result = { cpu_threads: threads, cpu_threads_ort: ort.load.threads, cpu_mt_cosine_min: cosine };
+  Object.assign(result, { cpu_threads_ort: ort.load.threads, cpu_mt_cosine_min: cosine });
   for (const rows of [1, BATCH]) {
     const s = await inTurns(pages, rows, inputs);
     for (const name of Object.keys(pages)) {
@@ -106,19 +130,6 @@ export async function run(ctx) {
     ctx.log(`${rows} x ${SEQ} on ${threads} threads: ours ${result[`cpu_mt_infer_ms_b${rows}_ours`].toFixed(1)} ms, ORT ${result[`cpu_mt_infer_ms_b${rows}_ort`].toFixed(1)} ms`);
   }
 
-  // Scaling: the same page and program on one thread and on `threads`, in turns.
-  const scaling = { one: [], many: [] };
-  for (let round = 0; round < RUNS; round++) {
-    for (const [key, n] of round % 2 ? [['many', threads], ['one', 1]] : [['one', 1], ['many', threads]]) {
-      await setThreads(n);
-      if (round === 0) await ours.page.evaluate(inferOnce, { inputs, rows: BATCH });
-      scaling[key].push((await ours.page.evaluate(inferOnce, { inputs, rows: BATCH })).ms);
-    }
-  }
-  await setThreads(threads);
-  result.cpu_1t_infer_ms_b8_ours = median(scaling.one);
-  result.cpu_thread_scaling_b8 = median(scaling.one) / median(scaling.many);
-  ctx.log(`8 x ${SEQ}: one thread ${median(scaling.one).toFixed(1)} ms, ${threads} threads ${median(scaling.many).toFixed(1)} ms: scaling ${result.cpu_thread_scaling_b8.toFixed(2)}`);
   for (const p of Object.values(pages)) await p.evaluate(() => window.contender?.destroy()).catch(() => {});
   return result;
 }

@@ -69,11 +69,10 @@
 //   (ort_wasm_mt's), cross_origin_isolated (ort_wasm_mt's page), side_by_side_seq_tokens,
 //   side_by_side_load_rounds
 // Contract: see bench/run.mjs.
-import { execFile } from 'node:child_process';
 import path from 'node:path';
-import { promisify } from 'node:util';
 import { BATCH, SEQ, makeInputs, verifyWithTokenizers } from '../lib/inputs.mjs';
 import { CACHED_PREFIX, ISOLATED_PREFIX } from '../lib/locations.mjs';
+import { prepareOnnx } from '../lib/onnx_models.mjs';
 import { accessLogWindow, heapSampler, waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
 import { median, quantile, spread } from '../lib/stats.mjs';
 import { inferOnce, loadOrt, loadOurs, loadRaw } from '../lib/side_by_side_page.mjs';
@@ -122,13 +121,6 @@ function minCosine(got, want) {
     worst = Math.min(worst, dot / Math.sqrt(ng * nw));
   });
   return worst;
-}
-
-/** Builds model.onnx when needed; resolves to the venv's python. */
-async function prepare(ctx) {
-  const { stdout, stderr } = await promisify(execFile)('bash', [path.join(ctx.root, 'scripts/prepare-onnx.sh')], { maxBuffer: 1 << 24 });
-  for (const line of stderr.trim().split('\n')) ctx.log(line);
-  return stdout.trim().split('\n').at(-1);
 }
 
 /** Most a load (with its first inference) may take: SwiftShader's slowest is ~15 s. */
@@ -202,7 +194,7 @@ function best(result, names, key) {
 }
 
 export async function run(ctx) {
-  const python = await prepare(ctx);
+  const python = await prepareOnnx(ctx);
   const modelDir = path.join(ctx.root, '.cache/models/all-MiniLM-L6-v2');
   const inputs = await makeInputs(modelDir);
   await verifyWithTokenizers(python, modelDir, inputs.texts, inputs.ids);

@@ -4,7 +4,8 @@
 //! the format's scale and min in f32; Q8_0 and Q5_0 apply their one scale per block to the
 //! block's dot instead) and multiplied into four-lane accumulators, so each weight byte is
 //! read once and nothing is written. [`dot_rows`] is the decode step's matrix-vector product
-//! over a run of rows (a worker's share is a run of rows).
+//! over a run of rows (a worker's share is a run of rows); [`dot_rows_each`] the same for
+//! several activation rows, each weight row read once for all of them.
 
 use crate::KernelError;
 use crate::math::{F32x4, U8x16};
@@ -57,26 +58,66 @@ pub fn dot_rows(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) -> Result<(), KernelError> {
-    let (bytes, elements) = (format.block_bytes(), format.block_elements());
-    if !x.len().is_multiple_of(elements) {
-        return Err(KernelError("a block-format row is not whole blocks"));
-    }
-    let row_bytes = x.len() / elements * bytes;
-    if row_bytes.checked_mul(out.len()) != Some(rows.len())
-        || bias.is_some_and(|bias| bias.len() != out.len())
-    {
+    let count = out.len();
+    if row_count(format, rows, x.len())? != count {
         return Err(KernelError("block-format rows do not match the output"));
     }
-    if row_bytes == 0 {
-        for (r, o) in out.iter_mut().enumerate() {
-            *o = bias.map_or(0.0, |b| b[r]);
+    dot_rows_each(format, rows, x.len(), x, bias, |_, r, value| {
+        if let Some(o) = out.get_mut(r) {
+            *o = value;
         }
-        return Ok(());
+    })
+}
+
+/// `store(i, r, rows[r] . xs[i] (+ bias[r]))` for every weight row `r` of `format` in `rows`
+/// (of `k` values) and every activation row `i` of `xs` (`k` values each), weight row by weight
+/// row: each weight row is read from memory once, for all activation rows, and each value is
+/// summed exactly as [`dot_rows`] sums it.
+///
+/// # Errors
+/// A [`KernelError`] when `k` is not whole blocks, `rows` is not whole rows, `xs` is not whole
+/// rows of `k`, or `bias` does not hold one value per weight row.
+pub fn dot_rows_each(
+    format: RowFormat,
+    rows: &[u8],
+    k: usize,
+    xs: &[f32],
+    bias: Option<&[f32]>,
+    mut store: impl FnMut(usize, usize, f32),
+) -> Result<(), KernelError> {
+    let count = row_count(format, rows, k)?;
+    if k == 0 || !xs.len().is_multiple_of(k) {
+        if k == 0 && xs.is_empty() {
+            return Ok(());
+        }
+        return Err(KernelError("activations are not whole rows"));
     }
-    for (r, (o, row)) in out.iter_mut().zip(rows.chunks_exact(row_bytes)).enumerate() {
-        *o = dot_row(format, row, x) + bias.map_or(0.0, |b| b[r]);
+    if bias.is_some_and(|bias| bias.len() != count) {
+        return Err(KernelError("a bias does not match the block-format rows"));
+    }
+    let row_bytes = rows.len() / count.max(1);
+    for (r, row) in rows.chunks_exact(row_bytes.max(1)).take(count).enumerate() {
+        let b = bias.map_or(0.0, |b| b[r]);
+        for (i, x) in xs.chunks_exact(k).enumerate() {
+            store(i, r, dot_row(format, row, x) + b);
+        }
     }
     Ok(())
+}
+
+/// How many rows of `k` values `rows` holds in `format`.
+fn row_count(format: RowFormat, rows: &[u8], k: usize) -> Result<usize, KernelError> {
+    let (bytes, elements) = (format.block_bytes(), format.block_elements());
+    if !k.is_multiple_of(elements) {
+        return Err(KernelError("a block-format row is not whole blocks"));
+    }
+    let row_bytes = k / elements * bytes;
+    match (row_bytes, rows.len()) {
+        (0, 0) => Ok(0),
+        (0, _) => Err(KernelError("block-format rows of no values hold bytes")),
+        (row_bytes, len) if len.is_multiple_of(row_bytes) => Ok(len / row_bytes),
+        _ => Err(KernelError("block-format bytes are not whole rows")),
+    }
 }
 
 /// One weight row of `format` (`row`: its whole blocks) dotted with `x` (as many values),

@@ -104,19 +104,23 @@ pub unsafe extern "C" fn wd_gemm(
 }
 
 /// `rows` weight rows of `format` (0 Q8_0, 1 Q5_0, 2 Q4_K, 3 Q6_K) at `weights`, each of `k`
-/// values, dotted with the `k` values at `x` into `out` (`rows` floats), plus `bias`.
+/// values, dotted with each of the `m` activation rows at `x` (`k` values each): activation
+/// row `i`, weight row `r` lands at `out[i * out_stride + r]`, plus `bias[r]`.
 ///
 /// # Safety
-/// Every region lies in memory, and `out` is this call's alone.
+/// Every region lies in memory, and no other call writes the outputs this one does.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn wd_dot_rows(
     format: u32,
     rows: usize,
     k: usize,
+    m: usize,
     weights: *const u8,
     x: *const f32,
     bias: *const f32,
     out: *mut f32,
+    out_stride: usize,
     status: *mut u32,
 ) -> u32 {
     let result = (|| {
@@ -134,13 +138,19 @@ pub unsafe extern "C" fn wd_dot_rows(
             .checked_mul(format.block_bytes())
             .and_then(|row| row.checked_mul(rows))
             .ok_or(KernelError("block-format rows overflow"))?;
+        let values = m.checked_mul(k).ok_or(KernelError("activations overflow"))?;
+        if m > 0 && (m - 1).checked_mul(out_stride).and_then(|o| o.checked_add(rows)).is_none() {
+            return Err(KernelError("outputs overflow"));
+        }
         // SAFETY: the caller's regions (see the function's contract).
         unsafe {
             let weights = slice::from_raw_parts(weights, bytes);
-            let x = slice::from_raw_parts(x, k);
+            let x = slice::from_raw_parts(x, values);
             let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, rows));
-            let out = slice::from_raw_parts_mut(out, rows);
-            blocks::dot_rows(format, weights, x, bias, out)
+            blocks::dot_rows_each(format, weights, k, x, bias, |i, r, value| {
+                // In range: i < m, r < rows, checked above; disjoint from other calls'.
+                out.add(i * out_stride + r).write(value);
+            })
         }
     })();
     report(result, status)

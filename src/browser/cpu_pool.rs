@@ -29,6 +29,28 @@ mod platform {
         Q6K = 3,
     }
 
+    /// Block-format rows the pool dots with activation rows: `out[m, n] = x[m, k] . w[n, k]^T
+    /// (+ bias)`, addresses in the shared memory.
+    #[derive(Clone, Copy, Debug)]
+    pub struct PoolDotRows {
+        /// The weight's format.
+        pub format: PoolRowFormat,
+        /// Weight rows (outputs per activation row).
+        pub n: usize,
+        /// Values per row.
+        pub k: usize,
+        /// Activation rows.
+        pub m: usize,
+        /// The weight's bytes.
+        pub weights: u32,
+        /// `m x k` activations.
+        pub x: u32,
+        /// `n` bias values, if any.
+        pub bias: Option<u32>,
+        /// `m x n` outputs.
+        pub out: u32,
+    }
+
     /// One product the pool runs: `c[m, n] = a @ b (+ bias)`, addresses in the shared memory.
     #[derive(Clone, Copy, Debug)]
     pub struct PoolGemm {
@@ -236,32 +258,25 @@ mod platform {
             .map(|_| ())
         }
 
-        /// `out[r] = rows[r] . x (+ bias[r])` for `rows` rows of `k` values, on the pool's
-        /// threads.
+        /// `out[i * n + r] = rows[r] . x[i] (+ bias[r])` for `n` weight rows of `k` values
+        /// and `m` activation rows, on the pool's threads.
         ///
         /// # Errors
         /// As [`CpuPool::gemm`].
-        #[allow(clippy::too_many_arguments)]
-        pub fn dot_rows(
-            &self,
-            format: PoolRowFormat,
-            rows: usize,
-            k: usize,
-            weights: u32,
-            x: u32,
-            bias: Option<u32>,
-            out: u32,
-        ) -> Result<()> {
+        pub fn dot_rows(&self, d: PoolDotRows) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
             self.call(
                 "dotRows",
                 &[
-                    JsValue::from(format as u32),
-                    JsValue::from(rows as f64),
-                    JsValue::from(k as f64),
-                    JsValue::from(weights),
-                    JsValue::from(x),
-                    JsValue::from(bias.unwrap_or(0)),
-                    JsValue::from(out),
+                    JsValue::from(d.format as u32),
+                    n(d.n),
+                    n(d.k),
+                    n(d.m),
+                    JsValue::from(d.weights),
+                    JsValue::from(d.x),
+                    JsValue::from(d.bias.unwrap_or(0)),
+                    JsValue::from(d.out),
+                    n(d.n),
                 ],
             )
             .map(|_| ())
@@ -367,5 +382,5 @@ mod platform {
 }
 
 #[cfg(web)]
-pub use platform::{PoolGemm, PoolRowFormat, SharedRegion};
+pub use platform::{PoolDotRows, PoolGemm, PoolRowFormat, SharedRegion};
 pub use platform::CpuPool;

@@ -13,9 +13,11 @@
 //! An execute then copies each threaded op's activation rows (and bias) into a per-program
 //! shared scratch region, runs the op on every thread, and copies the result rows out; the
 //! weights themselves are never copied again. Every other op runs on the calling thread, as
-//! without a pool. Each output element is summed in the same order as on one thread (a
-//! worker's share is a run of whole output rows), so results equal the single-thread path's
-//! bit for bit. A `linear` over more than one activation row runs one row-dot pass per row.
+//! without a pool. Each output element is summed in the same order whichever thread computes it
+//! (a worker's share is a run of whole output rows), so results equal the single-thread path's
+//! bit for bit, except a `linear` over more than one activation row: the pool reads each weight
+//! row once and dots it with every activation row in registers, where the single-thread path
+//! decodes the row and dots the decoded values (equal within f32 rounding).
 //!
 //! Natively there is no pool and [`Threaded`] is uninhabited.
 
@@ -24,7 +26,7 @@ mod platform {
     use crate::backends::cpu::gemm::PackedB;
     use crate::backends::cpu::ops::linear::Dims;
     use crate::backends::cpu::values::Values;
-    use crate::browser::cpu_pool::{CpuPool, PoolGemm, PoolRowFormat, SharedRegion};
+    use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolRowFormat, SharedRegion};
     use crate::error::{Error, Result};
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{DType, Op, Program, TensorId, ops};
@@ -240,26 +242,26 @@ mod platform {
             if m.checked_mul(k) != Some(x.len()) || m.checked_mul(n) != Some(out.len()) {
                 return Err(Error::internal("linear operands have the wrong lengths"));
             }
-            let (x_bytes, o_bytes, bias_bytes) = (k * 4, n * 4, bias.map_or(0, |b| b.len() * 4));
+            let (x_bytes, o_bytes) = (m * k * 4, m * n * 4);
+            let bias_bytes = bias.map_or(0, |b| b.len() * 4);
             let region = scratch.region(&self.pool, x_bytes + o_bytes + bias_bytes)?;
             if let Some(bias) = bias {
                 region.write_f32(x_bytes + o_bytes, bias)?;
             }
-            for (row, target) in x.chunks_exact(k.max(1)).zip(out.chunks_exact_mut(n.max(1))) {
-                region.write_f32(0, row)?;
-                self.pool.dot_rows(
-                    blocks.format,
-                    n,
-                    k,
-                    blocks.region.at(),
-                    region.address(0, x_bytes)?,
-                    bias.map(|_| region.address(x_bytes + o_bytes, bias_bytes))
-                        .transpose()?,
-                    region.address(x_bytes, o_bytes)?,
-                )?;
-                region.read_f32(x_bytes, target)?;
-            }
-            Ok(())
+            region.write_f32(0, x)?;
+            self.pool.dot_rows(PoolDotRows {
+                format: blocks.format,
+                n,
+                k,
+                m,
+                weights: blocks.region.at(),
+                x: region.address(0, x_bytes)?,
+                bias: bias
+                    .map(|_| region.address(x_bytes + o_bytes, bias_bytes))
+                    .transpose()?,
+                out: region.address(x_bytes, o_bytes)?,
+            })?;
+            region.read_f32(x_bytes, out)
         }
     }
 }

@@ -268,12 +268,16 @@ export class CpuThreadPool {
     this.run(KIND_GEMM, tasks, (args, status) => kernels.wd_gemm(...args, status));
   }
 
-  /** `out[r] = rows[r] . x (+ bias[r])` over `rows` block-format rows (format 0 Q8_0, 1 Q5_0, 2 Q4_K, 3 Q6_K) of `k` values, split between the threads. */
-  dotRows(format, rows, k, weights, x, bias, out) {
+  /**
+   * `out[i * outStride + r] = rows[r] . x[i] (+ bias[r])` over `rows` block-format rows (format
+   * 0 Q8_0, 1 Q5_0, 2 Q4_K, 3 Q6_K) of `k` values and `m` activation rows; the weight rows are
+   * split between the threads.
+   */
+  dotRows(format, rows, k, m, weights, x, bias, out, outStride) {
     const rowBytes = this.rowBytes(format, k);
     const runs = shares(rows, this.threads, 16);
     const kernels = this.main.exports;
-    const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0]);
+    const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, m, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0, outStride]);
     this.run(KIND_DOT_ROWS, tasks, (args, status) => kernels.wd_dot_rows(...args, status));
   }
 

@@ -35,7 +35,7 @@ self.onmessage = ({ data }) => {
       if (kind === KIND_GEMM) {
         result = kernels.wd_gemm(...words.subarray(ARGS, ARGS + 14), status);
       } else if (kind === KIND_DOT_ROWS) {
-        result = kernels.wd_dot_rows(...words.subarray(ARGS, ARGS + 7), status);
+        result = kernels.wd_dot_rows(...words.subarray(ARGS, ARGS + 9), status);
       } else {
         break;
       }
