@@ -5,11 +5,21 @@
 // initialised without a pool, whose kernels the unit tests check against f64 references); odd
 // shapes that no thread count or tile divides. A worker ended by the test makes the next
 // execute fail with a coded error and the one after it succeed on one thread. A page without
-// isolation runs single-threaded and says why.
+// isolation runs single-threaded and says why. The real models on two threads: MiniLM's
+// embeddings against the float64 NumPy reference (tests/fixtures/minilm/reference.json, the
+// embedder test's oracle) and Gemma 3 270M's logits and greedy tokens against the float64
+// reference (.cache/reference/gemma-3-270m and tests/fixtures/gemma/greedy_reference.json, the
+// generator test's oracles).
 import assert from 'node:assert/strict';
+import { readFile } from 'node:fs/promises';
+import path from 'node:path';
 import { test } from 'node:test';
 import { TEST_TIMEOUT, useBrowserHarness } from './support/fixture.mjs';
 import { REPO_ROOT } from './support/server.mjs';
+
+const fixture = async (file) => JSON.parse(await readFile(path.join(REPO_ROOT, 'tests/fixtures', file), 'utf8'));
+const minilm = await fixture('minilm/reference.json');
+const greedy = await fixture('gemma/greedy_reference.json');
 
 const ISOLATED = { 'Cross-Origin-Opener-Policy': 'same-origin', 'Cross-Origin-Embedder-Policy': 'require-corp' };
 const harness = useBrowserHarness({ locations: [{ prefix: '/isolated/', dir: REPO_ROOT, headers: ISOLATED }] });
@@ -199,4 +209,57 @@ test('a page without cross-origin isolation runs single-threaded and says why', 
   assert.match(r.set.message, /cannot use 2 threads/);
   assert.deepEqual(r.state[0], 1);
   assert.match(r.state[1], /no CPU thread pool is installed/);
+});
+
+test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads match the float64 references', { timeout: 300_000 }, async (t) => {
+  const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+  const prompt = greedy.prompts.reduce((a, b) => (b.tokens.length < a.tokens.length ? b : a));
+  const r = await p.evaluate(async ({ sentences, prompt }) => {
+    await wd.ready();
+    const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
+    const pool = await CpuThreadPool.start({ threads: 2 });
+    wd.useCpuThreads(pool);
+    const threads = Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value);
+    const embedder = await wd.Embedder.load('/.cache/models/all-MiniLM-L6-v2/', { backend: 'cpu' });
+    const rows = (await embedder.embed(sentences)).map((row) => Array.from(row));
+    embedder.destroy();
+    const referenceUrl = '/.cache/reference/gemma-3-270m/';
+    const reference = await (await fetch(`${referenceUrl}reference.json`)).json();
+    const scored = reference.prompts.reduce((a, b) => (b.ids.length < a.ids.length ? b : a));
+    const stored = new Float32Array(await (await fetch(referenceUrl + scored.logits_file)).arrayBuffer());
+    const gen = await wd.Generator.load('/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf', { backend: 'cpu', contextLength: 64, logits: true });
+    const sharedMb = pool.bytesInUse / 2 ** 20;
+    const ev = await gen.evaluate(scored.ids, { logitPositions: scored.logit_positions });
+    const vocab = reference.n_vocab;
+    const cosines = scored.logit_positions.map((_, row) => {
+      let dot = 0, na = 0, nb = 0;
+      for (let v = 0; v < vocab; v++) {
+        const a = ev.logits[row * vocab + v], b = stored[row * vocab + v];
+        dot += a * b; na += a * a; nb += b * b;
+      }
+      return dot / Math.sqrt(na * nb);
+    });
+    const pieces = [];
+    for await (const piece of gen.generate(prompt.text, { maxNewTokens: prompt.tokens.length })) pieces.push(piece.token);
+    gen.destroy();
+    const after = Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value);
+    pool.terminate();
+    return { threads, after, rows, cosines, tokens: Array.from(ev.tokens), top1: scored.top1, pieces, sharedMb };
+  }, { sentences: minilm.sentences, prompt });
+  assert.equal(r.threads, 2);
+  assert.equal(r.after, 2, 'no worker failed');
+  const refBytes = Buffer.from(minilm.embeddings_f32_le_base64, 'base64');
+  r.rows.forEach((got, i) => {
+    const want = new Float32Array(refBytes.buffer, refBytes.byteOffset + i * minilm.dim * 4, minilm.dim);
+    let dot = 0; let ng = 0; let nw = 0; let maxAbs = 0;
+    for (let k = 0; k < got.length; k++) {
+      dot += got[k] * want[k]; ng += got[k] ** 2; nw += want[k] ** 2;
+      maxAbs = Math.max(maxAbs, Math.abs(got[k] - want[k]));
+    }
+    assert.ok(dot / Math.sqrt(ng * nw) >= 0.9999 && maxAbs <= 1e-3, `MiniLM sentence ${i}: cosine ${dot / Math.sqrt(ng * nw)}, max abs ${maxAbs}`);
+  });
+  t.diagnostic(`Gemma weights in the pool's shared memory: ${r.sharedMb.toFixed(1)} MiB`);
+  assert.deepEqual(r.tokens, r.top1, 'teacher-forced top-1 at every position');
+  for (const c of r.cosines) assert.ok(c >= 0.9999, `logits cosine ${c}`);
+  assert.deepEqual(r.pieces, prompt.tokens, `greedy tokens of ${JSON.stringify(prompt.text)}`);
 });
