@@ -23,9 +23,9 @@
 //! with these rules; this module is their reference.
 
 use crate::error::{Error, Result};
-use webdelegate_kernels::blocks::k_scale_min;
 use half::f16;
 use serde::{Deserialize, Serialize};
+use webdelegate_kernels::blocks::k_scale_min;
 
 /// ggml's super-block size for the k-quants.
 const QK_K: usize = 256;

@@ -268,25 +268,30 @@ export async function run(ctx) {
     const k = out[`llm_first16_equal_${name}`];
     if (k < out[`llm_first16_compared_${name}`]) ctx.log(`${name}: only the first ${k} of ${AGREE_TOKENS} pieces equal ours_cpu's: ${JSON.stringify(list[0].texts.slice(0, AGREE_TOKENS).join(''))} vs ${JSON.stringify(reference.slice(0, AGREE_TOKENS).join(''))}`);
   }
-  const gpuLog = runs.wllama_webgpu[0].log;
-  out.llm_wllama_webgpu_adapter_in_worker = runs.wllama_webgpu[0].workerAdapter ? 1 : 0;
-  out.llm_wllama_webgpu_adapter_has_shader_f16 = runs.wllama_webgpu[0].workerAdapter?.f16 ? 1 : 0;
-  out.llm_wllama_webgpu_layers_on_gpu = gpuLog.filter((l) => /assigned to device/.test(l) && !/device CPU/.test(l)).length;
-  ctx.log(`wllama_webgpu log: ${gpuLog.filter((l) => /backend_ptrs|webgpu|f16/i.test(l)).slice(0, 6).join(' | ') || '(no WebGPU line)'}`);
+  if (runs.wllama_webgpu?.length) {
+    const gpuLog = runs.wllama_webgpu[0].log;
+    out.llm_wllama_webgpu_adapter_in_worker = runs.wllama_webgpu[0].workerAdapter ? 1 : 0;
+    out.llm_wllama_webgpu_adapter_has_shader_f16 = runs.wllama_webgpu[0].workerAdapter?.f16 ? 1 : 0;
+    out.llm_wllama_webgpu_layers_on_gpu = gpuLog.filter((l) => /assigned to device/.test(l) && !/device CPU/.test(l)).length;
+    ctx.log(`wllama_webgpu log: ${gpuLog.filter((l) => /backend_ptrs|webgpu|f16/i.test(l)).slice(0, 6).join(' | ') || '(no WebGPU line)'}`);
+  }
   out.llm_threads_wllama_mt = runs.wllama_mt[0].threads;
-  out.llm_threads_ours_cpu_mt = runs.ours_cpu_mt[0].threads;
-  out.llm_shared_mb_ours_cpu_mt = Math.max(...runs.ours_cpu_mt.map((r) => r.sharedMb));
-  if (out.llm_threads_ours_cpu_mt !== out.llm_threads_wllama_mt) problems.push(`ours_cpu_mt ran ${out.llm_threads_ours_cpu_mt} threads, wllama_mt ${out.llm_threads_wllama_mt}: not the same thread count`);
+  if (runs.ours_cpu_mt?.length) {
+    out.llm_threads_ours_cpu_mt = runs.ours_cpu_mt[0].threads;
+    out.llm_shared_mb_ours_cpu_mt = Math.max(...runs.ours_cpu_mt.map((r) => r.sharedMb));
+    if (out.llm_threads_ours_cpu_mt !== out.llm_threads_wllama_mt) problems.push(`ours_cpu_mt ran ${out.llm_threads_ours_cpu_mt} threads, wllama_mt ${out.llm_threads_wllama_mt}: not the same thread count`);
+  }
   if (!runs.wllama_mt.every((r) => r.isolated && r.multithread)) problems.push('wllama_mt did not run multi-threaded on a cross-origin isolated page');
   if (problems.length) throw new Error(problems.join('\n'));
 
   const bestCpu = Math.max(out.llm_decode_tok_s_wllama_1t, out.llm_decode_tok_s_wllama_mt);
   out.llm_decode_ratio_vs_wllama_cpu = out.llm_decode_tok_s_ours_cpu / bestCpu;
   out.llm_decode_ratio_vs_wllama_1t = out.llm_decode_tok_s_ours_cpu / out.llm_decode_tok_s_wllama_1t;
-  out.llm_decode_ratio_vs_wllama_same_threads = out.llm_decode_tok_s_ours_cpu_mt / out.llm_decode_tok_s_wllama_mt;
+  if (runs.ours_cpu_mt?.length) out.llm_decode_ratio_vs_wllama_same_threads = out.llm_decode_tok_s_ours_cpu_mt / out.llm_decode_tok_s_wllama_mt;
   out.llm_prefill_ratio_vs_wllama_cpu = out.llm_prefill_tok_s_ours_cpu / Math.max(out.llm_prefill_tok_s_wllama_1t, out.llm_prefill_tok_s_wllama_mt);
-  out.llm_ttft_ratio_vs_wllama = Math.min(out.llm_ttft_ms_ours_cpu, out.llm_ttft_ms_ours_webgpu)
-    / Math.min(out.llm_ttft_ms_wllama_1t, out.llm_ttft_ms_wllama_mt, out.llm_ttft_ms_wllama_webgpu);
+  // Over the configurations that ran (BENCH_LLM_ONLY may leave some out).
+  const fastest = (names) => Math.min(...names.map((n) => out[`llm_ttft_ms_${n}`]).filter(Number.isFinite));
+  out.llm_ttft_ratio_vs_wllama = fastest(['ours_cpu', 'ours_cpu_mt', 'ours_webgpu']) / fastest(['wllama_1t', 'wllama_mt', 'wllama_webgpu']);
   out.llm_wasm_mb_wllama = Math.max(out.llm_wasm_mb_wllama_1t, out.llm_wasm_mb_wllama_mt);
   out.llm_decode_bandwidth_fraction_cpu = (weightBytes * out.llm_decode_tok_s_ours_cpu) / (gbps * 1e9);
   return out;

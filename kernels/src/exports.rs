@@ -90,9 +90,15 @@ pub unsafe extern "C" fn wd_gemm(
                 })
             };
             let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, n));
-            let c = slice::from_raw_parts_mut(c, m.checked_mul(n).ok_or(KernelError("matmul c overflows"))?);
+            let c = slice::from_raw_parts_mut(
+                c,
+                m.checked_mul(n).ok_or(KernelError("matmul c overflows"))?,
+            );
             let (a_need, b_need) = gemm::scratch_lens(m, k, n);
-            if a_need.checked_add(b_need).is_none_or(|need| need > scratch_len) {
+            if a_need
+                .checked_add(b_need)
+                .is_none_or(|need| need > scratch_len)
+            {
                 return Err(KernelError("matmul packing scratch is too short"));
             }
             let scratch = slice::from_raw_parts_mut(scratch, scratch_len);
@@ -138,8 +144,15 @@ pub unsafe extern "C" fn wd_dot_rows(
             .checked_mul(format.block_bytes())
             .and_then(|row| row.checked_mul(rows))
             .ok_or(KernelError("block-format rows overflow"))?;
-        let values = m.checked_mul(k).ok_or(KernelError("activations overflow"))?;
-        if m > 0 && (m - 1).checked_mul(out_stride).and_then(|o| o.checked_add(rows)).is_none() {
+        let values = m
+            .checked_mul(k)
+            .ok_or(KernelError("activations overflow"))?;
+        if m > 0
+            && (m - 1)
+                .checked_mul(out_stride)
+                .and_then(|o| o.checked_add(rows))
+                .is_none()
+        {
             return Err(KernelError("outputs overflow"));
         }
         // SAFETY: the caller's regions (see the function's contract).

@@ -45,7 +45,12 @@ impl Strided<'_> {
     ///
     /// # Errors
     /// A [`KernelError`] naming `what` when one does not.
-    pub fn check(&self, height: usize, width: usize, what: &'static str) -> Result<(), KernelError> {
+    pub fn check(
+        &self,
+        height: usize,
+        width: usize,
+        what: &'static str,
+    ) -> Result<(), KernelError> {
         if height == 0 || width == 0 {
             return Ok(());
         }
@@ -146,7 +151,9 @@ pub fn gemm(
         Panels::Pack(view) => view.check(k, n, "matmul operand b is too short for its geometry")?,
         Panels::Packed(data) if data.len() == packed_b_len(k, n) => {}
         Panels::Packed(_) => {
-            return Err(KernelError("packed matmul operand does not fit the product"));
+            return Err(KernelError(
+                "packed matmul operand does not fit the product",
+            ));
         }
     }
     if m.checked_mul(n) != Some(c.len()) {

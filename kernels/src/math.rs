@@ -519,7 +519,13 @@ mod tests {
             }
             x *= 1.37;
         }
-        for v in [f32::INFINITY, f32::NEG_INFINITY, 8_388_607.5, -8_388_607.5, 0.0] {
+        for v in [
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            8_388_607.5,
+            -8_388_607.5,
+            0.0,
+        ] {
             assert_eq!(floor(v).to_bits(), v.floor().to_bits(), "{v}");
         }
         assert!(floor(f32::NAN).is_nan());

@@ -70,7 +70,6 @@ mod platform {
         pub c: u32,
     }
 
-
     thread_local! {
         static CURRENT: RefCell<Option<Rc<CpuPool>>> = const { RefCell::new(None) };
     }
@@ -123,7 +122,15 @@ mod platform {
         /// # Errors
         /// `InvalidArgument` for anything that is not a started pool.
         pub fn from_js(js: JsValue) -> Result<Self> {
-            for name in ["alloc", "free", "write", "read", "gemm", "dotRows", "setThreads"] {
+            for name in [
+                "alloc",
+                "free",
+                "write",
+                "read",
+                "gemm",
+                "dotRows",
+                "setThreads",
+            ] {
                 method(&js, name)?;
             }
             Ok(Self { js })
@@ -197,7 +204,9 @@ mod platform {
             let at = self
                 .call("alloc", &[JsValue::from(bytes as f64)])?
                 .as_f64()
-                .ok_or_else(|| Error::internal("the CPU thread pool's alloc returned no address"))?;
+                .ok_or_else(|| {
+                    Error::internal("the CPU thread pool's alloc returned no address")
+                })?;
             Ok(SharedRegion {
                 pool: Rc::clone(self),
                 at: at as u32,
@@ -381,6 +390,6 @@ mod platform {
     }
 }
 
+pub use platform::CpuPool;
 #[cfg(web)]
 pub use platform::{PoolDotRows, PoolGemm, PoolRowFormat, SharedRegion};
-pub use platform::CpuPool;

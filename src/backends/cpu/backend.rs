@@ -29,13 +29,13 @@ use crate::backends::compile_specs::{
 };
 use crate::backends::cpu::executor::{self, PreparedProgram};
 use crate::backends::cpu::frame::{Scratch, States};
-use crate::backends::cpu::plan::Plan;
-use crate::backends::cpu::values::Values;
 use crate::backends::cpu::gemm::PackedB;
+use crate::backends::cpu::plan::Plan;
 use crate::backends::cpu::threaded::Threaded;
+use crate::backends::cpu::values::Values;
 use crate::backends::cpu::weights::pack_param;
-use crate::browser::cpu_pool::CpuPool;
 use crate::backends::parameters::fetch_to_host;
+use crate::browser::cpu_pool::CpuPool;
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
 use crate::lifecycle::{Released, Signal};
@@ -247,7 +247,9 @@ impl BackendInterface for CpuBackend {
                         _ => None,
                     }
                     .ok_or_else(|| {
-                        Error::invalid_argument("the CPU backend's \"threads\" is a positive integer")
+                        Error::invalid_argument(
+                            "the CPU backend's \"threads\" is a positive integer",
+                        )
                     })?;
                     match CpuPool::current() {
                         Some(pool) => pool.set_threads(count)?,

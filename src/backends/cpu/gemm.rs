@@ -46,7 +46,9 @@ impl PackedB {
         };
         let mut data = Vec::new();
         data.try_reserve_exact(gemm::packed_b_len(k, n))
-            .map_err(|_| Error::memory_allocation_failed("a packed weight does not fit in memory"))?;
+            .map_err(|_| {
+                Error::memory_allocation_failed("a packed weight does not fit in memory")
+            })?;
         data.resize(gemm::packed_b_len(k, n), 0.0);
         gemm::pack_b(view, k, n, &mut data).map_err(kernel_error)?;
         Ok(Self { k, n, data })
@@ -128,8 +130,7 @@ pub fn matmul(
                 ));
             }
         };
-        gemm::gemm((m, k, n), view_a, panels, bias, c, packed_a, packed_b)
-            .map_err(kernel_error)?;
+        gemm::gemm((m, k, n), view_a, panels, bias, c, packed_a, packed_b).map_err(kernel_error)?;
     }
     Ok(())
 }

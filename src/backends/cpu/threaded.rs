@@ -191,12 +191,17 @@ mod platform {
                 return Err(Error::internal("a threaded matmul needs a row-major a"));
             }
             let batches = geometry.batch_count();
-            let (a_bytes, c_bytes, bias_bytes) = (m * k * 4, m * n * 4, bias.map_or(0, |b| b.len() * 4));
+            let (a_bytes, c_bytes, bias_bytes) =
+                (m * k * 4, m * n * 4, bias.map_or(0, |b| b.len() * 4));
             let region = scratch.region(&self.pool, a_bytes + c_bytes + bias_bytes)?;
             if let Some(bias) = bias {
                 region.write_f32(a_bytes + c_bytes, bias)?;
             }
-            for (batch, c) in out.chunks_exact_mut((m * n).max(1)).enumerate().take(batches) {
+            for (batch, c) in out
+                .chunks_exact_mut((m * n).max(1))
+                .enumerate()
+                .take(batches)
+            {
                 let (offset_a, offset_b) = geometry.batch_offsets(batch);
                 if offset_b != 0 {
                     return Err(Error::internal("a packed weight has batches"));

@@ -10,8 +10,8 @@
 //! `cpu-threads/pool.js` (`null` takes it away).
 
 use crate::backends::cpu::CpuBackend;
-use crate::browser::cpu_pool::CpuPool;
 use crate::backends::webgpu::WebGpuBackend;
+use crate::browser::cpu_pool::CpuPool;
 use crate::registry::{self, Backend, BackendInterface};
 use crate::web::edge::errors::to_js_error;
 use std::rc::Rc;

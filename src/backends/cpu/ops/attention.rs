@@ -2,11 +2,11 @@
 //! the cache (state tensors, taken out of the frame and put back), then for each query row and
 //! head a numerically stable softmax over the visible cache positions, accumulated in f32.
 
-use webdelegate_kernels::math::lane_dot;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::values::Values;
 use crate::error::{Error, Result};
 use crate::program::ops::Attention;
+use webdelegate_kernels::math::lane_dot;
 
 /// The extents an attention runs with.
 #[derive(Clone, Copy)]

@@ -6,12 +6,12 @@
 //! common stride patterns (both contiguous, one side a broadcast scalar), which LLVM
 //! vectorises; other patterns fall back to a strided loop.
 
-use webdelegate_kernels::math;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::walk::{Row, for_each_row};
 use crate::error::{Error, Result};
 use crate::program::geometry::StridedWalk;
 use crate::program::ops::{Binary, BinaryOp, Scale, Unary, UnaryOp};
+use webdelegate_kernels::math;
 
 fn row_of(values: &[f32], start: usize, len: usize) -> Result<&[f32]> {
     values

@@ -1,10 +1,10 @@
 //! `L2Normalize` on the CPU: each row divided by `max(||row||, eps)`.
 
-use crate::backends::cpu::walk::rows_of;
-use webdelegate_kernels::math::lane_sum;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
+use crate::backends::cpu::walk::rows_of;
 use crate::error::{Error, Result};
 use crate::program::ops::L2Normalize;
+use webdelegate_kernels::math::lane_sum;
 
 /// `x / max(||x||, eps)` for each row of `width`.
 ///

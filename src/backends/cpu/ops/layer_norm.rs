@@ -1,10 +1,10 @@
 //! `LayerNorm` on the CPU: mean, biased variance, then scale and shift, row by row.
 
-use crate::backends::cpu::walk::rows_of;
-use webdelegate_kernels::math::lane_sum;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
+use crate::backends::cpu::walk::rows_of;
 use crate::error::{Error, Result};
 use crate::program::ops::LayerNorm;
+use webdelegate_kernels::math::lane_sum;
 
 /// Layer norm of each `width`-long row of `x` into `out`.
 ///

@@ -11,11 +11,11 @@
 //! weight byte is read once and nothing is written. Activations stay f32 (never quantized).
 
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
+use crate::backends::cpu::gemm::kernel_error;
 use crate::backends::cpu::values::{Values, ValuesRef};
 use crate::error::{Error, Result};
 use crate::program::TensorId;
 use crate::program::ops::Linear;
-use crate::backends::cpu::gemm::kernel_error;
 use crate::quant::BlockFormat;
 use webdelegate_kernels::blocks::{self, RowFormat};
 use webdelegate_kernels::math::{LANES, lane_dot};

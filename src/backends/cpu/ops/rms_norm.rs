@@ -1,10 +1,10 @@
 //! `RmsNorm` on the CPU: the mean square of each row (eight-lane sum), then scale.
 
-use crate::backends::cpu::walk::rows_of;
-use webdelegate_kernels::math::lane_sum;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
+use crate::backends::cpu::walk::rows_of;
 use crate::error::{Error, Result};
 use crate::program::ops::RmsNorm;
+use webdelegate_kernels::math::lane_sum;
 
 /// `x / sqrt(mean(x^2) + eps) * weight` for each `weight.len()`-long row of `x`, into `out`.
 ///

@@ -2,10 +2,10 @@
 //! frequencies from the op, once per execute), `sin`/`cos` by [`math::sin_cos`], then the
 //! pair rotations of the op's style; elements past `dims` are copied.
 
-use webdelegate_kernels::math;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::error::{Error, Result};
 use crate::program::ops::{Rope, RopeStyle};
+use webdelegate_kernels::math;
 
 /// The geometry of one rope: `rows` of `head_dim` elements, `heads` rows per position.
 struct Geometry {

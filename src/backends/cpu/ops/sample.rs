@@ -2,13 +2,13 @@
 //! by selection over the row's indices (`select_nth_unstable`, then a sort of the k), then
 //! the op's f32 chain in rank order.
 
-use webdelegate_kernels::math;
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::ops::argmax::argmax_row;
 use crate::backends::cpu::values::{Values, filled};
 use crate::error::{Error, Result};
 use crate::program::ops::{Sample, SampleKnobs, order_key};
 use std::cmp::Ordering;
+use webdelegate_kernels::math;
 
 /// Rank order: larger key first, then lower index.
 fn by_rank(keys: &[u32]) -> impl Fn(&u32, &u32) -> Ordering + '_ {

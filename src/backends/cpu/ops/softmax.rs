@@ -1,12 +1,12 @@
 //! `Softmax` on the CPU: the mask added (broadcast) first, then a stable softmax per row.
 
-use crate::backends::cpu::walk::rows_of;
-use webdelegate_kernels::math::{self, LANES, lane_max};
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::ops::elementwise;
+use crate::backends::cpu::walk::rows_of;
 use crate::error::Result;
 use crate::program::BinaryOp;
 use crate::program::ops::Softmax;
+use webdelegate_kernels::math::{self, LANES, lane_max};
 
 /// Softmax of each `width`-long row of `values`, in place (a mask, if any, was already added).
 ///
