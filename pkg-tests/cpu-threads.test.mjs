@@ -231,14 +231,7 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
     const sharedMb = pool.bytesInUse / 2 ** 20;
     const ev = await gen.evaluate(scored.ids, { logitPositions: scored.logit_positions });
     const vocab = reference.n_vocab;
-    const cosines = scored.logit_positions.map((_, row) => {
-      let dot = 0, na = 0, nb = 0;
-      for (let v = 0; v < vocab; v++) {
-        const a = ev.logits[row * vocab + v], b = stored[row * vocab + v];
-        dot += a * b; na += a * a; nb += b * b;
-      }
-      return dot / Math.sqrt(na * nb);
-    });
+    const cosines = scored.logit_positions.map((_, row) => rowCosine(ev.logits, stored, row, vocab));
     const pieces = [];
     for await (const piece of gen.generate(prompt.text, { maxNewTokens: prompt.tokens.length })) pieces.push(piece.token);
     gen.destroy();

@@ -128,14 +128,7 @@ test('CPU: evaluate (teacher forcing) gives the float64 reference\'s top-1 and l
     const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 64, logits: true });
     const ev = await gen.evaluate(prompt.ids, { logitPositions: prompt.logit_positions });
     const vocab = reference.n_vocab;
-    const cosines = prompt.logit_positions.map((_, row) => {
-      let dot = 0, na = 0, nb = 0;
-      for (let v = 0; v < vocab; v++) {
-        const a = ev.logits[row * vocab + v], b = stored[row * vocab + v];
-        dot += a * b; na += a * a; nb += b * b;
-      }
-      return dot / Math.sqrt(na * nb);
-    });
+    const cosines = prompt.logit_positions.map((_, row) => rowCosine(ev.logits, stored, row, vocab));
     const out = { name: prompt.name, tokens: Array.from(ev.tokens), top1: prompt.top1, cosines, logitsLength: ev.logits.length, rows: prompt.logit_positions.length, vocab };
     // The cache now holds the prompt: generating from it reuses all but its last token.
     out.text = await gen.generateText(gen.detokenize(prompt.ids.slice(1)), { maxNewTokens: 2 });

@@ -34,6 +34,15 @@ export function stubBackend(overrides = {}) {
 }
 
 /** Bytes of a UTF-8 string, and back. */
+/** Cosine similarity of row `row` (of `width` values) of `a` and of `b`. */
+export function rowCosine(a, b, row, width) {
+  let dot = 0, na = 0, nb = 0;
+  for (let v = row * width; v < (row + 1) * width; v++) {
+    dot += a[v] * b[v]; na += a[v] * a[v]; nb += b[v] * b[v];
+  }
+  return dot / Math.sqrt(na * nb);
+}
+
 export const utf8 = (s) => new TextEncoder().encode(s);
 export const fromUtf8 = (b) => new TextDecoder().decode(b);
 

@@ -14,3 +14,14 @@ export const median = (xs) => quantile(xs, 0.5);
 
 /** (max - min) / median. */
 export const spread = (xs) => (Math.max(...xs) - Math.min(...xs)) / median(xs);
+
+/** The lowest cosine similarity between row `i` of `got` and row `i` of `want`. */
+export function minCosine(got, want) {
+  let worst = 1;
+  got.forEach((row, i) => {
+    let dot = 0; let ng = 0; let nw = 0;
+    for (let k = 0; k < row.length; k++) { dot += row[k] * want[i][k]; ng += row[k] ** 2; nw += want[i][k] ** 2; }
+    worst = Math.min(worst, dot / Math.sqrt(ng * nw));
+  });
+  return worst;
+}

@@ -23,7 +23,7 @@ import { ISOLATED_PREFIX } from '../lib/locations.mjs';
 import { prepareOnnx } from '../lib/onnx_models.mjs';
 import { waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
 import { inferOnce, loadOrt, loadOurs } from '../lib/side_by_side_page.mjs';
-import { median, quantile } from '../lib/stats.mjs';
+import { median, minCosine, quantile } from '../lib/stats.mjs';
 
 const MODEL_URL = '.cache/models/all-MiniLM-L6-v2/';
 const ORT_DIST = 'node_modules/onnxruntime-web/dist/';
@@ -35,16 +35,6 @@ const RUNS = (() => {
 })();
 const LOAD_DEADLINE_MS = 180_000;
 const COSINE_MIN = 0.9999;
-
-function minCosine(got, want) {
-  let worst = 1;
-  got.forEach((row, i) => {
-    let dot = 0; let ng = 0; let nw = 0;
-    for (let k = 0; k < row.length; k++) { dot += row[k] * want[i][k]; ng += row[k] ** 2; nw += want[i][k] ** 2; }
-    worst = Math.min(worst, dot / Math.sqrt(ng * nw));
-  });
-  return worst;
-}
 
 async function open(ctx, name, load, arg) {
   await waitForBrowserIdle();

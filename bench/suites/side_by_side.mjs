@@ -74,7 +74,7 @@ import { BATCH, SEQ, makeInputs, verifyWithTokenizers } from '../lib/inputs.mjs'
 import { CACHED_PREFIX, ISOLATED_PREFIX } from '../lib/locations.mjs';
 import { prepareOnnx } from '../lib/onnx_models.mjs';
 import { accessLogWindow, heapSampler, waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
-import { median, quantile, spread } from '../lib/stats.mjs';
+import { median, minCosine, quantile, spread } from '../lib/stats.mjs';
 import { inferOnce, loadOrt, loadOurs, loadRaw } from '../lib/side_by_side_page.mjs';
 
 const MODEL_URL = '.cache/models/all-MiniLM-L6-v2/';
@@ -112,16 +112,6 @@ const ORT_WEBGPU = ['ort_webgpu', 'ort_webgpu_opt'];
 const ORT_WASM = ['ort_wasm', 'ort_wasm_opt', 'ort_wasm_mt'];
 const ORT_WASM_1T = ['ort_wasm', 'ort_wasm_opt'];
 
-
-function minCosine(got, want) {
-  let worst = 1;
-  got.forEach((row, i) => {
-    let dot = 0; let ng = 0; let nw = 0;
-    for (let k = 0; k < row.length; k++) { dot += row[k] * want[i][k]; ng += row[k] ** 2; nw += want[i][k] ** 2; }
-    worst = Math.min(worst, dot / Math.sqrt(ng * nw));
-  });
-  return worst;
-}
 
 /** Most a load (with its first inference) may take: SwiftShader's slowest is ~15 s. */
 const LOAD_DEADLINE_MS = 180_000;
