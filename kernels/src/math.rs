@@ -204,6 +204,9 @@ pub struct F32x4(lanes::F4);
 #[derive(Clone, Copy, Debug)]
 pub struct U8x16(lanes::B16);
 
+// Named lane operations rather than operator traits: the block decoders read as the sequence of
+// vector instructions they are.
+#[allow(clippy::should_implement_trait)]
 impl F32x4 {
     /// Every lane `v`.
     #[inline(always)]
@@ -244,6 +247,7 @@ impl F32x4 {
     }
 }
 
+#[allow(clippy::should_implement_trait)]
 impl U8x16 {
     /// Every lane `v`.
     #[inline(always)]
