@@ -24,7 +24,6 @@
 #[cfg(web)]
 mod platform {
     use crate::backends::cpu::gemm::PackedB;
-    use crate::backends::cpu::ops::linear::Dims;
     use crate::backends::cpu::values::Values;
     use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolRowFormat, SharedRegion};
     use crate::error::{Error, Result};
@@ -226,7 +225,8 @@ mod platform {
             Ok(())
         }
 
-        /// `out[m, n] = x[m, :] . w[n, :] (+ bias)`, `w` the shared block-format weight `id`.
+        /// `out[m, n] = x[m, :] . w[n, :] (+ bias)` for `(m, k, n)`, `w` the shared block-format
+        /// weight `id`.
         ///
         /// # Errors
         /// As [`Threaded::matmul`].
@@ -236,7 +236,7 @@ mod platform {
             id: TensorId,
             x: &[f32],
             bias: Option<&[f32]>,
-            Dims { m, k, n }: Dims,
+            (m, k, n): (usize, usize, usize),
             out: &mut [f32],
         ) -> Result<()> {
             let blocks = self
@@ -274,7 +274,6 @@ mod platform {
 #[cfg(native)]
 mod platform {
     use crate::backends::cpu::gemm::PackedB;
-    use crate::backends::cpu::ops::linear::Dims;
     use crate::backends::cpu::values::Values;
     use crate::error::Result;
     use crate::program::geometry::MatMulGeometry;
@@ -339,7 +338,7 @@ mod platform {
             _id: TensorId,
             _x: &[f32],
             _bias: Option<&[f32]>,
-            _dims: Dims,
+            _dims: (usize, usize, usize),
             _out: &mut [f32],
         ) -> Result<()> {
             match *self {}

@@ -221,8 +221,8 @@ impl CpuOp for Linear {
         let bias = self.bias.map(|id| f.f32(id)).transpose()?;
         let mut out = cx.scratch.pool.take(numel)?;
         if let Some(threaded) = cx.threaded.filter(|t| t.has_blocks(self.weight)) {
-            let (x, dims) = (f.f32(self.x)?, Dims { m, k, n });
-            threaded.linear(&mut cx.scratch.shared, self.weight, x, bias, dims, &mut out)?;
+            let (x, shared) = (f.f32(self.x)?, &mut cx.scratch.shared);
+            threaded.linear(shared, self.weight, x, bias, (m, k, n), &mut out)?;
             return Ok(Slot::Owned(Values::F32(out)));
         }
         let weight = weight_rows(f, self.weight)?;
