@@ -107,13 +107,19 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
     }
     let badThreads;
     try { wd.setOption('cpu', [{ key: 'threads', value: 4 }]); } catch (e) { badThreads = { code: e.code, message: e.message }; }
+    // Suspend parks the pool (every product on this thread), resume wakes it.
+    wd.lifecycleNotify('suspend');
+    const suspended = threadsNow()[0];
+    const [want, got] = [await run(plain, 37), await run(threaded, 37)];
+    const suspendedSame = want[0].every((v, j) => Object.is(v, got[0][j]));
+    wd.lifecycleNotify('resume');
     const after = threadsNow();
     plain.destroy();
     threaded.destroy();
     const freed = pool.bytesInUse - pool.scratchBytes - idle;
     pool.terminate();
     wd.useCpuThreads(null);
-    return { isolated, before, after, runs, sharedWeights, freed, badThreads };
+    return { isolated, before, after, runs, sharedWeights, freed, badThreads, suspended, suspendedSame };
   });
   assert.deepEqual(r.isolated, { crossOriginIsolated: true, unavailable: null });
   assert.equal(r.before[0], 1, 'one thread before a pool is installed');
@@ -136,7 +142,9 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
   assert.ok(r.sharedWeights >= packedBytes + blockBytes, `weights in shared memory: ${r.sharedWeights} bytes`);
   assert.equal(r.freed, 0, 'destroy frees the shared weights and the program\'s scratch');
   assert.equal(r.badThreads?.code, 'InvalidArgument', `more threads than the pool has is InvalidArgument: ${JSON.stringify(r.badThreads)}`);
-  assert.equal(r.after[0], 3);
+  assert.equal(r.suspended, 1, 'a suspended page runs its products on one thread');
+  assert.ok(r.suspendedSame, 'and gets the same results');
+  assert.equal(r.after[0], 3, 'resume brings the threads back');
   assert.match(r.after[1], /3 threads is installed; 3 in use/);
 });
 
