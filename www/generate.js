@@ -9,6 +9,7 @@ import { renderAdapter } from './adapter.js';
 import { el, fillSection, keyValueTable } from './dom.js';
 import { fmtMB, fmtMs } from './format.js';
 import { watchLifecycle } from './lifecycle.js';
+import { startCpuThreads } from './threads.js';
 import { metricsChart } from './metrics.js';
 import { describeError } from './model.js';
 import { loadSummary, loadTracker, progressBar } from './progress.js';
@@ -53,6 +54,7 @@ async function main() {
     exports = await init();
     document.getElementById('version').textContent = `package v${wd.version()}`;
     await wd.ready();
+    await startCpuThreads(wd);
   } catch (e) {
     fillSection(model, 'error', el('p', { className: 'status' }, `Could not load the webdelegate package: ${e?.message ?? e}`));
     setState('error');

@@ -6,6 +6,7 @@ import { renderAdapter } from './adapter.js';
 import { renderBackends } from './backends.js';
 import { runDemo } from './demo.js';
 import { el, fillSection } from './dom.js';
+import { startCpuThreads } from './threads.js';
 
 function showError(section, what, err) {
   console.error(err);
@@ -23,6 +24,7 @@ async function main() {
     document.getElementById('version').textContent = `package v${wd.version()}`;
     // The default backends are registered at start; WebGPU's device arrives asynchronously.
     await wd.ready();
+    await startCpuThreads(wd);
     renderBackends(backends, wd);
   } catch (e) {
     showError(backends, 'Could not load the webdelegate package', e);
