@@ -288,6 +288,7 @@ export class CpuThreadPool {
 
   /** Runs task 0 here and the others on workers 1..; throws on any failure. */
   run(kind, tasks, runHere) {
+    if (tasks.length === 0) return; // no rows: nothing to compute
     const posted = [];
     let missing = null;
     for (let t = 1; t < tasks.length; t++) {
