@@ -162,6 +162,7 @@ pub fn lane_sum(xs: &[f32], f: impl Fn(f32) -> f32) -> f32 {
 }
 
 /// `w . x` in eight lanes (the shorter length wins).
+#[inline]
 pub fn lane_dot(w: &[f32], x: &[f32]) -> f32 {
     let mut acc = [0.0f32; LANES];
     let (wc, xc) = (w.chunks_exact(LANES), x.chunks_exact(LANES));
