@@ -85,7 +85,24 @@ mod cpu_specific {
         assert_eq!(options[1].value(), &OptionValue::Int(0));
         // Natively there is no wasm SIMD.
         assert_eq!(options[2].value(), &OptionValue::Bool(false));
-        let mut unknown = vec![BackendOption::new("threads", 4).unwrap()];
+        // Natively there is no worker pool: one thread, and the reason says so.
+        let mut threads = vec![
+            BackendOption::new("threads", 0).unwrap(),
+            BackendOption::new("threads_reason", "").unwrap(),
+        ];
+        cpu.get_option(&mut context, &mut threads).unwrap();
+        assert_eq!(threads[0].value(), &OptionValue::Int(1));
+        let OptionValue::String(reason) = threads[1].value() else {
+            panic!("threads_reason is not a string: {:?}", threads[1].value());
+        };
+        assert!(reason.contains("one thread"), "{reason}");
+        let four = [BackendOption::new("threads", 4).unwrap()];
+        let error = cpu.set_option(&mut context, &four).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidArgument);
+        assert!(error.message().contains("cannot use 4 threads"), "{error}");
+        cpu.set_option(&mut context, &[BackendOption::new("threads", 1).unwrap()])
+            .unwrap();
+        let mut unknown = vec![BackendOption::new("cores", 4).unwrap()];
         let error = cpu.get_option(&mut context, &mut unknown).unwrap_err();
         assert_eq!(error.code(), ErrorCode::InvalidArgument);
         let error = cpu.set_option(&mut context, &unknown).unwrap_err();
