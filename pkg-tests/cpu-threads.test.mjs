@@ -4,7 +4,8 @@
 // 1, 2 and 3 threads (bit for bit where both run the same kernel, within 1e-5 otherwise) (the oracle: the same program on a CPU backend
 // initialised without a pool, whose kernels the unit tests check against f64 references); odd
 // shapes that no thread count or tile divides. A worker ended by the test makes the next
-// execute fail with a coded error and the one after it succeed on one thread. A page without
+// execute fail with a coded error and the one after it succeed on one thread; a worker whose
+// script is missing rejects the pool's start. A page without
 // isolation runs single-threaded and says why. The real models on two threads: MiniLM's
 // embeddings against the float64 NumPy reference (tests/fixtures/minilm/reference.json, the
 // embedder test's oracle) and Gemma 3 270M's logits and greedy tokens against the float64
@@ -195,6 +196,22 @@ test('a worker that dies fails the next execute with a coded error, and the one 
   assert.ok(r.againSame, 'the next execute succeeds with the same results');
   assert.equal(r.state[0], 1);
   assert.match(r.state[1], /CPU worker 1 did not finish .*running on one thread/);
+});
+
+test('a worker that cannot start rejects the pool with the reason, and the page runs on one thread', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+  const r = await p.evaluate(async () => {
+    const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
+    const t0 = performance.now();
+    let message;
+    try {
+      await CpuThreadPool.start({ threads: 2, workerUrl: '/isolated/pkg/cpu-threads/missing-worker.js', startTimeoutMs: 5000 });
+    } catch (e) { message = e.message; }
+    return { message, ms: performance.now() - t0, threads: Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value) };
+  });
+  assert.match(r.message ?? '', /CPU worker 1 failed to start: its script .*missing-worker\.js did not load/);
+  t.diagnostic(`rejected after ${r.ms.toFixed(0)} ms: ${r.message}`);
+  assert.equal(r.threads, 1);
 });
 
 test('a page without cross-origin isolation runs single-threaded and says why', TEST_TIMEOUT, async (t) => {

@@ -189,8 +189,10 @@ export class CpuThreadPool {
       worker.onerror = (event) => {
         clearTimeout(timer);
         record.alive = false;
-        this.brokenReason ??= `CPU worker ${index} failed: ${event.message ?? 'error'}`;
-        reject(new Error(`CPU worker ${index} failed to start: ${event.message ?? 'error'}`));
+        // A script that does not load gives an error event with no message.
+        const why = event.message || `its script ${this.workerUrl} did not load`;
+        this.brokenReason ??= `CPU worker ${index} failed: ${why}`;
+        reject(new Error(`CPU worker ${index} failed to start: ${why}`));
       };
       worker.postMessage({ module: this.module, memory: this.memory, stack, stackBytes: STACK_BYTES, control, words: { SEQUENCE, DONE, KIND, RESULT, STATUS, ARGS, count: CONTROL_BYTES / 4 }, kinds: { KIND_EXIT, KIND_GEMM, KIND_DOT_ROWS } });
     });
