@@ -25,7 +25,7 @@
 use crate::error::{Error, Result};
 use half::f16;
 use serde::{Deserialize, Serialize};
-use webdelegate_kernels::blocks::k_scale_min;
+use webdelegate_kernels::blocks::{RowFormat, k_scale_min};
 
 /// ggml's super-block size for the k-quants.
 const QK_K: usize = 256;
@@ -156,6 +156,18 @@ impl BlockFormat {
             return None;
         }
         (row_len / elements).checked_mul(self.block_bytes() as u64)
+    }
+
+    /// The kernels' register row-dot format for this one, where they have one (the formats
+    /// of the decode step's weights: Q8_0, Q5_0, Q4_K, Q6_K).
+    pub fn row_format(self) -> Option<RowFormat> {
+        match self {
+            Self::Q8_0 => Some(RowFormat::Q8_0),
+            Self::Q5_0 => Some(RowFormat::Q5_0),
+            Self::Q4_K => Some(RowFormat::Q4_K),
+            Self::Q6_K => Some(RowFormat::Q6_K),
+            _ => None,
+        }
     }
 
     /// Decodes whole blocks: `blocks` holds `n` blocks and `out` receives their `n *

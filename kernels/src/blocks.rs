@@ -26,6 +26,23 @@ pub enum RowFormat {
 }
 
 impl RowFormat {
+    /// The format's code at the kernel module's boundary (`wd_dot_rows`, the pool's JS).
+    pub fn code(self) -> u32 {
+        match self {
+            Self::Q8_0 => 0,
+            Self::Q5_0 => 1,
+            Self::Q4_K => 2,
+            Self::Q6_K => 3,
+        }
+    }
+
+    /// The format of `code` (see [`RowFormat::code`]).
+    pub fn from_code(code: u32) -> Option<Self> {
+        [Self::Q8_0, Self::Q5_0, Self::Q4_K, Self::Q6_K]
+            .into_iter()
+            .find(|format| format.code() == code)
+    }
+
     /// Bytes per block.
     pub fn block_bytes(self) -> usize {
         match self {
@@ -257,5 +274,23 @@ pub fn k_scale_min(scales: &[u8], sub: usize) -> (u8, u8) {
             (packed & 0x0f) | ((scales[sub - 4] >> 2) & 0x30),
             (packed >> 4) | ((scales[sub] >> 2) & 0x30),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn format_codes_round_trip_and_unknown_codes_are_refused() {
+        for format in [
+            RowFormat::Q8_0,
+            RowFormat::Q5_0,
+            RowFormat::Q4_K,
+            RowFormat::Q6_K,
+        ] {
+            assert_eq!(RowFormat::from_code(format.code()), Some(format));
+        }
+        assert_eq!(RowFormat::from_code(4), None);
     }
 }

@@ -109,7 +109,7 @@ pub unsafe extern "C" fn wd_gemm(
     report(result, status)
 }
 
-/// `rows` weight rows of `format` (0 Q8_0, 1 Q5_0, 2 Q4_K, 3 Q6_K) at `weights`, each of `k`
+/// `rows` weight rows of `format` (a `RowFormat::code`) at `weights`, each of `k`
 /// values, dotted with each of the `m` activation rows at `x` (`k` values each): activation
 /// row `i`, weight row `r` lands at `out[i * out_stride + r]`, plus `bias[r]`.
 ///
@@ -130,13 +130,7 @@ pub unsafe extern "C" fn wd_dot_rows(
     status: *mut u32,
 ) -> u32 {
     let result = (|| {
-        let format = match format {
-            0 => RowFormat::Q8_0,
-            1 => RowFormat::Q5_0,
-            2 => RowFormat::Q4_K,
-            3 => RowFormat::Q6_K,
-            _ => return Err(KernelError("unknown block format")),
-        };
+        let format = RowFormat::from_code(format).ok_or(KernelError("unknown block format"))?;
         if !k.is_multiple_of(format.block_elements()) {
             return Err(KernelError("a block-format row is not whole blocks"));
         }
@@ -174,6 +168,18 @@ pub unsafe extern "C" fn wd_dot_rows(
 pub extern "C" fn wd_gemm_scratch_len(m: usize, k: usize, n: usize) -> usize {
     let (a, b) = gemm::scratch_lens(m, k, n);
     a.saturating_add(b)
+}
+
+/// Bytes of one row of `k` values in `format` (a `RowFormat::code`); 0 for an unknown format
+/// or a `k` that is not whole blocks.
+#[unsafe(no_mangle)]
+pub extern "C" fn wd_row_bytes(format: u32, k: usize) -> usize {
+    match RowFormat::from_code(format) {
+        Some(format) if k.is_multiple_of(format.block_elements()) => {
+            k / format.block_elements() * format.block_bytes()
+        }
+        _ => 0,
+    }
 }
 
 /// The packed length (floats) of a `k x n` right operand.

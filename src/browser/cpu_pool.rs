@@ -15,26 +15,14 @@ mod platform {
     use std::cell::RefCell;
     use std::rc::Rc;
     use wasm_bindgen::{JsCast, JsValue};
-
-    /// A block-format weight the pool's row-dot kernel reads (the kernel module's format codes).
-    #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-    pub enum PoolRowFormat {
-        /// ggml Q8_0.
-        Q8_0 = 0,
-        /// ggml Q5_0.
-        Q5_0 = 1,
-        /// ggml Q4_K.
-        Q4K = 2,
-        /// ggml Q6_K.
-        Q6K = 3,
-    }
+    use webdelegate_kernels::blocks::RowFormat;
 
     /// Block-format rows the pool dots with activation rows: `out[m, n] = x[m, k] . w[n, k]^T
     /// (+ bias)`, addresses in the shared memory.
     #[derive(Clone, Copy, Debug)]
     pub struct PoolDotRows {
         /// The weight's format.
-        pub format: PoolRowFormat,
+        pub format: RowFormat,
         /// Weight rows (outputs per activation row).
         pub n: usize,
         /// Values per row.
@@ -78,6 +66,8 @@ mod platform {
     #[derive(Debug)]
     pub struct CpuPool {
         js: JsValue,
+        /// The pool's methods this side calls, looked up once (they run for every op).
+        methods: Methods,
     }
 
     /// Bytes of the pool's shared memory this side owns; freed when dropped.
@@ -97,6 +87,24 @@ mod platform {
                     "the CPU thread pool has no method {name:?} (start one with cpu-threads/pool.js's CpuThreadPool.start)"
                 ))
             })
+    }
+
+    /// A pool method and its name (for messages).
+    #[derive(Debug)]
+    struct Method(&'static str, Function);
+
+    /// The methods of a `CpuThreadPool` this side calls.
+    #[derive(Debug)]
+    struct Methods {
+        alloc: Method,
+        free: Method,
+        write: Method,
+        read: Method,
+        gemm: Method,
+        dot_rows: Method,
+        set_threads: Method,
+        park: Method,
+        unpark: Method,
     }
 
     fn thrown(error: JsValue, what: &str) -> Error {
@@ -122,18 +130,19 @@ mod platform {
         /// # Errors
         /// `InvalidArgument` for anything that is not a started pool.
         pub fn from_js(js: JsValue) -> Result<Self> {
-            for name in [
-                "alloc",
-                "free",
-                "write",
-                "read",
-                "gemm",
-                "dotRows",
-                "setThreads",
-            ] {
-                method(&js, name)?;
-            }
-            Ok(Self { js })
+            let get = |name| method(&js, name).map(|f| Method(name, f));
+            let methods = Methods {
+                alloc: get("alloc")?,
+                free: get("free")?,
+                write: get("write")?,
+                read: get("read")?,
+                gemm: get("gemm")?,
+                dot_rows: get("dotRows")?,
+                set_threads: get("setThreads")?,
+                park: get("park")?,
+                unpark: get("unpark")?,
+            };
+            Ok(Self { js, methods })
         }
 
         /// The pool later CPU programs use (`None`: they run on one thread).
@@ -146,8 +155,7 @@ mod platform {
             CURRENT.with(|current| *current.borrow_mut() = pool);
         }
 
-        fn call(&self, name: &str, args: &[JsValue]) -> Result<JsValue> {
-            let f = method(&self.js, name)?;
+        fn call(&self, Method(name, f): &Method, args: &[JsValue]) -> Result<JsValue> {
             let list: Array = args.iter().collect();
             f.apply(&self.js, &list)
                 .map_err(|error| thrown(error, &format!("the CPU thread pool's {name}")))
@@ -187,13 +195,18 @@ mod platform {
                     self.size()
                 )));
             }
-            self.call("setThreads", &[JsValue::from(count as u32)])
+            self.call(&self.methods.set_threads, &[JsValue::from(count as u32)])
                 .map(|_| ())
         }
 
         /// Parks the pool (every op on the calling thread) or wakes it.
         pub fn set_parked(&self, parked: bool) {
-            let _ = self.call(if parked { "park" } else { "unpark" }, &[]);
+            let method = if parked {
+                &self.methods.park
+            } else {
+                &self.methods.unpark
+            };
+            let _ = self.call(method, &[]);
         }
 
         /// A region of `bytes` bytes.
@@ -202,7 +215,7 @@ mod platform {
         /// `MemoryAllocationFailed` when the shared memory cannot grow to hold it.
         pub fn alloc(self: &Rc<Self>, bytes: usize) -> Result<SharedRegion> {
             let at = self
-                .call("alloc", &[JsValue::from(bytes as f64)])?
+                .call(&self.methods.alloc, &[JsValue::from(bytes as f64)])?
                 .as_f64()
                 .ok_or_else(|| {
                     Error::internal("the CPU thread pool's alloc returned no address")
@@ -232,7 +245,10 @@ mod platform {
             let region = self.alloc(bytes.len())?;
             // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
             let view = unsafe { js_sys::Uint8Array::view(bytes) };
-            self.call("write", &[JsValue::from(region.at), view.into()])?;
+            self.call(
+                &self.methods.write,
+                &[JsValue::from(region.at), view.into()],
+            )?;
             Ok(region)
         }
 
@@ -248,7 +264,7 @@ mod platform {
             };
             let n = |v: usize| JsValue::from(v as f64);
             self.call(
-                "gemm",
+                &self.methods.gemm,
                 &[
                     n(g.m),
                     n(g.k),
@@ -275,9 +291,9 @@ mod platform {
         pub fn dot_rows(&self, d: PoolDotRows) -> Result<()> {
             let n = |v: usize| JsValue::from(v as f64);
             self.call(
-                "dotRows",
+                &self.methods.dot_rows,
                 &[
-                    JsValue::from(d.format as u32),
+                    JsValue::from(d.format.code()),
                     n(d.n),
                     n(d.k),
                     n(d.m),
@@ -324,7 +340,8 @@ mod platform {
             let at = self.address(offset, values.len() * 4)?;
             // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
             let view = unsafe { js_sys::Float32Array::view(values) };
-            self.pool.call("write", &[JsValue::from(at), view.into()])?;
+            self.pool
+                .call(&self.pool.methods.write, &[JsValue::from(at), view.into()])?;
             Ok(())
         }
 
@@ -336,14 +353,17 @@ mod platform {
             let at = self.address(offset, out.len() * 4)?;
             // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
             let view = unsafe { js_sys::Float32Array::view_mut_raw(out.as_mut_ptr(), out.len()) };
-            self.pool.call("read", &[JsValue::from(at), view.into()])?;
+            self.pool
+                .call(&self.pool.methods.read, &[JsValue::from(at), view.into()])?;
             Ok(())
         }
     }
 
     impl Drop for SharedRegion {
         fn drop(&mut self) {
-            let _ = self.pool.call("free", &[JsValue::from(self.at)]);
+            let _ = self
+                .pool
+                .call(&self.pool.methods.free, &[JsValue::from(self.at)]);
         }
     }
 }
@@ -392,4 +412,4 @@ mod platform {
 
 pub use platform::CpuPool;
 #[cfg(web)]
-pub use platform::{PoolDotRows, PoolGemm, PoolRowFormat, SharedRegion};
+pub use platform::{PoolDotRows, PoolGemm, SharedRegion};

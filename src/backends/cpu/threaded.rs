@@ -25,12 +25,12 @@
 mod platform {
     use crate::backends::cpu::gemm::PackedB;
     use crate::backends::cpu::values::Values;
-    use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolRowFormat, SharedRegion};
+    use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, SharedRegion};
     use crate::error::{Error, Result};
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{DType, Op, Program, TensorId, ops};
-    use crate::quant::BlockFormat;
     use std::rc::Rc;
+    use webdelegate_kernels::blocks::RowFormat;
 
     /// Whether `id` is read by an op other than as the weight of a `linear`.
     fn read_outside_linear(program: &Program, id: TensorId) -> bool {
@@ -41,24 +41,18 @@ mod platform {
         })
     }
 
-    /// Whether the threaded path reads `values` as a `linear` weight.
-    fn is_linear_weight(program: &Program, id: TensorId) -> bool {
+    /// The kernels' row-dot format of `id` if it is the weight of a `linear` in a block format
+    /// the pool has a kernel for (the weights the threaded `linear` reads).
+    fn linear_row_format(program: &Program, id: TensorId) -> Option<RowFormat> {
+        let DType::Block(format) = program.tensors.get(id as usize)?.dtype else {
+            return None;
+        };
         program
             .ops
             .iter()
             .any(|op| matches!(op, Op::Linear(ops::Linear { weight, .. }) if *weight == id))
-            && values_format(program, id).is_some()
-    }
-
-    /// The pool's row-dot format of `id`, if it is a block format the pool has a kernel for.
-    fn values_format(program: &Program, id: TensorId) -> Option<PoolRowFormat> {
-        match program.tensors.get(id as usize)?.dtype {
-            DType::Block(BlockFormat::Q8_0) => Some(PoolRowFormat::Q8_0),
-            DType::Block(BlockFormat::Q5_0) => Some(PoolRowFormat::Q5_0),
-            DType::Block(BlockFormat::Q4_K) => Some(PoolRowFormat::Q4K),
-            DType::Block(BlockFormat::Q6_K) => Some(PoolRowFormat::Q6K),
-            _ => None,
-        }
+            .then(|| format.row_format())
+            .flatten()
     }
 
     /// A packed right operand in the shared memory.
@@ -72,7 +66,7 @@ mod platform {
     /// A block-format weight's bytes in the shared memory.
     #[derive(Debug)]
     struct SharedBlocks {
-        format: PoolRowFormat,
+        format: RowFormat,
         region: SharedRegion,
     }
 
@@ -137,10 +131,9 @@ mod platform {
             id: TensorId,
             values: Values,
         ) -> Result<Option<Values>> {
-            let (Values::Blocks(_, bytes), true) = (&values, is_linear_weight(program, id)) else {
-                return Ok(Some(values));
-            };
-            let Some(format) = values_format(program, id) else {
+            let (Values::Blocks(_, bytes), Some(format)) =
+                (&values, linear_row_format(program, id))
+            else {
                 return Ok(Some(values));
             };
             let region = self.pool.upload_bytes(bytes)?;

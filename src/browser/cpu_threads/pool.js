@@ -263,29 +263,24 @@ export class CpuThreadPool {
     const kernels = this.main.exports;
     const tasks = runs.map(([r0, r1], slot) => {
       const rows = r1 - r0;
-      const scratch = this.scratchFor(slot, kernels.wd_gemm_scratch_len(rows, k, n));
       const floats = kernels.wd_gemm_scratch_len(rows, k, n);
+      const scratch = this.scratchFor(slot, floats);
       return [rows, k, n, a + 4 * r0 * aRow, aRow, aCol, b, bPacked ? 1 : 0, bRow, bCol, bias, c + 4 * r0 * n, scratch, floats];
     });
     this.run(KIND_GEMM, tasks, (args, status) => kernels.wd_gemm(...args, status));
   }
 
   /**
-   * `out[i * outStride + r] = rows[r] . x[i] (+ bias[r])` over `rows` block-format rows (format
-   * 0 Q8_0, 1 Q5_0, 2 Q4_K, 3 Q6_K) of `k` values and `m` activation rows; the weight rows are
+   * `out[i * outStride + r] = rows[r] . x[i] (+ bias[r])` over `rows` block-format rows (format:
+   * the kernels' `RowFormat::code`) of `k` values and `m` activation rows; the weight rows are
    * split between the threads.
    */
   dotRows(format, rows, k, m, weights, x, bias, out, outStride) {
-    const rowBytes = this.rowBytes(format, k);
+    const rowBytes = this.main.exports.wd_row_bytes(format, k);
     const runs = shares(rows, this.threads, 16);
     const kernels = this.main.exports;
     const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, m, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0, outStride]);
     this.run(KIND_DOT_ROWS, tasks, (args, status) => kernels.wd_dot_rows(...args, status));
-  }
-
-  rowBytes(format, k) {
-    const [bytes, elements] = [[34, 32], [22, 32], [144, 256], [210, 256]][format] ?? [0, 1];
-    return (k / elements) * bytes;
   }
 
   /** Runs task 0 here and the others on workers 1..; throws on any failure. */

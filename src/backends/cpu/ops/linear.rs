@@ -17,7 +17,7 @@ use crate::error::{Error, Result};
 use crate::program::TensorId;
 use crate::program::ops::Linear;
 use crate::quant::BlockFormat;
-use webdelegate_kernels::blocks::{self, RowFormat};
+use webdelegate_kernels::blocks;
 use webdelegate_kernels::math::{LANES, lane_dot};
 
 /// Weight rows decoded together (each decoded group is reused by every activation row).
@@ -128,7 +128,7 @@ pub(crate) fn linear(
         return Ok(());
     }
     if let (1, true, WeightRows::Blocks(format, bytes)) = (m, k > 0, weight)
-        && let Some(format) = row_format(format)
+        && let Some(format) = format.row_format()
     {
         // Decode (one activation row): no row to reuse, so dot the blocks in registers.
         return blocks::dot_rows(format, bytes, x, bias, out).map_err(kernel_error);
@@ -165,18 +165,6 @@ pub(crate) fn linear(
         n0 += rows;
     }
     Ok(())
-}
-
-/// The kernel crate's register row dot for `format`, where it has one (the formats of the
-/// decode step's weights).
-pub(crate) fn row_format(format: BlockFormat) -> Option<RowFormat> {
-    match format {
-        BlockFormat::Q8_0 => Some(RowFormat::Q8_0),
-        BlockFormat::Q5_0 => Some(RowFormat::Q5_0),
-        BlockFormat::Q4_K => Some(RowFormat::Q4_K),
-        BlockFormat::Q6_K => Some(RowFormat::Q6_K),
-        _ => None,
-    }
 }
 
 /// Four rows of `w` dotted with `x` at once (`x` is loaded once for all four), eight lanes each.
