@@ -481,7 +481,7 @@ impl Decoder<'_> {
         let eps = self.config.eps;
         self.b.push(|out| RmsNorm {
             x,
-            weight,
+            weight: Some(weight),
             eps,
             out,
         })

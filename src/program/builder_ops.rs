@@ -2,7 +2,7 @@
 //! definition infers its output (see [`OpDef::infer`]), declares the output tensor (named
 //! `"<op>.<op index>"`; rename it with [`ProgramBuilder::set_name`]), appends the op and returns
 //! the output's id. The named methods below are shorthands for the ops the model builders use;
-//! a new op needs none (`b.push(|out| RmsNorm { x, weight, eps, out })`).
+//! a new op needs none (`b.push(|out| RmsNorm { x, weight: Some(w), eps, out })`).
 //!
 //! Every append runs the same checks as validation (the op's [`OpDef::check`]) before anything
 //! is appended, so a failed call leaves the builder unchanged. Failures are `InvalidArgument`

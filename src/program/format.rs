@@ -1,6 +1,8 @@
 //! The processed blob: `MAGIC` (4 bytes), `FORMAT_VERSION` (u16 LE), reserved (u16, zero), then
-//! the [`Program`] in postcard encoding, and nothing after it. Version 1 blobs (no state
-//! tensors) still load.
+//! the [`Program`] in postcard encoding, and nothing after it. Older blobs still load: version
+//! 1 has no state tensors; versions 1 and 2 write `rms_norm`'s weight as a plain tensor id
+//! (it became optional in version 3). The op layout of a version is told to the `rms_norm`
+//! decoder through [`legacy_rms_norm_weight`], set only while [`decode`] runs on this thread.
 //!
 //! Decoding never panics and allocates at most in proportion to the blob: postcard reads
 //! length-prefixed sequences element by element and serde caps pre-allocation, so a lying length
@@ -37,11 +39,39 @@ impl ProgramV1 {
     }
 }
 
+thread_local! {
+    /// Whether the blob being decoded on this thread predates version 3.
+    static LEGACY_RMS_NORM_WEIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Whether the blob being decoded writes `rms_norm`'s weight as a plain id (versions 1 and 2);
+/// false outside [`decode`].
+pub(crate) fn legacy_rms_norm_weight() -> bool {
+    LEGACY_RMS_NORM_WEIGHT.with(std::cell::Cell::get)
+}
+
+/// Sets [`legacy_rms_norm_weight`] for one decode, cleared again on drop (a panic included).
+struct LegacyLayout;
+
+impl LegacyLayout {
+    fn enter(legacy: bool) -> Self {
+        LEGACY_RMS_NORM_WEIGHT.with(|flag| flag.set(legacy));
+        Self
+    }
+}
+
+impl Drop for LegacyLayout {
+    fn drop(&mut self) {
+        LEGACY_RMS_NORM_WEIGHT.with(|flag| flag.set(false));
+    }
+}
+
 /// First four bytes of every program blob.
 pub const MAGIC: [u8; 4] = *b"WDPG";
 /// The format version this build writes. It also reads version 1 (programs without state
-/// tensors: the same body without the trailing `states` list).
-pub const FORMAT_VERSION: u16 = 2;
+/// tensors: the same body without the trailing `states` list) and version 2 (`rms_norm` with a
+/// weight that is not optional).
+pub const FORMAT_VERSION: u16 = 3;
 /// Header size: magic, version, reserved.
 pub const HEADER_LEN: usize = 8;
 
@@ -80,7 +110,7 @@ pub fn decode(blob: &[u8]) -> Result<Program> {
         ));
     }
     let version = u16::from_le_bytes([blob[4], blob[5]]);
-    if version != FORMAT_VERSION && version != 1 {
+    if !(1..=FORMAT_VERSION).contains(&version) {
         return Err(Error::new(
             ErrorCode::DelegateInvalidCompatibility,
             format!(
@@ -102,6 +132,7 @@ pub fn decode(blob: &[u8]) -> Result<Program> {
         )
     };
     let body = &blob[HEADER_LEN..];
+    let _layout = LegacyLayout::enter(version < 3);
     let (program, rest) = if version == 1 {
         let (v1, rest) = postcard::take_from_bytes::<ProgramV1>(body).map_err(malformed)?;
         (v1.into_program(), rest)
@@ -124,7 +155,7 @@ mod tests {
     use crate::program::tensor::{DType, Dim};
 
     /// A version-1 blob (the body without the trailing `states` list) decodes with no states;
-    /// the same program written now is version 2 and ends with that list (one zero byte).
+    /// the same program written now is version 3 and ends with that list (one zero byte).
     #[test]
     fn version_1_blobs_still_load() {
         let mut b = ProgramBuilder::new();
@@ -133,7 +164,7 @@ mod tests {
         b.output(y);
         let program = b.finish().unwrap();
         let v2 = encode(&program).unwrap();
-        assert_eq!(u16::from_le_bytes([v2[4], v2[5]]), 2);
+        assert_eq!(u16::from_le_bytes([v2[4], v2[5]]), 3);
         assert_eq!(v2.last(), Some(&0), "an empty states list");
         let mut v1 = v2[..v2.len() - 1].to_vec();
         v1[4..6].copy_from_slice(&1u16.to_le_bytes());
@@ -148,5 +179,42 @@ mod tests {
         program.states.push(0);
         let with_state = encode(&program).unwrap();
         assert_eq!(decode(&with_state).unwrap().states, vec![0]);
+    }
+
+    /// `rms_norm` in a version-2 blob: the weight is a plain id (no option tag). It decodes as
+    /// `Some(weight)`; the same program written now carries the tag, and a weightless one too.
+    #[test]
+    fn version_2_rms_norm_still_loads() {
+        use crate::program::ops::RmsNorm;
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, vec![Dim::Fixed(2), Dim::Fixed(4)]);
+        let w = b.input("w", DType::F32, vec![Dim::Fixed(4)]);
+        let y = b
+            .push(|out| RmsNorm {
+                x,
+                weight: Some(w),
+                eps: 0.5,
+                out,
+            })
+            .unwrap();
+        b.output(y);
+        let program = b.finish().unwrap();
+        let v3 = encode(&program).unwrap();
+        // The op's bytes now: variant 15, x 0, Some (1) w 1, eps, out 2.
+        let op_v3 = [15u8, 0, 1, 1, 0, 0, 0, 0x3f, 2];
+        let at = v3
+            .windows(op_v3.len())
+            .position(|w| w == op_v3)
+            .expect("the rms_norm bytes");
+        let mut v2 = v3.clone();
+        v2.remove(at + 2);
+        v2[4..6].copy_from_slice(&2u16.to_le_bytes());
+        assert_eq!(decode(&v2).unwrap(), program);
+        assert_eq!(decode(&v3).unwrap(), program);
+        assert!(!legacy_rms_norm_weight(), "cleared after decode");
+        // Read as version 3, the legacy bytes are malformed (or another program): never panics.
+        let mut as_v3 = v2.clone();
+        as_v3[4..6].copy_from_slice(&3u16.to_le_bytes());
+        assert_ne!(decode(&as_v3).ok(), Some(program));
     }
 }

@@ -193,13 +193,13 @@ mod tests {
         // New ops take the next index.
         let rms_norm = Op::RmsNorm(RmsNorm {
             x: 0,
-            weight: 1,
+            weight: Some(1),
             eps: 0.5,
             out: 2,
         });
         assert_eq!(
             postcard::to_allocvec(&rms_norm).unwrap(),
-            [15, 0, 1, 0, 0, 0, 0x3f, 2]
+            [15, 0, 1, 1, 0, 0, 0, 0x3f, 2]
         );
         for op in [layer_norm, binary, slice, rms_norm] {
             let bytes = postcard::to_allocvec(&op).unwrap();

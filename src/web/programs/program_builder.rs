@@ -308,11 +308,11 @@ impl JsProgramBuilder {
     }
 
     /// RMS normalisation over the last dim: `x / sqrt(mean(x^2) + eps) * weight`, `weight`
-    /// of shape `[H]`.
+    /// an optional `[H]` (`null` or `undefined`: no weight multiply).
     #[wasm_bindgen(js_name = rmsNorm)]
-    pub fn rms_norm(&mut self, x: f64, weight: f64, eps: f32) -> JsResult<u32> {
+    pub fn rms_norm(&mut self, x: f64, weight: Option<f64>, eps: f32) -> JsResult<u32> {
         let x = js(tensor_arg(x, "x"))?;
-        let weight = js(tensor_arg(weight, "weight"))?;
+        let weight = js(weight.map(|v| tensor_arg(v, "weight")).transpose())?;
         let op = |out| crate::program::ops::RmsNorm {
             x,
             weight,

@@ -1,5 +1,6 @@
-//! RMS normalisation: by hand, on random shapes (short and long rows) against f64, and
-//! hostile programs (wrong weight shape or dtype, bad eps) refused with the right codes.
+//! RMS normalisation: by hand (with and without a weight), on random shapes (short and long
+//! rows) against f64, and hostile programs (wrong weight shape or dtype, bad eps) refused with
+//! the right codes.
 
 use crate::common::harness::{
     Model, SuiteConfig, assert_close, assert_error, f32_tensor, init_blob,
@@ -12,17 +13,16 @@ use webdelegate::program::{DType, Op, ProgramBuilder};
 use webdelegate::registry::SharedBackend;
 use webdelegate::{ErrorCode, program::dump};
 
-/// `x / sqrt(mean(x^2) + eps) * weight` over the last dim, in f64.
-fn reference(x: &Ref, weight: &[f32], eps: f64) -> Ref {
-    let width = weight.len();
+/// `x / sqrt(mean(x^2) + eps) (* weight)` over the last dim (`width` long), in f64.
+fn reference(x: &Ref, width: usize, weight: Option<&[f32]>, eps: f64) -> Ref {
     let mut data = Vec::with_capacity(x.data.len());
     for row in x.data.chunks(width.max(1)) {
         let mean_square = row.iter().map(|v| v * v).sum::<f64>() / width as f64;
         let inverse = 1.0 / (mean_square + eps).sqrt();
         data.extend(
             row.iter()
-                .zip(weight)
-                .map(|(v, &w)| v * inverse * f64::from(w)),
+                .enumerate()
+                .map(|(j, v)| v * inverse * weight.map_or(1.0, |w| f64::from(w[j]))),
         );
     }
     Ref::from_f64(&x.shape, data)
@@ -35,6 +35,7 @@ pub async fn rms_norm_by_hand(backend: SharedBackend, config: SuiteConfig) {
     let mut m = Model::new();
     let x = m.input("x", &[2, 4]);
     let weight = m.param("weight", &[4], &[1.0, 2.0, 1.0, 2.0]);
+    let weight = Some(weight);
     let out = m.b.push(|out| RmsNorm { x, weight, eps: 0.5, out }).unwrap();
     m.b.output(out);
     assert!(m.dump().contains("rms_norm x=%0 weight=%1 eps=0.5 -> %2"), "{}", m.dump());
@@ -44,6 +45,27 @@ pub async fn rms_norm_by_hand(backend: SharedBackend, config: SuiteConfig) {
     let want = [a, 4.0 * a, 3.0 * a, 8.0 * a, -2.0 * b, 4.0 * b, -2.0 * b, 4.0 * b];
     assert_close(
         "rms_norm",
+        &got[0],
+        &Ref::from_f64(&[2, 4], want.to_vec()),
+        config.reduction,
+    );
+}
+}
+
+op_case! {
+/// Without a weight: the same rows as above, normalised and not scaled.
+pub async fn rms_norm_without_weight(backend: SharedBackend, config: SuiteConfig) {
+    let mut m = Model::new();
+    let x = m.input("x", &[2, 4]);
+    let out = m.b.push(|out| RmsNorm { x, weight: None, eps: 0.5, out }).unwrap();
+    m.b.output(out);
+    assert!(m.dump().contains("rms_norm x=%0 weight=none eps=0.5 -> %1"), "{}", m.dump());
+    let values = vec![1.0, 2.0, 3.0, 4.0, -2.0, 2.0, -2.0, 2.0];
+    let got = m.run(&backend, vec![f32_tensor(&[2, 4], values)]).await;
+    let (a, b) = (1.0 / 8f64.sqrt(), 1.0 / 4.5f64.sqrt());
+    let want = [a, 2.0 * a, 3.0 * a, 4.0 * a, -2.0 * b, 2.0 * b, -2.0 * b, 2.0 * b];
+    assert_close(
+        "rms_norm without weight",
         &got[0],
         &Ref::from_f64(&[2, 4], want.to_vec()),
         config.reduction,
@@ -68,12 +90,15 @@ pub async fn rms_norm_random(backend: SharedBackend, config: SuiteConfig) {
         let weight_values = rng.vec(width, 0.2, 30.0);
         let mut m = Model::new();
         let x = m.input("x", &shape);
-        let weight = m.param("weight", &[width], &weight_values);
+        // Every other width without a weight.
+        let weighted = width % 2 == 1 || width == 64;
+        let weight = weighted.then(|| m.param("weight", &[width], &weight_values));
         let out = m.b.push(|out| RmsNorm { x, weight, eps: 1e-6, out }).unwrap();
         m.b.output(out);
         let got = m.run(&backend, vec![f32_tensor(&shape, values.clone())]).await;
-        let want = reference(&Ref::new(&shape, &values), &weight_values, 1e-6);
-        assert_close(&format!("rms_norm {shape:?}"), &got[0], &want, config.reduction);
+        let reference_weight = weighted.then_some(&weight_values[..]);
+        let want = reference(&Ref::new(&shape, &values), width, reference_weight, 1e-6);
+        assert_close(&format!("rms_norm {shape:?} weight {weighted}"), &got[0], &want, config.reduction);
     }
 }
 }
@@ -91,7 +116,7 @@ pub async fn rms_norm_refuses_bad_programs(backend: SharedBackend, _config: Suit
     for (what, width, dtype, eps, part) in cases {
         let mut b = ProgramBuilder::new();
         let x = b.input("x", DType::F32, crate::common::harness::dims(&[2, 4]));
-        let weight = b.input("weight", dtype, crate::common::harness::dims(&[width]));
+        let weight = Some(b.input("weight", dtype, crate::common::harness::dims(&[width])));
         let before = b.program().clone();
         assert_error(
             what,

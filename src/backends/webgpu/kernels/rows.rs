@@ -59,7 +59,6 @@ macro_rules! row_kernel {
         }
     };
 }
-pub(crate) use row_kernel;
 
 row_kernel!(
     /// Layer norm kernel.
