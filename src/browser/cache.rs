@@ -59,10 +59,11 @@ impl std::fmt::Debug for CacheWriter {
 }
 
 impl CacheWriter {
-    /// Queues `chunk` (shared with the caller, not copied). `None` when the writer has room;
-    /// otherwise a future that resolves once the Cache API has caught up.
+    /// Queues `chunk` (shared with the caller when it is owned, a copy when it is lent: the
+    /// queue outlives the next read). `None` when the writer has room; otherwise a future that
+    /// resolves once the Cache API has caught up.
     pub fn push(&self, chunk: &JsChunk) -> Option<LocalBoxFuture<'static, ()>> {
-        let pending = self.0.push(chunk.array());
+        let pending = self.0.push(&chunk.owned());
         let promise = pending.dyn_into::<js_sys::Promise>().ok()?;
         let caught_up = JsFuture::from(promise);
         Some(Box::pin(async move {

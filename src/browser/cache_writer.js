@@ -2,8 +2,8 @@
 // response, instead of ReadableStream.tee() (whose slower branch queues without limit: up to a
 // whole response). The Cache API reads this stream; when it falls `highWaterMark` bytes behind,
 // push() returns a promise the load awaits before it reads on, so at most that many bytes (plus
-// the chunk just pushed) wait here per response. The chunks are the load's own Uint8Arrays,
-// shared, not copied (tee shares them too).
+// the chunk just pushed) wait here per response. The chunks are the load's own Uint8Arrays
+// (copies of them when the load reads into a reused buffer).
 export function makeCacheWriter(highWaterMark) {
   let controller = null;
   let waiting = null;

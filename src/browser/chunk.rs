@@ -6,40 +6,65 @@
 //! ([`JsChunk::write_to_gpu`]). Natively there are no JavaScript chunks: the type is
 //! uninhabited, with the same methods, so code that matches on it compiles unchanged on both
 //! platforms and its native arms are statically unreachable.
+//!
+//! A chunk is either *owned* (its array is its own) or *lent*: a view of a body buffer that the
+//! reader reuses ([`crate::browser::fetch`]), valid only until that body's next read (or its
+//! drop). Code that consumes a chunk at once (copies it, writes it to the GPU) needs no care;
+//! code that keeps it past the next read takes [`JsChunk::owned`].
 
 #[cfg(web)]
 mod platform {
     /// A `Uint8Array` from JavaScript (a body chunk of a `fetch` response or a cached one).
     #[derive(Clone, Debug)]
-    pub struct JsChunk(js_sys::Uint8Array);
+    pub struct JsChunk {
+        array: js_sys::Uint8Array,
+        lent: bool,
+    }
 
     impl From<js_sys::Uint8Array> for JsChunk {
+        /// An owned chunk.
         fn from(array: js_sys::Uint8Array) -> Self {
-            Self(array)
+            Self { array, lent: false }
         }
     }
 
     impl JsChunk {
-        /// The array, for the other browser wrappers.
-        pub(crate) fn array(&self) -> &js_sys::Uint8Array {
-            &self.0
+        /// A lent chunk: `array` views a buffer its reader fills again at the next read.
+        pub(crate) fn lent(array: js_sys::Uint8Array) -> Self {
+            Self { array, lent: true }
+        }
+
+        /// Whether the chunk is lent (valid only until its body's next read).
+        pub fn is_lent(&self) -> bool {
+            self.lent
+        }
+
+        /// The bytes as an array that stays valid: the array itself when owned, a copy when lent.
+        pub(crate) fn owned(&self) -> js_sys::Uint8Array {
+            if self.lent {
+                self.array.slice(0, self.array.length())
+            } else {
+                self.array.clone()
+            }
         }
 
         /// Length in bytes.
         pub fn len(&self) -> usize {
-            self.0.length() as usize
+            self.array.length() as usize
         }
 
         /// Whether the chunk is empty.
         pub fn is_empty(&self) -> bool {
-            self.0.length() == 0
+            self.array.length() == 0
         }
 
         /// Copies `target.len()` bytes from `offset` into `target` (the caller keeps the range
         /// within [`JsChunk::len`]).
         pub fn copy_to(&self, offset: usize, target: &mut [u8]) {
             let end = offset.saturating_add(target.len());
-            self.0.subarray(offset as u32, end as u32).copy_to(target);
+            self.array
+                .subarray(offset as u32, end as u32)
+                .copy_to(target);
         }
 
         /// `queue.writeBuffer(buffer, offset, chunk, chunk_offset, length)`: the bytes go from
@@ -60,7 +85,7 @@ mod platform {
                 .write_buffer_with_f64_and_u8_array_and_f64_and_f64(
                     buffer,
                     offset as f64,
-                    &self.0,
+                    &self.array,
                     chunk_offset as f64,
                     length as f64,
                 )
@@ -83,6 +108,11 @@ mod platform {
 
         /// Whether the chunk is empty (never called natively).
         pub fn is_empty(&self) -> bool {
+            match *self {}
+        }
+
+        /// Whether the chunk is lent (never called natively).
+        pub fn is_lent(&self) -> bool {
             match *self {}
         }
 

@@ -2,6 +2,14 @@
 //! its body read chunk by chunk from a `ReadableStream` as [`JsChunk`]s (never copied into wasm
 //! memory here). Works in windows and workers (the global `fetch`). Browser only.
 //!
+//! Bodies are read with a BYOB ("bring your own buffer") reader into 1 MiB `ArrayBuffer`s that
+//! are reused, across reads and across responses (a small pool per thread), so a multi-GiB load
+//! makes no new `ArrayBuffer` per chunk: the default reader's fresh chunk arrays are collected
+//! lazily by V8 and piled up to hundreds of MiB during a 5 GiB load. A chunk read this way is
+//! *lent* ([`JsChunk::is_lent`]): its bytes are valid until the next read of the same body, so
+//! whoever keeps a chunk longer copies it ([`JsChunk::owned`]). A stream that has no BYOB
+//! reader (not a byte stream) is read with the default reader, whose chunks are owned.
+//!
 //! Failures are [`FetchError`]s whose [`FetchFailure`] says what kind they are. A `fetch`
 //! rejection is a `TypeError` both for a network failure and for a response the browser refuses
 //! to expose (CORS: the server, or one it redirected to, does not allow this page's origin); the
@@ -15,6 +23,7 @@
 
 use crate::browser::chunk::JsChunk;
 use crate::send_sync::LocalBoxFuture;
+use std::cell::RefCell;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
@@ -38,6 +47,48 @@ extern "C" {
 
     #[wasm_bindgen(method, getter)]
     fn value(this: &ReadResult) -> JsValue;
+
+    /// `ReadableStreamBYOBReader`: reads into a view the caller supplies.
+    type ByobReader;
+
+    /// `reader.read(view)`: resolves to `{done, value}`, `value` a view of the bytes read over
+    /// the (transferred) buffer of `view`.
+    #[wasm_bindgen(method, js_name = read)]
+    fn read_into(this: &ByobReader, view: &js_sys::Uint8Array) -> js_sys::Promise;
+
+    /// `reader.cancel()`.
+    #[wasm_bindgen(method)]
+    fn cancel(this: &ByobReader) -> js_sys::Promise;
+}
+
+/// Bytes of one reusable body buffer: a BYOB read fills at most this much.
+const BODY_BUFFER_BYTES: u32 = 1 << 20;
+/// Body buffers kept for reuse per thread (one per body being read at a time, typically).
+const POOLED_BODY_BUFFERS: usize = 8;
+
+thread_local! {
+    /// Body buffers not in use, for the next body to read into.
+    static BODY_BUFFERS: RefCell<Vec<js_sys::ArrayBuffer>> = const { RefCell::new(Vec::new()) };
+}
+
+/// A body buffer from the pool, or a new one.
+fn take_body_buffer() -> js_sys::ArrayBuffer {
+    BODY_BUFFERS
+        .with(|pool| pool.borrow_mut().pop())
+        .unwrap_or_else(|| js_sys::ArrayBuffer::new(BODY_BUFFER_BYTES))
+}
+
+/// Gives a body buffer back to the pool (a detached one, of length 0, is dropped).
+fn return_body_buffer(buffer: js_sys::ArrayBuffer) {
+    if buffer.byte_length() != BODY_BUFFER_BYTES {
+        return;
+    }
+    BODY_BUFFERS.with(|pool| {
+        let mut pool = pool.borrow_mut();
+        if pool.len() < POOLED_BODY_BUFFERS {
+            pool.push(buffer);
+        }
+    });
 }
 
 /// A request's cache mode (`RequestInit.cache`).
@@ -269,33 +320,88 @@ pub(crate) fn response_of(response: &Response, read_headers: &[String]) -> Fetch
 
 /// A response body being read, chunk by chunk.
 #[derive(Debug)]
-pub struct BodyReader(ReadableStreamDefaultReader);
+pub struct BodyReader(Reader);
+
+#[derive(Debug)]
+enum Reader {
+    /// A byte stream, read into a reused buffer: the chunks are lent.
+    Byob {
+        reader: ByobReader,
+        /// The buffer the next read fills (`None` while a read holds it).
+        buffer: std::rc::Rc<RefCell<Option<js_sys::ArrayBuffer>>>,
+    },
+    /// Any other stream: every chunk is a fresh array of its own.
+    Default(ReadableStreamDefaultReader),
+}
+
+/// `stream.getReader({mode: 'byob'})`, or `None` when the stream refuses (it is not a byte
+/// stream: `getReader` throws a `TypeError`).
+fn byob_reader(stream: &ReadableStream) -> Option<ByobReader> {
+    let options = js_sys::Object::new();
+    js_sys::Reflect::set(&options, &"mode".into(), &"byob".into()).ok()?;
+    let get_reader = js_sys::Reflect::get(stream, &"getReader".into())
+        .ok()?
+        .dyn_into::<js_sys::Function>()
+        .ok()?;
+    let reader = get_reader.call1(stream, &options).ok()?;
+    Some(reader.unchecked_into())
+}
+
+impl std::fmt::Debug for ByobReader {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ByobReader")
+    }
+}
 
 impl BodyReader {
     pub(crate) fn of(stream: &ReadableStream) -> Self {
-        Self(
-            stream
-                .get_reader()
-                .unchecked_into::<ReadableStreamDefaultReader>(),
-        )
+        match byob_reader(stream) {
+            Some(reader) => Self(Reader::Byob {
+                reader,
+                buffer: std::rc::Rc::new(RefCell::new(Some(take_body_buffer()))),
+            }),
+            None => Self(Reader::Default(
+                stream
+                    .get_reader()
+                    .unchecked_into::<ReadableStreamDefaultReader>(),
+            )),
+        }
     }
 
     /// The next chunk, or `None` at the end of the body (the returned future holds no borrow).
+    /// A lent chunk is valid until the next call (or the reader's drop).
     ///
     /// # Errors
     /// [`FetchFailure::Aborted`] after an abort, [`FetchFailure::Network`] when the connection
     /// failed, [`FetchFailure::Unexpected`] for a chunk that is not bytes.
     pub fn read(&self) -> LocalBoxFuture<'static, Result<Option<JsChunk>, FetchError>> {
-        let read = JsFuture::from(self.0.read());
+        let (read, slot) = match &self.0 {
+            Reader::Default(reader) => (JsFuture::from(reader.read()), None),
+            Reader::Byob { reader, buffer } => {
+                let into = buffer.borrow_mut().take().unwrap_or_else(take_body_buffer);
+                let view = js_sys::Uint8Array::new(&into);
+                (
+                    JsFuture::from(reader.read_into(&view)),
+                    Some(buffer.clone()),
+                )
+            }
+        };
         Box::pin(async move {
             let result = read
                 .await
                 .map_err(|error| FetchError::rejected(&error, FetchFailure::Network))?
                 .unchecked_into::<ReadResult>();
+            let value = result.value();
+            let array = value.dyn_into::<js_sys::Uint8Array>();
+            if let (Some(slot), Ok(array)) = (&slot, &array) {
+                // The view's buffer is the one the read was given, transferred: read into it next.
+                *slot.borrow_mut() = Some(array.buffer());
+            }
             if result.done().unwrap_or(true) {
                 return Ok(None);
             }
-            match result.value().dyn_into::<js_sys::Uint8Array>() {
+            match array {
+                Ok(array) if slot.is_some() => Ok(Some(JsChunk::lent(array))),
                 Ok(array) => Ok(Some(JsChunk::from(array))),
                 Err(v) => Err(FetchError::new(
                     FetchFailure::Unexpected,
@@ -308,9 +414,22 @@ impl BodyReader {
     /// Cancels the stream (for a body without a request to abort: a cached one), ignoring how
     /// that settles.
     pub fn cancel(&self) {
-        let cancelled = JsFuture::from(self.0.cancel());
+        let cancelled = JsFuture::from(match &self.0 {
+            Reader::Default(reader) => reader.cancel(),
+            Reader::Byob { reader, .. } => reader.cancel(),
+        });
         wasm_bindgen_futures::spawn_local(async move {
             let _ = cancelled.await;
         });
+    }
+}
+
+impl Drop for BodyReader {
+    fn drop(&mut self) {
+        if let Reader::Byob { buffer, .. } = &self.0
+            && let Some(buffer) = buffer.borrow_mut().take()
+        {
+            return_body_buffer(buffer);
+        }
     }
 }
