@@ -1,6 +1,7 @@
 // The CPU backend on a worker pool (cpu-threads/pool.js + webdelegate_kernels.wasm): on a
 // cross-origin isolated page (COOP/COEP from nginx's /isolated/ location), products with an f32
-// weight and block-format (Q8_0, Q4_K) linears give the plain single-thread path's results on
+// weight, block-format (Q8_0, Q4_K) linears, batched products of two activations (b plain and
+// transposed), GELU and softmax rows give the plain single-thread path's results on
 // 1, 2 and 3 threads (bit for bit where both run the same kernel, within 1e-5 otherwise) (the oracle: the same program on a CPU backend
 // initialised without a pool, whose kernels the unit tests check against f64 references); odd
 // shapes that no thread count or tile divides. A worker ended by the test makes the next
@@ -57,9 +58,18 @@ async function setUp() {
   const w8 = b.param('w8', 'q8_0', [QN8, QK8], 'weights', 'w8');
   const x4 = b.input('x4', 'float32', ['batch', QK4]);
   const w4 = b.param('w4', 'q4_k', [QN4, QK4], 'weights', 'w4');
+  // Activation products (attention's shapes: batches of [m, 32] by [32, 40], b plain and
+  // transposed) and softmax rows: on the pool once they are large enough (m >= 4 and m >= 55).
+  const qa = b.input('qa', 'float32', [4, 'batch', 32]);
+  const kb = b.input('kb', 'float32', [4, 32, 40]);
+  const kt = b.input('kt', 'float32', [4, 40, 32]);
+  const sx = b.input('sx', 'float32', ['batch', 300]);
   b.output(b.gelu(b.matmul(x, w, bias, false, true)));
   b.output(b.linear(x8, w8));
   b.output(b.linear(x4, w4));
+  b.output(b.matmul(qa, kb, null, false, false));
+  b.output(b.matmul(qa, kt, null, false, true));
+  b.output(b.softmax(sx, null));
   const blob = b.encode();
   b.free();
   const mem = new wd.MemoryParameterProvider();
@@ -71,9 +81,13 @@ async function setUp() {
     { tag: 'Tensor', dtype: 'float32', shape: [m, K], data: f32(m * K, 5 + m) },
     { tag: 'Tensor', dtype: 'float32', shape: [m, QK8], data: f32(m * QK8, 6 + m) },
     { tag: 'Tensor', dtype: 'float32', shape: [m, QK4], data: f32(m * QK4, 7 + m) },
-    { tag: 'None' }, { tag: 'None' }, { tag: 'None' },
+    { tag: 'Tensor', dtype: 'float32', shape: [4, m, 32], data: f32(4 * m * 32, 8 + m) },
+    { tag: 'Tensor', dtype: 'float32', shape: [4, 32, 40], data: f32(4 * 32 * 40, 9) },
+    { tag: 'Tensor', dtype: 'float32', shape: [4, 40, 32], data: f32(4 * 40 * 32, 10) },
+    { tag: 'Tensor', dtype: 'float32', shape: [m, 300], data: f32(m * 300, 11 + m).map((v) => v * 20) },
+    { tag: 'None' }, { tag: 'None' }, { tag: 'None' }, { tag: 'None' }, { tag: 'None' }, { tag: 'None' },
   ];
-  const run = async (d, m) => (await d.execute(args(m))).slice(3).map((o) => Array.from(o.data));
+  const run = async (d, m) => (await d.execute(args(m))).slice(7).map((o) => Array.from(o.data));
   const threadsNow = () => wd.getOption('cpu', [{ key: 'threads', value: 0 }, { key: 'threads_reason', value: '' }]).map((o) => o.value);
   window.cpuThreads = { blob, mem, run, threadsNow };
 }
@@ -93,6 +107,7 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
     const threaded = await wd.Delegate.initWithParameters('cpu', blob, mem);
     const sharedWeights = pool.bytesInUse - idle;
     const runs = [];
+    const want37 = await run(plain, 37);
     for (const threads of [1, 2, 3]) {
       wd.setOption('cpu', [{ key: 'threads', value: threads }]);
       for (const m of [1, 3, 37, 200]) {
@@ -108,6 +123,28 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
     }
     let badThreads;
     try { wd.setOption('cpu', [{ key: 'threads', value: 4 }]); } catch (e) { badThreads = { code: e.code, message: e.message }; }
+    // The `threads` compile spec caps one program: on 2 of the 3 threads, worker 2 gets no
+    // share; on 1, the weights stay on the host; more than the pool has, or not a count, fails.
+    const spec = (value) => ({ compileSpecs: [{ key: 'threads', value }] });
+    const capped = await wd.Delegate.initWithParameters('cpu', blob, mem, spec('2'));
+    const sequences = () => pool.workers.map((w) => w.sequence);
+    const beforeCapped = sequences();
+    const [cappedWant, cappedGot] = [await run(plain, 200), await run(capped, 200)];
+    const afterCapped = sequences();
+    const cappedSame = cappedWant.every((o, i) => {
+      const scale = o.reduce((m, v) => Math.max(m, Math.abs(v)), 0);
+      return o.every((v, j) => Math.abs(v - cappedGot[i][j]) <= 1e-5 * scale);
+    });
+    capped.destroy();
+    const beforeSingle = pool.bytesInUse;
+    const single = await wd.Delegate.initWithParameters('cpu', blob, mem, spec('1'));
+    const singleShared = pool.bytesInUse - beforeSingle;
+    const singleSame = (await run(single, 37))[0].every((v, j) => Object.is(v, want37[0][j]));
+    single.destroy();
+    const refused = [];
+    for (const value of ['4', '0', 'two']) {
+      try { await wd.Delegate.initWithParameters('cpu', blob, mem, spec(value)); refused.push({ value, code: 'none' }); } catch (e) { refused.push({ value, code: e.code, message: e.message }); }
+    }
     // Suspend parks the pool (every product on this thread), resume wakes it.
     wd.lifecycleNotify('suspend');
     const suspended = threadsNow()[0];
@@ -120,7 +157,7 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
     const freed = pool.bytesInUse - pool.scratchBytes - idle;
     pool.terminate();
     wd.useCpuThreads(null);
-    return { isolated, before, after, runs, sharedWeights, freed, badThreads, suspended, suspendedSame };
+    return { isolated, before, after, runs, sharedWeights, freed, badThreads, suspended, suspendedSame, beforeCapped, afterCapped, cappedSame, singleShared, singleSame, refused };
   });
   assert.deepEqual(r.isolated, { crossOriginIsolated: true, unavailable: null });
   assert.equal(r.before[0], 1, 'one thread before a pool is installed');
@@ -128,8 +165,11 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
   for (const run of r.runs) {
     const at = JSON.stringify(run);
     assert.ok(run.finite, `finite outputs at ${at}`);
-    // The matmul and the one-row linears: the same kernels, the same summation per element.
+    // The matmul and the one-row linears: the same kernels, the same summation per element;
+    // so the activation products (whole products per thread), GELU and the softmax rows.
     assert.ok(run.same[0], `bit-identical matmul at ${at}`);
+    assert.ok(run.same[3] && run.same[4], `bit-identical activation products at ${at}`);
+    assert.ok(run.same[5], `bit-identical softmax at ${at}`);
     if (run.m === 1) assert.ok(run.same[1] && run.same[2], `bit-identical one-row linears at ${at}`);
     // More rows: the single-thread path decodes each weight row once for every activation row
     // (another summation order than the register row dot the pool runs per row), so within the
@@ -146,6 +186,13 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
   assert.equal(r.suspended, 1, 'a suspended page runs its products on one thread');
   assert.ok(r.suspendedSame, 'and gets the same results');
   assert.equal(r.after[0], 3, 'resume brings the threads back');
+  assert.ok(r.cappedSame, 'a program capped at 2 threads gives the same results');
+  assert.ok(r.afterCapped[0] > r.beforeCapped[0], `worker 1 ran shares of the capped program: ${r.beforeCapped} -> ${r.afterCapped}`);
+  assert.equal(r.afterCapped[1], r.beforeCapped[1], 'worker 2 ran none: the program is capped at 2 threads');
+  assert.equal(r.singleShared, 0, 'threads 1: no weight in the shared memory');
+  assert.ok(r.singleSame, 'threads 1: the single-thread results');
+  for (const refusal of r.refused) assert.equal(refusal.code, 'InvalidArgument', JSON.stringify(refusal));
+  assert.match(r.refused[0].message, /cannot run a program on 4 threads.*3 threads is installed/);
   assert.match(r.after[1], /3 threads is installed; 3 in use/);
 });
 
@@ -245,7 +292,11 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
     const pool = await CpuThreadPool.start({ threads: 2 });
     wd.useCpuThreads(pool);
     const threads = Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value);
-    const embedder = await wd.Embedder.load('/.cache/models/all-MiniLM-L6-v2/', { backend: 'cpu' });
+    // The load option `threads` (the CPU backend's compile spec): more than the pool has is
+    // refused at init, before any weight is fetched; 2 runs the embedder on both threads.
+    let tooMany;
+    try { await wd.Embedder.load('/.cache/models/all-MiniLM-L6-v2/', { backend: 'cpu', threads: 3 }); } catch (e) { tooMany = { code: e.code, message: e.message }; }
+    const embedder = await wd.Embedder.load('/.cache/models/all-MiniLM-L6-v2/', { backend: 'cpu', threads: 2 });
     const rows = (await embedder.embed(sentences)).map((row) => Array.from(row));
     embedder.destroy();
     const referenceUrl = '/.cache/reference/gemma-3-270m/';
@@ -262,10 +313,12 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
     gen.destroy();
     const after = Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value);
     pool.terminate();
-    return { threads, after, rows, cosines, tokens: Array.from(ev.tokens), top1: scored.top1, pieces, sharedMb };
+    return { threads, after, rows, cosines, tokens: Array.from(ev.tokens), top1: scored.top1, pieces, sharedMb, tooMany };
   }, { sentences: minilm.sentences, prompt });
   assert.equal(r.threads, 2);
   assert.equal(r.after, 2, 'no worker failed');
+  assert.equal(r.tooMany?.code, 'InvalidArgument', JSON.stringify(r.tooMany));
+  assert.match(r.tooMany.message, /3 threads/);
   const refBytes = Buffer.from(minilm.embeddings_f32_le_base64, 'base64');
   r.rows.forEach((got, i) => {
     const want = new Float32Array(refBytes.buffer, refBytes.byteOffset + i * minilm.dim * 4, minilm.dim);

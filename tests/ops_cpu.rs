@@ -111,6 +111,52 @@ mod cpu_specific {
         assert!(cpu.is_available());
     }
 
+    /// The `threads` compile spec: 1 runs as without it; natively there is no pool, so 2 is
+    /// `InvalidArgument` saying why, as are 0 and text that is not a count.
+    #[test]
+    fn the_threads_compile_spec_is_checked() {
+        use webdelegate::registry::{CompileSpec, FreeableBuffer, LoadedDelegate};
+        let backend: SharedBackend = Arc::new(CpuBackend::new());
+        pollster::block_on(async {
+            let init = |value: &'static str| {
+                let backend = backend.clone();
+                async move {
+                    let blob = relu_model().b.encode_unchecked().unwrap();
+                    LoadedDelegate::init_with_backend(
+                        "cpu",
+                        backend,
+                        FreeableBuffer::new(blob),
+                        &[CompileSpec::new("threads", value)],
+                        &Default::default(),
+                    )
+                    .await
+                }
+            };
+            let mut one = init("1").await.unwrap();
+            let got = execute(&mut one, vec![f32_tensor(&[3], vec![-1.0, 0.5, 2.0])], 1)
+                .await
+                .unwrap();
+            assert_eq!(got[0].as_f32().unwrap(), &[0.0, 0.5, 2.0]);
+            let error = init("2").await.unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidArgument);
+            assert!(
+                error
+                    .message()
+                    .contains("cannot run a program on 2 threads"),
+                "{error}"
+            );
+            assert!(error.message().contains("one thread"), "{error}");
+            for bad in ["0", "two", "-1"] {
+                let error = init(bad).await.unwrap_err();
+                assert_eq!(error.code(), ErrorCode::InvalidArgument, "{bad}");
+                assert!(
+                    error.message().contains("positive integer"),
+                    "{bad}: {error}"
+                );
+            }
+        });
+    }
+
     #[test]
     fn the_sample_encoder_runs_and_normalises() {
         use webdelegate::program::{self, samples};

@@ -1,8 +1,8 @@
 //! The kernel module's entry points (only with the `module` feature: `wasm32` with `atomics`,
 //! built by `scripts/build-kernels.sh` against an imported shared memory). Each call computes
-//! one worker's share of one op: the caller (the pool's JavaScript, `src/backends/cpu/
-//! threads.js`) has already shifted the pointers to the share's first row. Pointers are byte
-//! addresses in the shared memory; lengths are element counts.
+//! one worker's share of one op: the caller (the pool's JavaScript, `src/browser/cpu_threads/
+//! pool.js`) has already shifted the pointers to the share's first row, element or batch.
+//! Pointers are byte addresses in the shared memory; lengths are element counts.
 //!
 //! Every entry returns 0 when it ran, or 1 after writing its [`KernelError`]'s message as
 //! `(address, length)` to the two `u32`s at `status`. A pointer of 0 means "none" for the
@@ -12,6 +12,7 @@
 use crate::KernelError;
 use crate::blocks::{self, RowFormat};
 use crate::gemm::{self, Panels, Strided};
+use crate::rows::{self, Activation};
 use core::slice;
 
 /// Writes `result`'s outcome for the caller.
@@ -66,45 +67,180 @@ pub unsafe extern "C" fn wd_gemm(
     scratch_len: usize,
     status: *mut u32,
 ) -> u32 {
+    // SAFETY: the caller's regions (see the function's contract).
+    let result = unsafe {
+        gemm_at(
+            (m, k, n),
+            (a, a_row_stride, a_col_stride),
+            (b, b_packed == 1, b_row_stride, b_col_stride),
+            bias,
+            c,
+            (scratch, scratch_len),
+        )
+    };
+    report(result, status)
+}
+
+/// One product at raw addresses: [`wd_gemm`]'s body, shared with [`wd_gemm_batches`].
+///
+/// # Safety
+/// As [`wd_gemm`].
+unsafe fn gemm_at(
+    (m, k, n): (usize, usize, usize),
+    (a, ar, ac): (*const f32, usize, usize),
+    (b, b_packed, br, bc): (*const f32, bool, usize, usize),
+    bias: *const f32,
+    c: *mut f32,
+    (scratch, scratch_len): (*mut f32, usize),
+) -> Result<(), KernelError> {
+    // SAFETY: the caller's regions (see the function's contract).
+    unsafe {
+        let a_len = span(m, k, ar, ac).ok_or(KernelError("matmul a overflows"))?;
+        let a = Strided {
+            data: slice::from_raw_parts(a, a_len),
+            offset: 0,
+            row_stride: ar,
+            col_stride: ac,
+        };
+        let panels = if b_packed {
+            Panels::Packed(slice::from_raw_parts(b, gemm::packed_b_len(k, n)))
+        } else {
+            let b_len = span(k, n, br, bc).ok_or(KernelError("matmul b overflows"))?;
+            Panels::Pack(Strided {
+                data: slice::from_raw_parts(b, b_len),
+                offset: 0,
+                row_stride: br,
+                col_stride: bc,
+            })
+        };
+        let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, n));
+        let c = slice::from_raw_parts_mut(
+            c,
+            m.checked_mul(n).ok_or(KernelError("matmul c overflows"))?,
+        );
+        let (a_need, b_need) = gemm::scratch_lens(m, k, n);
+        if a_need
+            .checked_add(b_need)
+            .is_none_or(|need| need > scratch_len)
+        {
+            return Err(KernelError("matmul packing scratch is too short"));
+        }
+        let scratch = slice::from_raw_parts_mut(scratch, scratch_len);
+        let (packed_a, packed_b) = scratch.split_at_mut(a_need);
+        gemm::gemm((m, k, n), a, panels, bias, c, packed_a, packed_b)
+    }
+}
+
+/// `count` whole products of one batched matmul, `(m, k, n)` each: product `i` reads `a` and
+/// `b` (strided, in elements) from the element offsets `offsets[2 i]` and `offsets[2 i + 1]`
+/// and writes the contiguous `m x n` block `i` of `c`, with `scratch_len` floats of packing
+/// scratch at `scratch`. A worker's share is a run of whole products.
+///
+/// # Safety
+/// As [`wd_gemm`], for every product; `offsets` holds `2 * count` values.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn wd_gemm_batches(
+    count: usize,
+    offsets: *const u32,
+    m: usize,
+    k: usize,
+    n: usize,
+    a: *const f32,
+    a_row_stride: usize,
+    a_col_stride: usize,
+    b: *const f32,
+    b_row_stride: usize,
+    b_col_stride: usize,
+    c: *mut f32,
+    scratch: *mut f32,
+    scratch_len: usize,
+    status: *mut u32,
+) -> u32 {
     let result = (|| {
+        let block = m.checked_mul(n).ok_or(KernelError("matmul c overflows"))?;
+        let pairs = count
+            .checked_mul(2)
+            .ok_or(KernelError("matmul batches overflow"))?;
         // SAFETY: the caller's regions (see the function's contract).
         unsafe {
-            let (ar, ac) = (a_row_stride, a_col_stride);
-            let a_len = span(m, k, ar, ac).ok_or(KernelError("matmul a overflows"))?;
-            let a = Strided {
-                data: slice::from_raw_parts(a, a_len),
-                offset: 0,
-                row_stride: ar,
-                col_stride: ac,
-            };
-            let panels = if b_packed == 1 {
-                Panels::Packed(slice::from_raw_parts(b, gemm::packed_b_len(k, n)))
-            } else {
-                let (br, bc) = (b_row_stride, b_col_stride);
-                let b_len = span(k, n, br, bc).ok_or(KernelError("matmul b overflows"))?;
-                Panels::Pack(Strided {
-                    data: slice::from_raw_parts(b, b_len),
-                    offset: 0,
-                    row_stride: br,
-                    col_stride: bc,
-                })
-            };
-            let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, n));
-            let c = slice::from_raw_parts_mut(
-                c,
-                m.checked_mul(n).ok_or(KernelError("matmul c overflows"))?,
-            );
-            let (a_need, b_need) = gemm::scratch_lens(m, k, n);
-            if a_need
-                .checked_add(b_need)
-                .is_none_or(|need| need > scratch_len)
-            {
-                return Err(KernelError("matmul packing scratch is too short"));
+            let offsets = slice::from_raw_parts(offsets, pairs);
+            for (i, pair) in offsets.chunks_exact(2).enumerate() {
+                let c_at = i
+                    .checked_mul(block)
+                    .ok_or(KernelError("matmul c overflows"))?;
+                gemm_at(
+                    (m, k, n),
+                    (a.add(pair[0] as usize), a_row_stride, a_col_stride),
+                    (b.add(pair[1] as usize), false, b_row_stride, b_col_stride),
+                    core::ptr::null(),
+                    c.add(c_at),
+                    (scratch, scratch_len),
+                )?;
             }
-            let scratch = slice::from_raw_parts_mut(scratch, scratch_len);
-            let (packed_a, packed_b) = scratch.split_at_mut(a_need);
-            gemm::gemm((m, k, n), a, panels, bias, c, packed_a, packed_b)
         }
+        Ok(())
+    })();
+    report(result, status)
+}
+
+/// `out[i] = f(x[i])` for `n` values, `f` the [`Activation`] of `code`.
+///
+/// # Safety
+/// `x` and `out` hold `n` values each (they may be the same region); no other call writes
+/// this one's outputs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wd_unary(
+    code: u32,
+    n: usize,
+    x: *const f32,
+    out: *mut f32,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        let activation = Activation::from_code(code).ok_or(KernelError("unknown activation"))?;
+        if core::ptr::eq(x, out) {
+            // In place: read each value before writing it back.
+            // SAFETY: the caller's region (see the function's contract).
+            let values = unsafe { slice::from_raw_parts_mut(out, n) };
+            let mut lane = [0.0f32; 64];
+            for chunk in values.chunks_mut(64) {
+                let input = &mut lane[..chunk.len()];
+                input.copy_from_slice(chunk);
+                activation.apply(input, chunk)?;
+            }
+            return Ok(());
+        }
+        // SAFETY: the caller's regions (see the function's contract).
+        let (x, out) = unsafe {
+            (
+                slice::from_raw_parts(x, n),
+                slice::from_raw_parts_mut(out, n),
+            )
+        };
+        activation.apply(x, out)
+    })();
+    report(result, status)
+}
+
+/// Softmax of each of `rows` rows of `width` values at `values`, in place.
+///
+/// # Safety
+/// `values` holds `rows * width` values; no other call touches them.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wd_softmax(
+    rows: usize,
+    width: usize,
+    values: *mut f32,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        let len = rows
+            .checked_mul(width)
+            .ok_or(KernelError("softmax rows overflow"))?;
+        // SAFETY: the caller's region (see the function's contract).
+        let values = unsafe { slice::from_raw_parts_mut(values, len) };
+        rows::softmax_rows(values, width)
     })();
     report(result, status)
 }

@@ -1,7 +1,7 @@
 //! [`CpuPool`]: the CPU backend's worker pool (`cpu_threads/pool.js`, shipped as
 //! `cpu-threads/pool.js`) as Rust sees it: regions of its shared `WebAssembly.Memory`
-//! ([`SharedRegion`], freed on drop), copies in and out of them, and the two kernels the pool
-//! splits across its threads. The page starts a pool and hands it over with
+//! ([`SharedRegion`], freed on drop), copies in and out of them, and the kernels the pool
+//! splits across its threads (products, block-format row dots, activations, softmax rows). The page starts a pool and hands it over with
 //! `useCpuThreads(pool)`; [`CpuPool::current`] is then the pool CPU programs initialised from
 //! that point use.
 //!
@@ -16,6 +16,7 @@ mod platform {
     use std::rc::Rc;
     use wasm_bindgen::{JsCast, JsValue};
     use webdelegate_kernels::blocks::RowFormat;
+    use webdelegate_kernels::rows::Activation;
 
     /// Block-format rows the pool dots with activation rows: `out[m, n] = x[m, k] . w[n, k]^T
     /// (+ bias)`, addresses in the shared memory.
@@ -55,6 +56,25 @@ mod platform {
         /// `n` bias values, if any.
         pub bias: Option<u32>,
         /// `c`'s first element (contiguous `m x n`).
+        pub c: u32,
+    }
+
+    /// The products of one batched matmul with a strided right operand (an activation):
+    /// product `i` reads `a` and `b` from the element offsets `offsets[2 i]` and
+    /// `offsets[2 i + 1]` and writes block `i` of `c`; addresses in the shared memory.
+    #[derive(Clone, Copy, Debug)]
+    pub struct PoolGemmBatches {
+        /// Products.
+        pub count: usize,
+        /// `2 * count` u32 element offsets.
+        pub offsets: u32,
+        /// Rows of each `a` and `c` block, the reduction, columns of each `b` and `c` block.
+        pub mkn: (usize, usize, usize),
+        /// `a`'s base, and its row and column strides (elements).
+        pub a: (u32, usize, usize),
+        /// `b`'s base, and its row and column strides (elements).
+        pub b: (u32, usize, usize),
+        /// `c`'s first element (`count` contiguous `m x n` blocks).
         pub c: u32,
     }
 
@@ -102,6 +122,9 @@ mod platform {
         read: Method,
         gemm: Method,
         dot_rows: Method,
+        gemm_batches: Method,
+        unary: Method,
+        softmax: Method,
         set_threads: Method,
         park: Method,
         unpark: Method,
@@ -138,6 +161,9 @@ mod platform {
                 read: get("read")?,
                 gemm: get("gemm")?,
                 dot_rows: get("dotRows")?,
+                gemm_batches: get("gemmBatches")?,
+                unary: get("unary")?,
+                softmax: get("softmax")?,
                 set_threads: get("setThreads")?,
                 park: get("park")?,
                 unpark: get("unpark")?,
@@ -252,12 +278,12 @@ mod platform {
             Ok(region)
         }
 
-        /// Runs one product on the pool's threads.
+        /// Runs one product on the pool's threads (at most `threads` of them).
         ///
         /// # Errors
         /// `Internal` when a kernel refuses its operands or a worker died or hangs (the pool
         /// then runs on one thread).
-        pub fn gemm(&self, g: PoolGemm) -> Result<()> {
+        pub fn gemm(&self, g: PoolGemm, threads: usize) -> Result<()> {
             let (b_packed, (b_row, b_col)) = match g.b.1 {
                 None => (true, (0, 0)),
                 Some(strides) => (false, strides),
@@ -278,17 +304,18 @@ mod platform {
                     n(b_col),
                     JsValue::from(g.bias.unwrap_or(0)),
                     JsValue::from(g.c),
+                    n(threads),
                 ],
             )
             .map(|_| ())
         }
 
         /// `out[i * n + r] = rows[r] . x[i] (+ bias[r])` for `n` weight rows of `k` values
-        /// and `m` activation rows, on the pool's threads.
+        /// and `m` activation rows, on the pool's threads (at most `threads`).
         ///
         /// # Errors
         /// As [`CpuPool::gemm`].
-        pub fn dot_rows(&self, d: PoolDotRows) -> Result<()> {
+        pub fn dot_rows(&self, d: PoolDotRows, threads: usize) -> Result<()> {
             let n = |v: usize| JsValue::from(v as f64);
             self.call(
                 &self.methods.dot_rows,
@@ -302,6 +329,87 @@ mod platform {
                     JsValue::from(d.bias.unwrap_or(0)),
                     JsValue::from(d.out),
                     n(d.n),
+                    n(threads),
+                ],
+            )
+            .map(|_| ())
+        }
+    }
+
+    impl CpuPool {
+        /// Runs the products of one batched matmul on the pool's threads (at most `threads`),
+        /// whole products per thread.
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn gemm_batches(&self, g: PoolGemmBatches, threads: usize) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
+            let (m, k, cols) = g.mkn;
+            self.call(
+                &self.methods.gemm_batches,
+                &[
+                    n(g.count),
+                    JsValue::from(g.offsets),
+                    n(m),
+                    n(k),
+                    n(cols),
+                    JsValue::from(g.a.0),
+                    n(g.a.1),
+                    n(g.a.2),
+                    JsValue::from(g.b.0),
+                    n(g.b.1),
+                    n(g.b.2),
+                    JsValue::from(g.c),
+                    n(threads),
+                ],
+            )
+            .map(|_| ())
+        }
+
+        /// `out[i] = f(x[i])` for `len` values at `x` (`x` may be `out`), on the pool's threads
+        /// (at most `threads`).
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn unary(
+            &self,
+            activation: Activation,
+            len: usize,
+            (x, out): (u32, u32),
+            threads: usize,
+        ) -> Result<()> {
+            self.call(
+                &self.methods.unary,
+                &[
+                    JsValue::from(activation.code()),
+                    JsValue::from(len as f64),
+                    JsValue::from(x),
+                    JsValue::from(out),
+                    JsValue::from(threads as f64),
+                ],
+            )
+            .map(|_| ())
+        }
+
+        /// Softmax of each of `rows` rows of `width` values at `values`, in place, on the
+        /// pool's threads (at most `threads`).
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn softmax(
+            &self,
+            rows: usize,
+            width: usize,
+            values: u32,
+            threads: usize,
+        ) -> Result<()> {
+            self.call(
+                &self.methods.softmax,
+                &[
+                    JsValue::from(rows as f64),
+                    JsValue::from(width as f64),
+                    JsValue::from(values),
+                    JsValue::from(threads as f64),
                 ],
             )
             .map(|_| ())
@@ -340,6 +448,19 @@ mod platform {
             let at = self.address(offset, values.len() * 4)?;
             // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
             let view = unsafe { js_sys::Float32Array::view(values) };
+            self.pool
+                .call(&self.pool.methods.write, &[JsValue::from(at), view.into()])?;
+            Ok(())
+        }
+
+        /// Copies `values` to byte `offset` of the region.
+        ///
+        /// # Errors
+        /// `Internal` when they do not fit.
+        pub fn write_u32(&self, offset: usize, values: &[u32]) -> Result<()> {
+            let at = self.address(offset, values.len() * 4)?;
+            // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
+            let view = unsafe { js_sys::Uint32Array::view(values) };
             self.pool
                 .call(&self.pool.methods.write, &[JsValue::from(at), view.into()])?;
             Ok(())
@@ -412,4 +533,4 @@ mod platform {
 
 pub use platform::CpuPool;
 #[cfg(web)]
-pub use platform::{PoolDotRows, PoolGemm, SharedRegion};
+pub use platform::{PoolDotRows, PoolGemm, PoolGemmBatches, SharedRegion};

@@ -1,6 +1,7 @@
 //! [`CpuBackend`]: the registry's `BackendInterface` over the CPU kernels.
 //!
-//! - `init` reads the compile specs (only `precision = "f32"`; any other key or value is
+//! - `init` reads the compile specs (`precision = "f32"`, and `threads`: the most threads this
+//!   program's ops run on, 1 up to the installed pool's size; any other key or value is
 //!   refused), refuses every runtime spec (it has none), decodes and validates the blob
 //!   (`program::load`), frees it, fetches every parameter through the context's provider into
 //!   typed host vectors, packs weights used only as matmul right operands (dropping their raw
@@ -61,6 +62,30 @@ fn single_thread_reason() -> &'static str {
     }
 }
 
+/// The `threads` compile spec: a count from 1 up to the installed pool's size.
+///
+/// # Errors
+/// `InvalidArgument` for anything else, with the reason when there is no pool to run more.
+fn parse_thread_spec(text: &str) -> Result<usize> {
+    let count = text
+        .parse::<usize>()
+        .ok()
+        .filter(|&count| count >= 1)
+        .ok_or_else(|| {
+            Error::invalid_argument(format!(
+                "the CPU backend's compile spec \"threads\" is a positive integer, not {text:?}"
+            ))
+        })?;
+    let available = CpuPool::current().map_or(1, |pool| pool.size());
+    if count > available {
+        return Err(Error::invalid_argument(format!(
+            "the CPU backend cannot run a program on {count} threads: {}",
+            threads_reason()
+        )));
+    }
+    Ok(count)
+}
+
 /// What `threads_reason` answers.
 fn threads_reason() -> String {
     match CpuPool::current() {
@@ -77,7 +102,7 @@ fn threads_reason() -> String {
 }
 
 /// The compile spec keys the CPU backend understands.
-pub const CPU_COMPILE_SPEC_KEYS: &[&str] = &[PRECISION];
+pub const CPU_COMPILE_SPEC_KEYS: &[&str] = &[PRECISION, THREADS];
 
 /// The pure-Rust CPU backend (the fallback when WebGPU is missing, and the reference the GPU
 /// kernels are compared with).
@@ -112,11 +137,15 @@ impl CpuBackend {
             other => return Err(unsupported_precision(Self::NAME, other)),
         }
         check_runtime_specs(Self::NAME, context.runtime_specs(), &[])?;
+        let thread_cap = specs.text(THREADS)?.map(parse_thread_spec).transpose()?;
         let program = program::load(processed.data())?;
         drop(processed);
         let mut params: Vec<Option<Values>> = (0..program.tensors.len()).map(|_| None).collect();
         let mut packed: Vec<Option<PackedB>> = (0..program.tensors.len()).map(|_| None).collect();
-        let mut threaded = Threaded::for_current_pool(&program);
+        let mut threaded = match thread_cap {
+            Some(1) => None,
+            cap => Threaded::for_current_pool(&program, cap),
+        };
         // Each parameter is packed or placed as it arrives, so the host never holds more
         // than one raw weight beside what it keeps.
         fetch_to_host(context, &program, |position, bytes| {

@@ -1,5 +1,7 @@
 //! The CPU backend on the worker pool ([`crate::browser::cpu_pool`]): which weights live in
-//! the pool's shared memory, and the two products the pool splits across its threads.
+//! the pool's shared memory, and the ops the pool splits across its threads: the products
+//! with a weight, the batched products of two activations (attention's), the elementwise
+//! activations and the softmax rows.
 //!
 //! A program initialised while a pool is installed ([`Threaded::for_current_pool`]) places,
 //! as each parameter arrives, every weight the threaded kernels read into the shared memory
@@ -12,12 +14,13 @@
 //!
 //! An execute then copies each threaded op's activation rows (and bias) into a per-program
 //! shared scratch region, runs the op on every thread, and copies the result rows out; the
-//! weights themselves are never copied again. Every other op runs on the calling thread, as
-//! without a pool. Each output element is summed in the same order whichever thread computes it
-//! (a worker's share is a run of whole output rows), so results equal the single-thread path's
-//! bit for bit, except a `linear` over more than one activation row: the pool reads each weight
-//! row once and dots it with every activation row in registers, where the single-thread path
-//! decodes the row and dots the decoded values (equal within f32 rounding).
+//! weights themselves are never copied again. Ops smaller than 16 Ki values (`WORTH_THREADING`),
+//! and every other op, run on the calling thread, as without a pool. Each output element is
+//! computed in the same order whichever thread computes it (a worker's share is a run of whole
+//! output rows, products, or elements), so results equal the single-thread path's bit for bit,
+//! except a `linear` over more than one activation row: the pool reads each weight row once and
+//! dots it with every activation row in registers, where the single-thread path decodes the row
+//! and dots the decoded values (equal within f32 rounding).
 //!
 //! Natively there is no pool and [`Threaded`] is uninhabited.
 
@@ -25,12 +28,18 @@
 mod platform {
     use crate::backends::cpu::gemm::PackedB;
     use crate::backends::cpu::values::Values;
+    use crate::browser::cpu_pool::PoolGemmBatches;
     use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, SharedRegion};
     use crate::error::{Error, Result};
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{DType, Op, Program, TensorId, ops};
     use std::rc::Rc;
     use webdelegate_kernels::blocks::RowFormat;
+    use webdelegate_kernels::rows::Activation;
+
+    /// Values (outputs, or multiply-adds for a product) below which an op stays on the calling
+    /// thread: waking the workers and copying the operands would cost more than the split saves.
+    const WORTH_THREADING: usize = 1 << 14;
 
     /// Whether `id` is read by an op other than as the weight of a `linear`.
     fn read_outside_linear(program: &Program, id: TensorId) -> bool {
@@ -74,6 +83,8 @@ mod platform {
     #[derive(Debug)]
     pub struct Threaded {
         pool: Rc<CpuPool>,
+        /// The most threads this program's ops use (its `threads` compile spec), if capped.
+        cap: Option<usize>,
         packed: Vec<Option<SharedPacked>>,
         blocks: Vec<Option<SharedBlocks>>,
     }
@@ -97,11 +108,13 @@ mod platform {
 
     impl Threaded {
         /// Placement for `program` in the installed pool's memory, if a pool is installed
-        /// (whatever its thread count: the `threads` option may widen it later).
-        pub fn for_current_pool(program: &Program) -> Option<Self> {
+        /// (whatever its thread count: the `threads` option may widen it later), its ops on
+        /// at most `cap` threads when given.
+        pub fn for_current_pool(program: &Program, cap: Option<usize>) -> Option<Self> {
             let pool = CpuPool::current()?;
             Some(Self {
                 pool,
+                cap,
                 packed: (0..program.tensors.len()).map(|_| None).collect(),
                 blocks: (0..program.tensors.len()).map(|_| None).collect(),
             })
@@ -202,17 +215,20 @@ mod platform {
                     .get(offset_a..offset_a + m * k)
                     .ok_or_else(|| Error::internal("matmul operand a is too short"))?;
                 region.write_f32(0, rows)?;
-                self.pool.gemm(PoolGemm {
-                    m,
-                    k,
-                    n,
-                    a: (region.address(0, a_bytes)?, k, 1),
-                    b: (packed.region.at(), None),
-                    bias: bias
-                        .map(|_| region.address(a_bytes + c_bytes, bias_bytes))
-                        .transpose()?,
-                    c: region.address(a_bytes, c_bytes)?,
-                })?;
+                self.pool.gemm(
+                    PoolGemm {
+                        m,
+                        k,
+                        n,
+                        a: (region.address(0, a_bytes)?, k, 1),
+                        b: (packed.region.at(), None),
+                        bias: bias
+                            .map(|_| region.address(a_bytes + c_bytes, bias_bytes))
+                            .transpose()?,
+                        c: region.address(a_bytes, c_bytes)?,
+                    },
+                    self.threads(),
+                )?;
                 region.read_f32(a_bytes, c)?;
             }
             Ok(())
@@ -247,19 +263,159 @@ mod platform {
                 region.write_f32(x_bytes + o_bytes, bias)?;
             }
             region.write_f32(0, x)?;
-            self.pool.dot_rows(PoolDotRows {
-                format: blocks.format,
-                n,
-                k,
-                m,
-                weights: blocks.region.at(),
-                x: region.address(0, x_bytes)?,
-                bias: bias
-                    .map(|_| region.address(x_bytes + o_bytes, bias_bytes))
-                    .transpose()?,
-                out: region.address(x_bytes, o_bytes)?,
-            })?;
+            self.pool.dot_rows(
+                PoolDotRows {
+                    format: blocks.format,
+                    n,
+                    k,
+                    m,
+                    weights: blocks.region.at(),
+                    x: region.address(0, x_bytes)?,
+                    bias: bias
+                        .map(|_| region.address(x_bytes + o_bytes, bias_bytes))
+                        .transpose()?,
+                    out: region.address(x_bytes, o_bytes)?,
+                },
+                self.threads(),
+            )?;
             region.read_f32(x_bytes, out)
+        }
+
+        /// Threads this program's ops run on now: the pool's, at most the program's cap.
+        fn threads(&self) -> usize {
+            self.pool.threads().min(self.cap.unwrap_or(usize::MAX))
+        }
+
+        /// Whether an op of `work` values is worth the pool now (more than one thread).
+        pub fn worth(&self, work: usize) -> bool {
+            work >= WORTH_THREADING && self.threads() > 1
+        }
+
+        /// `out[i] = f(x[i])` on the pool.
+        ///
+        /// # Errors
+        /// `Internal` when the lengths differ or a worker failed; `MemoryAllocationFailed` when
+        /// the scratch cannot grow.
+        pub fn activation(
+            &self,
+            scratch: &mut SharedScratch,
+            activation: Activation,
+            x: &[f32],
+            out: &mut [f32],
+        ) -> Result<()> {
+            if x.len() != out.len() {
+                return Err(Error::internal(
+                    "activation operands have different lengths",
+                ));
+            }
+            let region = scratch.region(&self.pool, x.len() * 4)?;
+            region.write_f32(0, x)?;
+            let at = region.address(0, x.len() * 4)?;
+            self.pool
+                .unary(activation, x.len(), (at, at), self.threads())?;
+            region.read_f32(0, out)
+        }
+
+        /// Softmax of each `width`-long row of `values`, in place, on the pool.
+        ///
+        /// # Errors
+        /// As [`Threaded::activation`]; `Internal` when `values` is not whole rows.
+        pub fn softmax(
+            &self,
+            scratch: &mut SharedScratch,
+            values: &mut [f32],
+            width: usize,
+        ) -> Result<()> {
+            if width == 0 || !values.len().is_multiple_of(width) {
+                return Err(Error::internal("softmax values are not whole rows"));
+            }
+            let region = scratch.region(&self.pool, values.len() * 4)?;
+            region.write_f32(0, values)?;
+            let at = region.address(0, values.len() * 4)?;
+            self.pool
+                .softmax(values.len() / width, width, at, self.threads())?;
+            region.read_f32(0, values)
+        }
+
+        /// `out = a @ b` for every batch of `geometry`, both operands activations (strided as
+        /// `geometry` says), whole products per thread.
+        ///
+        /// # Errors
+        /// As [`Threaded::activation`]; `Internal` when an operand is too short for
+        /// `geometry` or an offset does not fit 32 bits.
+        pub fn batched_matmul(
+            &self,
+            scratch: &mut SharedScratch,
+            a: &[f32],
+            b: &[f32],
+            geometry: &MatMulGeometry,
+            out: &mut [f32],
+        ) -> Result<()> {
+            let (m, k, n) = (geometry.m, geometry.k, geometry.n);
+            let count = geometry.batch_count();
+            if count.checked_mul(m * n) != Some(out.len()) {
+                return Err(Error::internal(
+                    "batched matmul output has the wrong length",
+                ));
+            }
+            let mut offsets = Vec::with_capacity(count * 2);
+            for batch in 0..count {
+                let (offset_a, offset_b) = geometry.batch_offsets(batch);
+                let fits = |offset: usize, len: usize, rows, cols, row_stride, col_stride| {
+                    rows == 0
+                        || cols == 0
+                        || offset + (rows - 1) * row_stride + (cols - 1) * col_stride < len
+                };
+                if !fits(
+                    offset_a,
+                    a.len(),
+                    m,
+                    k,
+                    geometry.a_row_stride,
+                    geometry.a_col_stride,
+                ) || !fits(
+                    offset_b,
+                    b.len(),
+                    k,
+                    n,
+                    geometry.b_row_stride,
+                    geometry.b_col_stride,
+                ) {
+                    return Err(Error::internal("a batched matmul operand is too short"));
+                }
+                let word = |v: usize| {
+                    u32::try_from(v).map_err(|_| Error::internal("a matmul offset overflows"))
+                };
+                offsets.push(word(offset_a)?);
+                offsets.push(word(offset_b)?);
+            }
+            let (a_bytes, b_bytes, c_bytes) = (a.len() * 4, b.len() * 4, out.len() * 4);
+            let o_bytes = offsets.len() * 4;
+            let region = scratch.region(&self.pool, a_bytes + b_bytes + c_bytes + o_bytes)?;
+            region.write_f32(0, a)?;
+            region.write_f32(a_bytes, b)?;
+            let c_at = a_bytes + b_bytes;
+            region.write_u32(c_at + c_bytes, &offsets)?;
+            self.pool.gemm_batches(
+                PoolGemmBatches {
+                    count,
+                    offsets: region.address(c_at + c_bytes, o_bytes)?,
+                    mkn: (m, k, n),
+                    a: (
+                        region.address(0, a_bytes)?,
+                        geometry.a_row_stride,
+                        geometry.a_col_stride,
+                    ),
+                    b: (
+                        region.address(a_bytes, b_bytes)?,
+                        geometry.b_row_stride,
+                        geometry.b_col_stride,
+                    ),
+                    c: region.address(c_at, c_bytes)?,
+                },
+                self.threads(),
+            )?;
+            region.read_f32(c_at, out)
         }
     }
 }
@@ -271,6 +427,7 @@ mod platform {
     use crate::error::Result;
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{Program, TensorId};
+    use webdelegate_kernels::rows::Activation;
 
     /// No pool natively (uninhabited).
     #[derive(Debug)]
@@ -282,7 +439,7 @@ mod platform {
 
     impl Threaded {
         /// Never natively.
-        pub fn for_current_pool(_program: &Program) -> Option<Self> {
+        pub fn for_current_pool(_program: &Program, _cap: Option<usize>) -> Option<Self> {
             None
         }
 
@@ -332,6 +489,44 @@ mod platform {
             _x: &[f32],
             _bias: Option<&[f32]>,
             _dims: (usize, usize, usize),
+            _out: &mut [f32],
+        ) -> Result<()> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn worth(&self, _work: usize) -> bool {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn activation(
+            &self,
+            _scratch: &mut SharedScratch,
+            _activation: Activation,
+            _x: &[f32],
+            _out: &mut [f32],
+        ) -> Result<()> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn softmax(
+            &self,
+            _scratch: &mut SharedScratch,
+            _values: &mut [f32],
+            _width: usize,
+        ) -> Result<()> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn batched_matmul(
+            &self,
+            _scratch: &mut SharedScratch,
+            _a: &[f32],
+            _b: &[f32],
+            _geometry: &MatMulGeometry,
             _out: &mut [f32],
         ) -> Result<()> {
             match *self {}

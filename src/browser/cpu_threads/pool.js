@@ -27,6 +27,18 @@ const ARGS = 8;
 const KIND_EXIT = 0;
 const KIND_GEMM = 1;
 const KIND_DOT_ROWS = 2;
+const KIND_GEMM_BATCHES = 3;
+const KIND_UNARY = 4;
+const KIND_SOFTMAX = 5;
+// What a worker runs for each kind: the kernel module's export and its argument count (the
+// status address follows the arguments).
+const ENTRIES = {
+  [KIND_GEMM]: ['wd_gemm', 14],
+  [KIND_DOT_ROWS]: ['wd_dot_rows', 9],
+  [KIND_GEMM_BATCHES]: ['wd_gemm_batches', 14],
+  [KIND_UNARY]: ['wd_unary', 4],
+  [KIND_SOFTMAX]: ['wd_softmax', 3],
+};
 const ALIGN = 64;
 // Rows of the GEMM's register tile (kernels/src/gemm.rs `MR`): shares start on its multiples.
 const GEMM_ROW_TILE = 2;
@@ -194,13 +206,18 @@ export class CpuThreadPool {
         this.brokenReason ??= `CPU worker ${index} failed: ${why}`;
         reject(new Error(`CPU worker ${index} failed to start: ${why}`));
       };
-      worker.postMessage({ module: this.module, memory: this.memory, stack, stackBytes: STACK_BYTES, control, words: { SEQUENCE, DONE, KIND, RESULT, STATUS, ARGS, count: CONTROL_BYTES / 4 }, kinds: { KIND_EXIT, KIND_GEMM, KIND_DOT_ROWS } });
+      worker.postMessage({ module: this.module, memory: this.memory, stack, stackBytes: STACK_BYTES, control, words: { SEQUENCE, DONE, KIND, RESULT, STATUS, ARGS, count: CONTROL_BYTES / 4 }, entries: ENTRIES });
     });
   }
 
   /** Threads an op runs on now (1 once the pool is broken or parked). */
   get threads() {
     return this.brokenReason || this.parked ? 1 : this.active;
+  }
+
+  /** Threads one op runs on: the pool's, at most `cap` (a program's own limit) when given. */
+  threadsFor(cap) {
+    return cap === undefined ? this.threads : Math.max(1, Math.min(this.threads, cap));
   }
 
   /** Uses `count` of the pool's threads (1..size). */
@@ -256,10 +273,10 @@ export class CpuThreadPool {
   /**
    * `c[m, n] = a @ b (+ bias)` with byte addresses in the shared memory; `a` strided
    * (element strides), `b` packed by the GEMM (`bPacked`) or strided. Rows are split
-   * between the threads.
+   * between the threads (at most `threads`, when given: every method takes that last).
    */
-  gemm(m, k, n, a, aRow, aCol, b, bPacked, bRow, bCol, bias, c) {
-    const runs = shares(m, this.threads, GEMM_ROW_TILE * 8);
+  gemm(m, k, n, a, aRow, aCol, b, bPacked, bRow, bCol, bias, c, threads) {
+    const runs = shares(m, this.threadsFor(threads), GEMM_ROW_TILE * 8);
     const kernels = this.main.exports;
     const tasks = runs.map(([r0, r1], slot) => {
       const rows = r1 - r0;
@@ -275,12 +292,42 @@ export class CpuThreadPool {
    * the kernels' `RowFormat::code`) of `k` values and `m` activation rows; the weight rows are
    * split between the threads.
    */
-  dotRows(format, rows, k, m, weights, x, bias, out, outStride) {
+  dotRows(format, rows, k, m, weights, x, bias, out, outStride, threads) {
     const rowBytes = this.main.exports.wd_row_bytes(format, k);
-    const runs = shares(rows, this.threads, 16);
+    const runs = shares(rows, this.threadsFor(threads), 16);
     const kernels = this.main.exports;
     const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, m, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0, outStride]);
     this.run(KIND_DOT_ROWS, tasks, (args, status) => kernels.wd_dot_rows(...args, status));
+  }
+
+  /**
+   * `count` products of one batched matmul, `(m, k, n)` each, `a` and `b` strided: product `i`
+   * reads them from the element offsets `offsets[2 i]`, `offsets[2 i + 1]` (u32 pairs at byte
+   * `offsets`) and writes block `i` of the contiguous `c`. Whole products are split between
+   * the threads.
+   */
+  gemmBatches(count, offsets, m, k, n, a, aRow, aCol, b, bRow, bCol, c, threads) {
+    const runs = shares(count, this.threadsFor(threads), 1);
+    const kernels = this.main.exports;
+    const floats = kernels.wd_gemm_scratch_len(m, k, n);
+    const tasks = runs.map(([b0, b1], slot) => [b1 - b0, offsets + 8 * b0, m, k, n, a, aRow, aCol, b, bRow, bCol, c + 4 * b0 * m * n, this.scratchFor(slot, floats), floats]);
+    this.run(KIND_GEMM_BATCHES, tasks, (args, status) => kernels.wd_gemm_batches(...args, status));
+  }
+
+  /** `out[i] = f(x[i])` for `n` values (`code`: the kernels' `Activation::code`); `x` may be `out`. */
+  unary(code, n, x, out, threads) {
+    const runs = shares(n, this.threadsFor(threads), 64);
+    const kernels = this.main.exports;
+    const tasks = runs.map(([e0, e1]) => [code, e1 - e0, x + 4 * e0, out + 4 * e0]);
+    this.run(KIND_UNARY, tasks, (args, status) => kernels.wd_unary(...args, status));
+  }
+
+  /** Softmax of each of `rows` rows of `width` values at byte `values`, in place. */
+  softmax(rows, width, values, threads) {
+    const runs = shares(rows, this.threadsFor(threads), 1);
+    const kernels = this.main.exports;
+    const tasks = runs.map(([r0, r1]) => [r1 - r0, width, values + 4 * r0 * width]);
+    this.run(KIND_SOFTMAX, tasks, (args, status) => kernels.wd_softmax(...args, status));
   }
 
   /** Runs task 0 here and the others on workers 1..; throws on any failure. */

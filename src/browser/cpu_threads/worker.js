@@ -20,7 +20,8 @@ self.onmessage = ({ data }) => {
     return;
   }
   const { SEQUENCE, DONE, KIND, RESULT, STATUS, ARGS } = data.words;
-  const { KIND_GEMM, KIND_DOT_ROWS } = data.kinds;
+  // kind -> [export, argument count]: the table is the pool's (pool.js ENTRIES).
+  const entries = new Map(Object.entries(data.entries).map(([kind, [name, count]]) => [Number(kind), [kernels[name], count]]));
   const status = data.control + 4 * STATUS;
   self.postMessage('ready');
   let seen = 0;
@@ -32,13 +33,10 @@ self.onmessage = ({ data }) => {
     const kind = words[KIND];
     let result;
     try {
-      if (kind === KIND_GEMM) {
-        result = kernels.wd_gemm(...words.subarray(ARGS, ARGS + 14), status);
-      } else if (kind === KIND_DOT_ROWS) {
-        result = kernels.wd_dot_rows(...words.subarray(ARGS, ARGS + 9), status);
-      } else {
-        break;
-      }
+      const entry = entries.get(kind);
+      if (!entry) break; // KIND_EXIT
+      const [kernel, count] = entry;
+      result = kernel(...words.subarray(ARGS, ARGS + count), status);
     } catch {
       result = 2; // a trap: a bug in a kernel, reported as such by the pool
     }

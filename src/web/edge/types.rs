@@ -92,6 +92,10 @@ export interface EmbedderOptions {
   maxTokens?: number;
   /** Texts per execution, 1-1024 (default 16). */
   batchSize?: number;
+  /** On the CPU backend, the most worker-pool threads this model's ops run on, 1-64, at most
+   *  the installed pool's size (`useCpuThreads`); 1 keeps it on the calling thread. Default:
+   *  the CPU backend's `threads` option at the time. Other backends ignore it. */
+  threads?: number;
   /** Aborts the load: no request keeps running and nothing half-loaded is kept. */
   signal?: AbortSignal;
   onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;
@@ -119,6 +123,10 @@ export interface GeneratorOptions {
   /** Also output logits, for `evaluate` (default false: generation reads only the chosen
    *  tokens back). */
   logits?: boolean;
+  /** On the CPU backend, the most worker-pool threads this model's ops run on, 1-64, at most
+   *  the installed pool's size (`useCpuThreads`); 1 keeps it on the calling thread. Default:
+   *  the CPU backend's `threads` option at the time. Other backends ignore it. */
+  threads?: number;
   /** Aborts the load. */
   signal?: AbortSignal;
   onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;

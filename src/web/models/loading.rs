@@ -1,6 +1,7 @@
 //! What every high-level model load shares: the backend to run on (`"auto"`'s order and the
-//! reasons each skipped backend gives), the provider's IREE status as the ExecuTorch error a
-//! caller sees, and racing a load against the caller's `AbortSignal`.
+//! reasons each skipped backend gives), the `threads` option (the CPU backend's `threads`
+//! compile spec), the provider's IREE status as the ExecuTorch error a caller sees, and racing
+//! a load against the caller's `AbortSignal`.
 //!
 //! With backend `"auto"` the candidates are `"webgpu"` then `"cpu"`, except that a WebGPU with
 //! only a fallback adapter (WebGPU emulated on the CPU) goes after `"cpu"`; every one skipped or
@@ -11,7 +12,8 @@ use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
 use crate::params::Signal;
 use crate::params::http::HttpProvider;
 use crate::registry::{
-    self, BackendInitContext, BackendOption, FreeableBuffer, LoadedDelegate, OptionValue,
+    self, BackendInitContext, BackendOption, CompileSpec, FreeableBuffer, LoadedDelegate,
+    OptionValue,
 };
 use js_sys::{Function, Promise};
 use wasm_bindgen_futures::JsFuture;
@@ -158,7 +160,31 @@ pub(crate) struct Placed {
     pub delegate: LoadedDelegate,
 }
 
-/// Initialises `blob` on the first of [`candidates`]`(requested)` that accepts it.
+/// The most threads a `threads` load option may ask for.
+const MAX_THREADS: u64 = 64;
+
+/// The `threads` load option: the most CPU threads the model's program runs on (1 to 64; it
+/// must not exceed the installed pool's size, which the CPU backend checks at init). Only the
+/// CPU backend reads it; `None` when absent (the backend's current `threads`).
+///
+/// # Errors
+/// `InvalidArgument` for anything but an integer in 1..=64.
+pub(crate) fn threads_option(options: &wasm_bindgen::JsValue) -> Result<Option<usize>> {
+    let Some(n) = crate::web::edge::fields::integer(options, "threads")
+        .map_err(|status| Error::invalid_argument(status.message().to_owned()))?
+    else {
+        return Ok(None);
+    };
+    if !(1..=MAX_THREADS).contains(&n) {
+        return Err(Error::invalid_argument(format!(
+            "threads must be an integer in 1..={MAX_THREADS}, got {n}"
+        )));
+    }
+    Ok(usize::try_from(n).ok())
+}
+
+/// Initialises `blob` on the first of [`candidates`]`(requested)` that accepts it; on the CPU
+/// backend with the `threads` compile spec when `cpu_threads` is given.
 ///
 /// # Errors
 /// An `InvalidState` failure at once (an abort or a lost device is not a reason to try the
@@ -167,11 +193,19 @@ pub(crate) async fn init_on_first(
     requested: &str,
     blob: &[u8],
     context: &BackendInitContext,
+    cpu_threads: Option<usize>,
 ) -> Result<Placed> {
     let (names, mut notes) = candidates(requested);
     let mut last_error = None;
     for name in names {
-        match LoadedDelegate::init(&name, FreeableBuffer::new(blob.to_vec()), &[], context).await {
+        let specs: Vec<CompileSpec> = match cpu_threads {
+            Some(threads) if name == CPU => {
+                vec![CompileSpec::new("threads", threads.to_string())]
+            }
+            _ => Vec::new(),
+        };
+        let blob = FreeableBuffer::new(blob.to_vec());
+        match LoadedDelegate::init(&name, blob, &specs, context).await {
             Ok(delegate) => {
                 return Ok(Placed {
                     backend: name,

@@ -1,17 +1,21 @@
 //! The element-wise ops `Binary` (broadcasting), `Scale` and `Unary` (GELU / tanh / ReLU /
 //! tanh-GELU / SiLU):
-//! their kernels and their [`CpuOp`] implementations.
+//! their kernels and their [`CpuOp`] implementations. The activations are the kernels'
+//! (`webdelegate_kernels::rows`), on the worker pool when there is one and the op is large
+//! enough; `tanh` stays here (`core` has none).
 //!
 //! Binaries walk the output row by row ([`for_each_row`]) with specialised inner loops for the
 //! common stride patterns (both contiguous, one side a broadcast scalar), which LLVM
 //! vectorises; other patterns fall back to a strided loop.
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
+use crate::backends::cpu::values::Values;
 use crate::backends::cpu::walk::{Row, for_each_row};
 use crate::error::{Error, Result};
 use crate::program::geometry::StridedWalk;
 use crate::program::ops::{Binary, BinaryOp, Scale, Unary, UnaryOp};
-use webdelegate_kernels::math;
+use webdelegate_kernels::KernelError;
+use webdelegate_kernels::rows::Activation;
 
 fn row_of(values: &[f32], start: usize, len: usize) -> Result<&[f32]> {
     values
@@ -107,41 +111,34 @@ pub fn scale(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) -> Result<()> {
     Ok(())
 }
 
+/// The kernels' activation for `op`, when they have one (all but `tanh`, which `core` lacks).
+pub(crate) fn activation_of(op: UnaryOp) -> Option<Activation> {
+    match op {
+        UnaryOp::Gelu => Some(Activation::Gelu),
+        UnaryOp::GeluTanh => Some(Activation::GeluTanh),
+        UnaryOp::Silu => Some(Activation::Silu),
+        UnaryOp::Relu => Some(Activation::Relu),
+        UnaryOp::Tanh => None,
+    }
+}
+
 /// `out = f(x)`.
 ///
 /// # Errors
 /// `Internal` when `out`'s length differs from `x`'s.
 pub fn unary(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
     same_len(x, out)?;
-    match op {
-        UnaryOp::Gelu => {
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = math::gelu(v);
-            }
-        }
-        UnaryOp::Tanh => {
+    match activation_of(op) {
+        Some(activation) => activation
+            .apply(x, out)
+            .map_err(|KernelError(why)| Error::internal(why)),
+        None => {
             for (o, &v) in out.iter_mut().zip(x) {
                 *o = v.tanh();
             }
-        }
-        UnaryOp::Relu => {
-            // NaN stays NaN, as in PyTorch.
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = if v < 0.0 { 0.0 } else { v };
-            }
-        }
-        UnaryOp::GeluTanh => {
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = math::gelu_tanh(v);
-            }
-        }
-        UnaryOp::Silu => {
-            for (o, &v) in out.iter_mut().zip(x) {
-                *o = math::silu(v);
-            }
+            Ok(())
         }
     }
-    Ok(())
 }
 
 impl CpuOp for Binary {
@@ -168,6 +165,15 @@ impl CpuOp for Scale {
 
 impl CpuOp for Unary {
     fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let f = &*cx.frame;
+        let x = f.f32(self.x)?;
+        if let (Some(threaded), Some(activation)) = (cx.threaded, activation_of(self.op))
+            && threaded.worth(x.len())
+        {
+            let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
+            threaded.activation(&mut cx.scratch.shared, activation, x, &mut out)?;
+            return Ok(Slot::Owned(Values::F32(out)));
+        }
         cx.f32_result(self.out, |f, o| unary(self.op, f.f32(self.x)?, o))
     }
 }

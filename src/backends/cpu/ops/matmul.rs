@@ -1,6 +1,6 @@
 //! `MatMul` on the CPU: the blocked GEMM (`gemm.rs`) over the op's geometry, with a weight
-//! packed at init read in place, or on the worker pool when the weight lives in its shared
-//! memory (`threaded`).
+//! packed at init read in place, or on the worker pool (`threaded`) when the weight lives in
+//! its shared memory, or when both operands are activations and the product is large enough.
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::gemm::{self, RightOperand};
@@ -29,6 +29,16 @@ impl CpuOp for MatMul {
             Some(Some(packed)) => RightOperand::Packed(packed),
             _ => RightOperand::Values(f.f32(self.b)?),
         };
+        let work = geometry.batch_count() * geometry.m * geometry.k * geometry.n;
+        if let (RightOperand::Values(b), None, Some(threaded)) = (&right, bias, cx.threaded)
+            && geometry.batch_count() > 1
+            && threaded.worth(work)
+        {
+            let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
+            let a = f.f32(self.a)?;
+            threaded.batched_matmul(&mut cx.scratch.shared, a, b, &geometry, &mut out)?;
+            return Ok(Slot::Owned(Values::F32(out)));
+        }
         let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
         gemm::matmul(
             f.f32(self.a)?,

@@ -1,12 +1,15 @@
-//! `Softmax` on the CPU: the mask added (broadcast) first, then a stable softmax per row.
+//! `Softmax` on the CPU: the mask added (broadcast) first, then a stable softmax per row (the
+//! kernels' `softmax_rows`, on the worker pool when there is one and the op is large enough).
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::ops::elementwise;
+use crate::backends::cpu::values::Values;
 use crate::backends::cpu::walk::rows_of;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::program::BinaryOp;
 use crate::program::ops::Softmax;
-use webdelegate_kernels::math::{self, LANES, lane_max};
+use webdelegate_kernels::KernelError;
+use webdelegate_kernels::rows::softmax_rows;
 
 /// Softmax of each `width`-long row of `values`, in place (a mask, if any, was already added).
 ///
@@ -14,48 +17,30 @@ use webdelegate_kernels::math::{self, LANES, lane_max};
 /// `Internal` when the length is not whole rows.
 pub fn softmax_in_place(values: &mut [f32], width: usize) -> Result<()> {
     rows_of(values.len(), width, "softmax")?;
-    if width == 0 {
-        return Ok(());
-    }
-    for row in values.chunks_exact_mut(width) {
-        let max = lane_max(row);
-        let mut acc = [0.0f32; LANES];
-        let mut chunks = row.chunks_exact_mut(LANES);
-        for chunk in &mut chunks {
-            for (slot, v) in acc.iter_mut().zip(chunk.iter_mut()) {
-                *v = math::exp(*v - max);
-                *slot += *v;
-            }
-        }
-        let mut sum: f32 = 0.0;
-        for v in chunks.into_remainder() {
-            *v = math::exp(*v - max);
-            sum += *v;
-        }
-        sum += acc.iter().sum::<f32>();
-        let inverse = 1.0 / sum;
-        for v in row.iter_mut() {
-            *v *= inverse;
-        }
-    }
-    Ok(())
+    softmax_rows(values, width).map_err(|KernelError(why)| Error::internal(why))
 }
 
 impl CpuOp for Softmax {
     fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
-        let width = cx.frame.last_dim(self.out)?;
-        cx.f32_result(self.out, |f, o| {
-            match self.mask {
-                Some(mask) => elementwise::binary(
-                    BinaryOp::Add,
-                    (f.f32(self.x)?, f.shape(self.x)?),
-                    (f.f32(mask)?, f.shape(mask)?),
-                    f.shape(self.out)?,
-                    o,
-                )?,
-                None => o.copy_from_slice(f.f32(self.x)?),
+        let f = &*cx.frame;
+        let width = f.last_dim(self.out)?;
+        let mut values = cx.scratch.pool.take(f.numel(self.out)?)?;
+        match self.mask {
+            Some(mask) => elementwise::binary(
+                BinaryOp::Add,
+                (f.f32(self.x)?, f.shape(self.x)?),
+                (f.f32(mask)?, f.shape(mask)?),
+                f.shape(self.out)?,
+                &mut values,
+            )?,
+            None => values.copy_from_slice(f.f32(self.x)?),
+        }
+        match cx.threaded {
+            Some(threaded) if width > 0 && threaded.worth(values.len()) => {
+                threaded.softmax(&mut cx.scratch.shared, &mut values, width)?;
             }
-            softmax_in_place(o, width)
-        })
+            _ => softmax_in_place(&mut values, width)?,
+        }
+        Ok(Slot::Owned(Values::F32(values)))
     }
 }

@@ -146,7 +146,7 @@ async fn load_model(
     let context = BackendInitContext::new()
         .with_method_name("sentence_embedding")
         .with_parameters(Arc::clone(provider) as crate::params::SharedProvider);
-    let placed = init_on_first(&options.backend, &blob, &context).await?;
+    let placed = init_on_first(&options.backend, &blob, &context, options.threads).await?;
     Ok(LoadedModel {
         backend: placed.backend,
         fallback: placed.fallback,

@@ -6,6 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::web::edge::fields::{integer, optional, string};
+use crate::web::models::loading::threads_option;
 use std::ops::RangeInclusive;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
@@ -28,6 +29,8 @@ pub(super) struct LoadOptions {
     pub max_tokens: Option<usize>,
     /// Texts per execution.
     pub batch_size: usize,
+    /// The most CPU threads the program runs on (`threads`), if given.
+    pub threads: Option<usize>,
     /// Aborts the load.
     pub signal: Option<web_sys::AbortSignal>,
 }
@@ -85,6 +88,7 @@ impl LoadOptions {
             weights,
             max_tokens,
             batch_size,
+            threads: threads_option(options)?,
             signal,
         })
     }
