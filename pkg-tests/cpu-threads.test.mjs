@@ -152,12 +152,22 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
     const suspendedSame = want[0].every((v, j) => Object.is(v, got[0][j]));
     wd.lifecycleNotify('resume');
     const after = threadsNow();
+    // LowMemory ends the workers; ops run here meanwhile, and asking for threads (the next op
+    // does) starts them again.
+    wd.lifecycleNotify('lowMemory');
+    const lowMemory = { released: pool.released, workersEnded: pool.workers.every((w) => !w.alive) };
+    const lowOut = await run(threaded, 200);
+    for (let i = 0; i < 100 && pool.threads !== 3; i++) await new Promise((resolve) => setTimeout(resolve, 50));
+    const [restoredWant, restoredGot] = [await run(plain, 200), await run(threaded, 200)];
+    const scales = restoredWant.map((o) => o.reduce((m, v) => Math.max(m, Math.abs(v)), 0));
+    lowMemory.same = [lowOut, restoredGot].every((o) => o.every((out, i) => out.every((v, j) => Math.abs(v - restoredWant[i][j]) <= 1e-5 * scales[i])));
+    lowMemory.restored = { threads: threadsNow()[0], alive: pool.workers.every((w) => w.alive) };
     plain.destroy();
     threaded.destroy();
     const freed = pool.bytesInUse - pool.scratchBytes - idle;
     pool.terminate();
     wd.useCpuThreads(null);
-    return { isolated, before, after, runs, sharedWeights, freed, badThreads, suspended, suspendedSame, beforeCapped, afterCapped, cappedSame, singleShared, singleSame, refused };
+    return { lowMemory, isolated, before, after, runs, sharedWeights, freed, badThreads, suspended, suspendedSame, beforeCapped, afterCapped, cappedSame, singleShared, singleSame, refused };
   });
   assert.deepEqual(r.isolated, { crossOriginIsolated: true, unavailable: null });
   assert.equal(r.before[0], 1, 'one thread before a pool is installed');
@@ -186,6 +196,9 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
   assert.equal(r.suspended, 1, 'a suspended page runs its products on one thread');
   assert.ok(r.suspendedSame, 'and gets the same results');
   assert.equal(r.after[0], 3, 'resume brings the threads back');
+  assert.deepEqual({ released: r.lowMemory.released, workersEnded: r.lowMemory.workersEnded }, { released: true, workersEnded: true }, 'lowMemory ends the workers');
+  assert.ok(r.lowMemory.same, 'the same results while the workers are gone and after they are back');
+  assert.deepEqual(r.lowMemory.restored, { threads: 3, alive: true }, 'the workers come back');
   assert.ok(r.cappedSame, 'a program capped at 2 threads gives the same results');
   assert.ok(r.afterCapped[0] > r.beforeCapped[0], `worker 1 ran shares of the capped program: ${r.beforeCapped} -> ${r.afterCapped}`);
   assert.equal(r.afterCapped[1], r.beforeCapped[1], 'worker 2 ran none: the program is capped at 2 threads');

@@ -128,6 +128,8 @@ mod platform {
         set_threads: Method,
         park: Method,
         unpark: Method,
+        release: Method,
+        restore: Method,
     }
 
     fn thrown(error: JsValue, what: &str) -> Error {
@@ -167,6 +169,8 @@ mod platform {
                 set_threads: get("setThreads")?,
                 park: get("park")?,
                 unpark: get("unpark")?,
+                release: get("release")?,
+                restore: get("restore")?,
             };
             Ok(Self { js, methods })
         }
@@ -233,6 +237,24 @@ mod platform {
                 &self.methods.unpark
             };
             let _ = self.call(method, &[]);
+        }
+
+        /// Ends the workers (LowMemory); the shared memory stays. Ops run on the calling thread
+        /// until the next op, or [`CpuPool::restore`], starts them again.
+        pub fn release(&self) {
+            let _ = self.call(&self.methods.release, &[]);
+        }
+
+        /// Starts released workers again, in the background (nothing when none were released).
+        pub fn restore(&self) {
+            let _ = self.call(&self.methods.restore, &[]);
+        }
+
+        /// Why ops run on one thread although the pool has more (parked, released, broken).
+        pub fn idle_reason(&self) -> Option<String> {
+            Reflect::get(&self.js, &JsValue::from_str("idleReason"))
+                .ok()
+                .and_then(|v| v.as_string())
         }
 
         /// A region of `bytes` bytes.
@@ -526,6 +548,21 @@ mod platform {
 
         /// Parks or wakes the pool (unreachable natively).
         pub fn set_parked(&self, _parked: bool) {
+            match *self {}
+        }
+
+        /// Ends the workers (unreachable natively).
+        pub fn release(&self) {
+            match *self {}
+        }
+
+        /// Starts them again (unreachable natively).
+        pub fn restore(&self) {
+            match *self {}
+        }
+
+        /// Why ops run on one thread (unreachable natively).
+        pub fn idle_reason(&self) -> Option<String> {
             match *self {}
         }
     }

@@ -22,8 +22,10 @@
 //! pool's threads (`threaded`). If a worker dies or hangs, the op (and its execute) fails with
 //! `Internal` naming the worker, and the pool runs every later op on this thread alone (the
 //! weights stay where they are; `threads` reads 1 and `threads_reason` says why). Lifecycle:
-//! `Suspend` and `LowMemory` park the pool (its workers sleep in `Atomics.wait`; products run
-//! on this thread), `Resume` wakes it.
+//! `Suspend` parks the pool (its workers sleep in `Atomics.wait`; ops run on this thread) and
+//! `Resume` wakes it; `LowMemory` ends the workers (their threads and JS heaps; the shared
+//! memory and the weights in it stay), and the next op or `Resume` starts them again (ops run
+//! on this thread until they are up).
 
 use crate::backends::compile_specs::{
     CompileSpecs, PRECISION, Precision, check_runtime_specs, unsupported_precision,
@@ -90,7 +92,7 @@ fn parse_thread_spec(text: &str) -> Result<usize> {
 fn threads_reason() -> String {
     match CpuPool::current() {
         None => single_thread_reason().to_string(),
-        Some(pool) => match pool.broken_reason() {
+        Some(pool) => match pool.broken_reason().or_else(|| pool.idle_reason()) {
             Some(reason) => format!("{reason}; running on one thread"),
             None => format!(
                 "a CPU thread pool of {} threads is installed; {} in use",
@@ -330,7 +332,14 @@ impl BackendInterface for CpuBackend {
 
     fn notify(&self, signal: Signal) -> Released {
         if let Some(pool) = CpuPool::current() {
-            pool.set_parked(signal != Signal::Resume);
+            match signal {
+                Signal::Suspend => pool.set_parked(true),
+                Signal::LowMemory => pool.release(),
+                Signal::Resume => {
+                    pool.set_parked(false);
+                    pool.restore();
+                }
+            }
         }
         Released::default()
     }

@@ -149,7 +149,7 @@ export class CpuThreadPool {
     const module = await WebAssembly.compile(await response.arrayBuffer());
     const pool = new CpuThreadPool(module, threads, options);
     try {
-      await pool.startWorkers(options.startTimeoutMs ?? 10000);
+      await pool.startWorkers(pool.startTimeoutMs);
     } catch (error) {
       pool.terminate();
       throw error;
@@ -162,6 +162,7 @@ export class CpuThreadPool {
     this.size = threads;
     this.active = threads;
     this.taskTimeoutMs = options.taskTimeoutMs ?? 10000;
+    this.startTimeoutMs = options.startTimeoutMs ?? 10000;
     this.workerUrl = options.workerUrl ?? new URL('./worker.js', import.meta.url);
     this.memory = new WebAssembly.Memory({ initial: 32, maximum: 65536, shared: true });
     this.main = new WebAssembly.Instance(module, { env: { memory: this.memory } });
@@ -173,6 +174,9 @@ export class CpuThreadPool {
     this.workers = [];
     this.brokenReason = null;
     this.parked = false;
+    // LowMemory ended the workers (`release`); `restoring` while they start again.
+    this.released = false;
+    this.restoring = null;
   }
 
   async startWorkers(timeoutMs) {
@@ -210,9 +214,25 @@ export class CpuThreadPool {
     });
   }
 
-  /** Threads an op runs on now (1 once the pool is broken or parked). */
+  /**
+   * Threads an op runs on now: 1 once the pool is broken, while it is parked, and while its
+   * workers are released (asking then starts them again, in the background).
+   */
   get threads() {
-    return this.brokenReason || this.parked ? 1 : this.active;
+    if (this.brokenReason || this.parked) return 1;
+    if (this.released) {
+      this.restore();
+      return 1;
+    }
+    return this.active;
+  }
+
+  /** Why ops run on one thread now although the pool has more, or null. */
+  get idleReason() {
+    if (this.brokenReason) return this.brokenReason;
+    if (this.parked) return 'the pool is parked while the page is suspended';
+    if (this.released) return 'the workers were ended on low memory and are starting again';
+    return null;
   }
 
   /** Threads one op runs on: the pool's, at most `cap` (a program's own limit) when given. */
@@ -404,18 +424,65 @@ export class CpuThreadPool {
     this.parked = false;
   }
 
-  /** Ends every worker (LowMemory, or the page is done with the pool). */
+  /**
+   * LowMemory: ends every worker (its thread and JS heap); the shared memory, weights included,
+   * stays. Ops run on the calling thread until the workers are back: the next op that asks
+   * (or `restore()`, which Resume calls) starts them again.
+   */
+  release() {
+    if (this.released || this.brokenReason) return;
+    for (const worker of this.workers) this.endWorker(worker);
+    this.released = true;
+  }
+
+  /**
+   * Starts released workers again; resolves once they run. Each gets a fresh stack and control
+   * block; an ended worker's are freed once it acknowledged its exit (one that did not may
+   * still be running: its regions are never reused).
+   */
+  restore() {
+    if (!this.released || this.brokenReason) return Promise.resolve();
+    this.restoring ??= (async () => {
+      try {
+        const ended = this.workers;
+        const started = await Promise.allSettled(ended.map((w) => this.startWorker(w.index, this.startTimeoutMs)));
+        const failed = started.find((r) => r.status === 'rejected');
+        if (failed) {
+          for (const r of started) if (r.status === 'fulfilled') this.endWorker(r.value);
+          throw failed.reason;
+        }
+        this.workers = started.map((r) => r.value);
+        for (const w of ended) {
+          if (Atomics.load(new Int32Array(this.memory.buffer, w.control, CONTROL_BYTES / 4), DONE) === w.sequence) {
+            this.regions.dealloc(w.stack);
+            this.regions.dealloc(w.control);
+          }
+        }
+        this.released = false;
+      } catch (error) {
+        this.brokenReason ??= `restarting the CPU workers failed: ${error.message}`;
+      } finally {
+        this.restoring = null;
+      }
+    })();
+    return this.restoring;
+  }
+
+  /** Tells `worker` to leave its loop, then ends it. */
+  endWorker(worker) {
+    if (!worker.alive) return;
+    const words = new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4);
+    words[KIND] = KIND_EXIT;
+    worker.sequence += 1;
+    Atomics.store(words, SEQUENCE, worker.sequence);
+    Atomics.notify(words, SEQUENCE);
+    worker.worker.terminate();
+    worker.alive = false;
+  }
+
+  /** Ends every worker (the page is done with the pool). */
   terminate() {
-    for (const worker of this.workers) {
-      if (!worker.alive) continue;
-      const words = new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4);
-      words[KIND] = KIND_EXIT;
-      worker.sequence += 1;
-      Atomics.store(words, SEQUENCE, worker.sequence);
-      Atomics.notify(words, SEQUENCE);
-      worker.worker.terminate();
-      worker.alive = false;
-    }
+    for (const worker of this.workers) this.endWorker(worker);
     this.brokenReason ??= 'the CPU thread pool was terminated';
   }
 }

@@ -34,7 +34,11 @@ self.onmessage = ({ data }) => {
     let result;
     try {
       const entry = entries.get(kind);
-      if (!entry) break; // KIND_EXIT
+      if (!entry) {
+        // KIND_EXIT: acknowledged, so the pool may give this worker's stack to another.
+        Atomics.store(words, DONE, seen);
+        break;
+      }
       const [kernel, count] = entry;
       result = kernel(...words.subarray(ARGS, ARGS + count), status);
     } catch {
