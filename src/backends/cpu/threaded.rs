@@ -28,8 +28,7 @@
 mod platform {
     use crate::backends::cpu::gemm::PackedB;
     use crate::backends::cpu::values::Values;
-    use crate::browser::cpu_pool::PoolGemmBatches;
-    use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, SharedRegion};
+    use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolGemmBatches, SharedRegion};
     use crate::error::{Error, Result};
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{DType, Op, Program, TensorId, ops};
@@ -361,10 +360,20 @@ mod platform {
             let mut offsets = Vec::with_capacity(count * 2);
             for batch in 0..count {
                 let (offset_a, offset_b) = geometry.batch_offsets(batch);
-                let fits = |offset: usize, len: usize, rows, cols, row_stride, col_stride| {
+                // The last element of a strided `rows x cols` view from `offset` lies in `len`.
+                let fits = |offset: usize,
+                            len: usize,
+                            rows: usize,
+                            cols: usize,
+                            row_stride: usize,
+                            col_stride: usize| {
                     rows == 0
                         || cols == 0
-                        || offset + (rows - 1) * row_stride + (cols - 1) * col_stride < len
+                        || (rows - 1)
+                            .checked_mul(row_stride)
+                            .and_then(|r| r.checked_add((cols - 1).checked_mul(col_stride)?))
+                            .and_then(|last| last.checked_add(offset))
+                            .is_some_and(|last| last < len)
                 };
                 if !fits(
                     offset_a,
