@@ -34,11 +34,6 @@ mod platform {
             Self { array, lent: true }
         }
 
-        /// Whether the chunk is lent (valid only until its body's next read).
-        pub fn is_lent(&self) -> bool {
-            self.lent
-        }
-
         /// The bytes as an array that stays valid: the array itself when owned, a copy when lent.
         pub(crate) fn owned(&self) -> js_sys::Uint8Array {
             if self.lent {
@@ -108,11 +103,6 @@ mod platform {
 
         /// Whether the chunk is empty (never called natively).
         pub fn is_empty(&self) -> bool {
-            match *self {}
-        }
-
-        /// Whether the chunk is lent (never called natively).
-        pub fn is_lent(&self) -> bool {
             match *self {}
         }
 

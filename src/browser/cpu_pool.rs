@@ -1,9 +1,9 @@
 //! [`CpuPool`]: the CPU backend's worker pool (`cpu_threads/pool.js`, shipped as
 //! `cpu-threads/pool.js`) as Rust sees it: regions of its shared `WebAssembly.Memory`
 //! ([`SharedRegion`], freed on drop), copies in and out of them, and the kernels the pool
-//! splits across its threads (products, block-format row dots, activations, softmax rows). The page starts a pool and hands it over with
-//! `useCpuThreads(pool)`; [`CpuPool::current`] is then the pool CPU programs initialised from
-//! that point use.
+//! splits across its threads (products, block-format row dots, activations, softmax rows).
+//! The page starts a pool and hands it over with `useCpuThreads(pool)`; [`CpuPool::current`]
+//! is then the pool CPU programs initialised from that point use.
 //!
 //! Natively there is no pool: [`CpuPool`] is uninhabited, with the methods the CPU backend's
 //! options call, and [`CpuPool::current`] is always `None`.
@@ -356,9 +356,7 @@ mod platform {
             )
             .map(|_| ())
         }
-    }
 
-    impl CpuPool {
         /// Runs the products of one batched matmul on the pool's threads (at most `threads`),
         /// whole products per thread.
         ///

@@ -6,7 +6,7 @@
 //! are reused, across reads and across responses (a small pool per thread), so a multi-GiB load
 //! makes no new `ArrayBuffer` per chunk: the default reader's fresh chunk arrays are collected
 //! lazily by V8 and piled up to hundreds of MiB during a 5 GiB load. A chunk read this way is
-//! *lent* ([`JsChunk::is_lent`]): its bytes are valid until the next read of the same body, so
+//! *lent*: its bytes are valid until the next read of the same body, so
 //! whoever keeps a chunk longer copies it ([`JsChunk::owned`]). A stream that has no BYOB
 //! reader (not a byte stream) is read with the default reader, whose chunks are owned.
 //!

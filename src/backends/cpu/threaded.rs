@@ -33,7 +33,9 @@ mod platform {
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{DType, Op, Program, TensorId, ops};
     use std::rc::Rc;
+    use webdelegate_kernels::KernelError;
     use webdelegate_kernels::blocks::RowFormat;
+    use webdelegate_kernels::gemm::Strided;
     use webdelegate_kernels::rows::Activation;
 
     /// Values (outputs, or multiply-adds for a product) below which an op stays on the calling
@@ -360,38 +362,20 @@ mod platform {
             let mut offsets = Vec::with_capacity(count * 2);
             for batch in 0..count {
                 let (offset_a, offset_b) = geometry.batch_offsets(batch);
-                // The last element of a strided `rows x cols` view from `offset` lies in `len`.
-                let fits = |offset: usize,
-                            len: usize,
-                            rows: usize,
-                            cols: usize,
-                            row_stride: usize,
-                            col_stride: usize| {
-                    rows == 0
-                        || cols == 0
-                        || (rows - 1)
-                            .checked_mul(row_stride)
-                            .and_then(|r| r.checked_add((cols - 1).checked_mul(col_stride)?))
-                            .and_then(|last| last.checked_add(offset))
-                            .is_some_and(|last| last < len)
+                // The kernel trusts these spans: check them here.
+                let view = |data, offset, row_stride, col_stride| Strided {
+                    data,
+                    offset,
+                    row_stride,
+                    col_stride,
                 };
-                if !fits(
-                    offset_a,
-                    a.len(),
-                    m,
-                    k,
-                    geometry.a_row_stride,
-                    geometry.a_col_stride,
-                ) || !fits(
-                    offset_b,
-                    b.len(),
-                    k,
-                    n,
-                    geometry.b_row_stride,
-                    geometry.b_col_stride,
-                ) {
-                    return Err(Error::internal("a batched matmul operand is too short"));
-                }
+                let too_short = |KernelError(why)| Error::internal(why);
+                view(a, offset_a, geometry.a_row_stride, geometry.a_col_stride)
+                    .check(m, k, "a batched matmul's a is too short")
+                    .map_err(too_short)?;
+                view(b, offset_b, geometry.b_row_stride, geometry.b_col_stride)
+                    .check(k, n, "a batched matmul's b is too short")
+                    .map_err(too_short)?;
                 let word = |v: usize| {
                     u32::try_from(v).map_err(|_| Error::internal("a matmul offset overflows"))
                 };

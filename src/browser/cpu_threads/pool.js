@@ -30,8 +30,8 @@ const KIND_DOT_ROWS = 2;
 const KIND_GEMM_BATCHES = 3;
 const KIND_UNARY = 4;
 const KIND_SOFTMAX = 5;
-// What a worker runs for each kind: the kernel module's export and its argument count (the
-// status address follows the arguments).
+// What each kind runs, on this thread and in the workers: the kernel module's export and its
+// argument count (the status address follows the arguments).
 const ENTRIES = {
   [KIND_GEMM]: ['wd_gemm', 14],
   [KIND_DOT_ROWS]: ['wd_dot_rows', 9],
@@ -304,7 +304,7 @@ export class CpuThreadPool {
       const scratch = this.scratchFor(slot, floats);
       return [rows, k, n, a + 4 * r0 * aRow, aRow, aCol, b, bPacked ? 1 : 0, bRow, bCol, bias, c + 4 * r0 * n, scratch, floats];
     });
-    this.run(KIND_GEMM, tasks, (args, status) => kernels.wd_gemm(...args, status));
+    this.run(KIND_GEMM, tasks);
   }
 
   /**
@@ -315,9 +315,8 @@ export class CpuThreadPool {
   dotRows(format, rows, k, m, weights, x, bias, out, outStride, threads) {
     const rowBytes = this.main.exports.wd_row_bytes(format, k);
     const runs = shares(rows, this.threadsFor(threads), 16);
-    const kernels = this.main.exports;
     const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, m, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0, outStride]);
-    this.run(KIND_DOT_ROWS, tasks, (args, status) => kernels.wd_dot_rows(...args, status));
+    this.run(KIND_DOT_ROWS, tasks);
   }
 
   /**
@@ -328,30 +327,27 @@ export class CpuThreadPool {
    */
   gemmBatches(count, offsets, m, k, n, a, aRow, aCol, b, bRow, bCol, c, threads) {
     const runs = shares(count, this.threadsFor(threads), 1);
-    const kernels = this.main.exports;
-    const floats = kernels.wd_gemm_scratch_len(m, k, n);
+    const floats = this.main.exports.wd_gemm_scratch_len(m, k, n);
     const tasks = runs.map(([b0, b1], slot) => [b1 - b0, offsets + 8 * b0, m, k, n, a, aRow, aCol, b, bRow, bCol, c + 4 * b0 * m * n, this.scratchFor(slot, floats), floats]);
-    this.run(KIND_GEMM_BATCHES, tasks, (args, status) => kernels.wd_gemm_batches(...args, status));
+    this.run(KIND_GEMM_BATCHES, tasks);
   }
 
   /** `out[i] = f(x[i])` for `n` values (`code`: the kernels' `Activation::code`); `x` may be `out`. */
   unary(code, n, x, out, threads) {
     const runs = shares(n, this.threadsFor(threads), 64);
-    const kernels = this.main.exports;
     const tasks = runs.map(([e0, e1]) => [code, e1 - e0, x + 4 * e0, out + 4 * e0]);
-    this.run(KIND_UNARY, tasks, (args, status) => kernels.wd_unary(...args, status));
+    this.run(KIND_UNARY, tasks);
   }
 
   /** Softmax of each of `rows` rows of `width` values at byte `values`, in place. */
   softmax(rows, width, values, threads) {
     const runs = shares(rows, this.threadsFor(threads), 1);
-    const kernels = this.main.exports;
     const tasks = runs.map(([r0, r1]) => [r1 - r0, width, values + 4 * r0 * width]);
-    this.run(KIND_SOFTMAX, tasks, (args, status) => kernels.wd_softmax(...args, status));
+    this.run(KIND_SOFTMAX, tasks);
   }
 
-  /** Runs task 0 here and the others on workers 1..; throws on any failure. */
-  run(kind, tasks, runHere) {
+  /** Runs task 0 here and the others on workers 1.. (`kind`'s entry in ENTRIES); throws on any failure. */
+  run(kind, tasks) {
     if (tasks.length === 0) return; // no rows: nothing to compute
     const posted = [];
     let missing = null;
@@ -376,7 +372,7 @@ export class CpuThreadPool {
       throw this.brokenError();
     }
     const status = this.mainStatus;
-    if (runHere(tasks[0], status) !== 0) throw new Error(this.message(status));
+    if (this.main.exports[ENTRIES[kind][0]](...tasks[0], status) !== 0) throw new Error(this.message(status));
     this.waitFor(posted);
     for (const { worker, words } of posted) {
       const result = words[RESULT];
