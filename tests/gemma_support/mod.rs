@@ -74,9 +74,20 @@ pub fn session(
     context: u64,
     logits: bool,
 ) -> DecoderSession {
+    session_with(id, backend, &model().config, context, logits)
+}
+
+/// A session like [`session`]'s over the real weights with `config` (the model's, changed).
+pub fn session_with(
+    id: &str,
+    backend: Arc<dyn BackendInterface>,
+    config: &webdelegate::models::decoder::DecoderConfig,
+    context: u64,
+    logits: bool,
+) -> DecoderSession {
     let model = model();
     let options = DecoderProgramOptions { context, logits };
-    let program = decoder_program(&model.config, model.header.index(), SCOPE, options).unwrap();
+    let program = decoder_program(config, model.header.index(), SCOPE, options).unwrap();
     let blob = program::encode(&program).unwrap();
     let init = BackendInitContext::new().with_parameters(model.provider.clone());
     let delegate = pollster::block_on(LoadedDelegate::init_with_backend(
