@@ -1,7 +1,8 @@
 // The CPU backend on a worker pool (cpu-threads/pool.js + webdelegate_kernels.wasm): on a
 // cross-origin isolated page (COOP/COEP from nginx's /isolated/ location), products with an f32
 // weight, block-format (Q8_0, Q4_K) linears, batched products of two activations (b plain and
-// transposed), GELU and softmax rows give the plain single-thread path's results on
+// transposed), GELU, softmax rows (with a broadcast mask), a permute, scale, layer norm and a
+// same-shape add, chained through the shared memory, give the plain single-thread path's results on
 // 1, 2 and 3 threads (bit for bit where both run the same kernel, within 1e-5 otherwise) (the oracle: the same program on a CPU backend
 // initialised without a pool, whose kernels the unit tests check against f64 references); odd
 // shapes that no thread count or tile divides. A worker ended by the test makes the next
@@ -70,6 +71,18 @@ async function setUp() {
   b.output(b.matmul(qa, kb, null, false, false));
   b.output(b.matmul(qa, kt, null, false, true));
   b.output(b.softmax(sx, null));
+  // A chain that stays in the shared memory on the pool (m >= 128: 16 Ki values): scores with
+  // a per-batch mask [4, 1, 40] through softmax; a head permute, scale, layer norm and a
+  // same-shape add of two pool results; tanh (a calling-thread op) reads a pool result through
+  // its host copy while the add reads it in place.
+  const mk = b.input('mk', 'float32', [4, 1, 40]);
+  const gamma = b.param('gamma', 'float32', [32], 'weights', 'gamma');
+  const beta = b.param('beta', 'float32', [32], 'weights', 'beta');
+  b.output(b.softmax(b.matmul(qa, kt, null, false, true), mk));
+  const heads = b.scale(b.permute(qa, [1, 0, 2]), 0.75, 0.125);
+  const normed = b.layerNorm(heads, gamma, beta, 1e-5);
+  b.output(b.add(normed, heads));
+  b.output(b.tanh(heads));
   const blob = b.encode();
   b.free();
   const mem = new wd.MemoryParameterProvider();
@@ -77,6 +90,8 @@ async function setUp() {
   mem.insert('weights', 'bias', bytesOf(f32(N, 2)), { dtype: 'F32', shape: [N] });
   mem.insert('weights', 'w8', q8_0(QN8, QK8, 3), { dtype: 'Q8_0', shape: [QN8, QK8] });
   mem.insert('weights', 'w4', q4_k(QN4, QK4, 4), { dtype: 'Q4_K', shape: [QN4, QK4] });
+  mem.insert('weights', 'gamma', bytesOf(f32(32, 12).map((v) => 1 + v)), { dtype: 'F32', shape: [32] });
+  mem.insert('weights', 'beta', bytesOf(f32(32, 13)), { dtype: 'F32', shape: [32] });
   const args = (m) => [
     { tag: 'Tensor', dtype: 'float32', shape: [m, K], data: f32(m * K, 5 + m) },
     { tag: 'Tensor', dtype: 'float32', shape: [m, QK8], data: f32(m * QK8, 6 + m) },
@@ -85,9 +100,10 @@ async function setUp() {
     { tag: 'Tensor', dtype: 'float32', shape: [4, 32, 40], data: f32(4 * 32 * 40, 9) },
     { tag: 'Tensor', dtype: 'float32', shape: [4, 40, 32], data: f32(4 * 40 * 32, 10) },
     { tag: 'Tensor', dtype: 'float32', shape: [m, 300], data: f32(m * 300, 11 + m).map((v) => v * 20) },
-    { tag: 'None' }, { tag: 'None' }, { tag: 'None' }, { tag: 'None' }, { tag: 'None' }, { tag: 'None' },
+    { tag: 'Tensor', dtype: 'float32', shape: [4, 1, 40], data: f32(160, 14).map((v) => (v > 0.3 ? -1e4 : v)) },
+    ...Array.from({ length: 9 }, () => ({ tag: 'None' })),
   ];
-  const run = async (d, m) => (await d.execute(args(m))).slice(7).map((o) => Array.from(o.data));
+  const run = async (d, m) => (await d.execute(args(m))).slice(8).map((o) => Array.from(o.data));
   const threadsNow = () => wd.getOption('cpu', [{ key: 'threads', value: 0 }, { key: 'threads_reason', value: '' }]).map((o) => o.value);
   window.cpuThreads = { blob, mem, run, threadsNow };
 }
@@ -180,6 +196,8 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
     assert.ok(run.same[0], `bit-identical matmul at ${at}`);
     assert.ok(run.same[3] && run.same[4], `bit-identical activation products at ${at}`);
     assert.ok(run.same[5], `bit-identical softmax at ${at}`);
+    assert.ok(run.same[6], `bit-identical masked softmax of a pool product at ${at}`);
+    assert.ok(run.same[7] && run.same[8], `bit-identical permute, scale, layer norm, add and tanh at ${at}`);
     if (run.m === 1) assert.ok(run.same[1] && run.same[2], `bit-identical one-row linears at ${at}`);
     // More rows: the single-thread path decodes each weight row once for every activation row
     // (another summation order than the register row dot the pool runs per row), so within the

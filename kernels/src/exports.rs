@@ -12,6 +12,7 @@
 use crate::KernelError;
 use crate::blocks::{self, RowFormat};
 use crate::gemm::{self, Panels, Strided};
+use crate::layout;
 use crate::rows::{self, Activation};
 use core::slice;
 
@@ -223,24 +224,186 @@ pub unsafe extern "C" fn wd_unary(
     report(result, status)
 }
 
-/// Softmax of each of `rows` rows of `width` values at `values`, in place.
+/// `out = softmax(x + mask)` over `rows` rows of `width` values, row `first_row` of the op
+/// first: the mask (0 for none) is `mask_count` rows of `width`, row `r` of the op adding mask
+/// row `(r / mask_period) % mask_count` (the kernels' `MaskRows`).
 ///
 /// # Safety
-/// `values` holds `rows * width` values; no other call touches them.
+/// `x` and `out` hold `rows * width` values and do not overlap, the mask holds
+/// `mask_count * width`; no other call writes this one's outputs.
 #[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn wd_softmax(
     rows: usize,
     width: usize,
-    values: *mut f32,
+    x: *const f32,
+    mask: *const f32,
+    mask_period: usize,
+    mask_count: usize,
+    first_row: usize,
+    out: *mut f32,
     status: *mut u32,
 ) -> u32 {
     let result = (|| {
         let len = rows
             .checked_mul(width)
             .ok_or(KernelError("softmax rows overflow"))?;
-        // SAFETY: the caller's region (see the function's contract).
-        let values = unsafe { slice::from_raw_parts_mut(values, len) };
-        rows::softmax_rows(values, width)
+        let mask_len = mask_count
+            .checked_mul(width)
+            .ok_or(KernelError("softmax mask overflows"))?;
+        // SAFETY: the caller's regions (see the function's contract).
+        unsafe {
+            let mask = (!mask.is_null()).then(|| rows::MaskRows {
+                values: slice::from_raw_parts(mask, mask_len),
+                period: mask_period,
+                count: mask_count,
+            });
+            let x = slice::from_raw_parts(x, len);
+            let out = slice::from_raw_parts_mut(out, len);
+            rows::masked_softmax_rows(x, mask, first_row, width, out)
+        }
+    })();
+    report(result, status)
+}
+
+/// `out[i] = a[i] (op) b[i]` for `n` values, `op` the [`rows::Binary`] of `code`.
+///
+/// # Safety
+/// `a`, `b` and `out` hold `n` values each; no other call writes this one's outputs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wd_binary(
+    code: u32,
+    n: usize,
+    a: *const f32,
+    b: *const f32,
+    out: *mut f32,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        let op = rows::Binary::from_code(code).ok_or(KernelError("unknown binary op"))?;
+        // SAFETY: the caller's regions (see the function's contract).
+        let (a, b, out) = unsafe {
+            (
+                slice::from_raw_parts(a, n),
+                slice::from_raw_parts(b, n),
+                slice::from_raw_parts_mut(out, n),
+            )
+        };
+        op.apply(a, b, out)
+    })();
+    report(result, status)
+}
+
+/// `out[i] = x[i] * scale + bias` for `n` values; `scale` and `bias` are f32 bit patterns.
+///
+/// # Safety
+/// `x` and `out` hold `n` values each and do not overlap; no other call writes the outputs.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wd_scale(
+    n: usize,
+    x: *const f32,
+    out: *mut f32,
+    scale: u32,
+    bias: u32,
+    status: *mut u32,
+) -> u32 {
+    // SAFETY: the caller's regions (see the function's contract).
+    let (x, out) = unsafe {
+        (
+            slice::from_raw_parts(x, n),
+            slice::from_raw_parts_mut(out, n),
+        )
+    };
+    let result = rows::scale(x, f32::from_bits(scale), f32::from_bits(bias), out);
+    report(result, status)
+}
+
+/// Layer norm of `rows` rows of `width` values at `x` into `out`, with `width` values each of
+/// `gamma` and `beta`; `eps` is an f32 bit pattern.
+///
+/// # Safety
+/// `x` and `out` hold `rows * width` values and do not overlap; no other call writes the
+/// outputs.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn wd_layer_norm(
+    rows: usize,
+    width: usize,
+    x: *const f32,
+    gamma: *const f32,
+    beta: *const f32,
+    eps: u32,
+    out: *mut f32,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        let len = rows
+            .checked_mul(width)
+            .ok_or(KernelError("layer_norm rows overflow"))?;
+        // SAFETY: the caller's regions (see the function's contract).
+        unsafe {
+            rows::layer_norm_rows(
+                slice::from_raw_parts(x, len),
+                (
+                    slice::from_raw_parts(gamma, width),
+                    slice::from_raw_parts(beta, width),
+                ),
+                f32::from_bits(eps),
+                slice::from_raw_parts_mut(out, len),
+            )
+        }
+    })();
+    report(result, status)
+}
+
+/// Output rows `first_row..first_row + rows` of a permuted copy of the `x_len` values at `x`:
+/// output dims `[_, d1, d2, d3]`, input strides `s0..s3` along them (the kernels'
+/// `Permute4`); `out` is the share's first output row.
+///
+/// # Safety
+/// `x` holds `x_len` values and `out` `rows * d3`, not overlapping; no other call writes the
+/// outputs.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn wd_permute(
+    rows: usize,
+    first_row: usize,
+    d1: usize,
+    d2: usize,
+    d3: usize,
+    s0: usize,
+    s1: usize,
+    s2: usize,
+    s3: usize,
+    x: *const f32,
+    x_len: usize,
+    out: *mut f32,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        if d1 == 0 || d2 == 0 {
+            return Ok(());
+        }
+        let d0 = first_row
+            .checked_add(rows)
+            .map(|end| end.div_ceil(d1 * d2))
+            .ok_or(KernelError("permute rows overflow"))?;
+        let geometry = layout::Permute4 {
+            dims: [d0, d1, d2, d3],
+            strides: [s0, s1, s2, s3],
+        };
+        let len = rows
+            .checked_mul(d3)
+            .ok_or(KernelError("permute rows overflow"))?;
+        // SAFETY: the caller's regions (see the function's contract).
+        unsafe {
+            layout::permute_rows(
+                slice::from_raw_parts(x, x_len),
+                &geometry,
+                first_row,
+                slice::from_raw_parts_mut(out, len),
+            )
+        }
     })();
     report(result, status)
 }

@@ -26,6 +26,28 @@ pub const MC: usize = 64;
 /// Columns of a packed `B` panel (a multiple of `NR`).
 pub const NC: usize = 512;
 
+/// Whether every element of a `height x width` view at `offset` with `(row, column)` strides
+/// lies in `len` elements (an empty view always does).
+pub fn view_fits(
+    len: usize,
+    offset: usize,
+    (row_stride, col_stride): (usize, usize),
+    (height, width): (usize, usize),
+) -> bool {
+    if height == 0 || width == 0 {
+        return true;
+    }
+    (height - 1)
+        .checked_mul(row_stride)
+        .and_then(|r| {
+            (width - 1)
+                .checked_mul(col_stride)
+                .and_then(|c| r.checked_add(c))
+        })
+        .and_then(|span| span.checked_add(offset))
+        .is_some_and(|last| last < len)
+}
+
 /// A strided matrix view: element `(row, col)` is
 /// `data[offset + row * row_stride + col * col_stride]`.
 #[derive(Clone, Copy, Debug)]
@@ -51,20 +73,15 @@ impl Strided<'_> {
         width: usize,
         what: &'static str,
     ) -> Result<(), KernelError> {
-        if height == 0 || width == 0 {
-            return Ok(());
-        }
-        let last = (height - 1)
-            .checked_mul(self.row_stride)
-            .and_then(|r| {
-                (width - 1)
-                    .checked_mul(self.col_stride)
-                    .and_then(|c| r.checked_add(c))
-            })
-            .and_then(|span| span.checked_add(self.offset));
-        match last {
-            Some(last) if last < self.data.len() => Ok(()),
-            _ => Err(KernelError(what)),
+        if view_fits(
+            self.data.len(),
+            self.offset,
+            (self.row_stride, self.col_stride),
+            (height, width),
+        ) {
+            Ok(())
+        } else {
+            Err(KernelError(what))
         }
     }
 

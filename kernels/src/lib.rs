@@ -8,7 +8,8 @@
 //!   vector types (simd128 in the browser, arrays natively).
 //! - [`gemm`]: one blocked f32 matrix product over strided views or a pre-packed operand.
 //! - [`blocks`]: ggml block-format rows dotted with an f32 activation row in registers.
-//! - [`rows`]: elementwise activations and the per-row softmax.
+//! - [`rows`]: elementwise activations, binaries and scale, the per-row softmax and layer norm.
+//! - [`layout`]: permutations of up to four dims, by output rows.
 //!
 //! Kernels check every length before their loops and report a [`KernelError`] instead of
 //! indexing out of range.
@@ -20,6 +21,7 @@ extern crate std;
 
 pub mod blocks;
 pub mod gemm;
+pub mod layout;
 pub mod math;
 pub mod rows;
 

@@ -121,6 +121,46 @@ pub fn sin_cos(t: f32) -> (f32, f32) {
     }
 }
 
+/// The correctly rounded square root, as `f32::sqrt` (which `core` does not have): the
+/// hardware instruction on `wasm32` with simd128 (one lane of `f32x4.sqrt`; the scalar
+/// intrinsic is unstable) and on `x86_64`; elsewhere Newton's method in f64 from the
+/// exponent-halved guess, rounded once to f32 (f64 has more than twice f32's precision, so the
+/// rounding is the correct one once the iteration has converged).
+#[inline(always)]
+pub fn sqrt(x: f32) -> f32 {
+    #[cfg(all(target_arch = "wasm32", target_feature = "simd128"))]
+    {
+        use core::arch::wasm32::{f32x4_extract_lane, f32x4_splat, f32x4_sqrt};
+        f32x4_extract_lane::<0>(f32x4_sqrt(f32x4_splat(x)))
+    }
+    #[cfg(target_arch = "x86_64")]
+    {
+        use core::arch::x86_64::{_mm_cvtss_f32, _mm_set_ss, _mm_sqrt_ss};
+        // SAFETY: SSE is part of the x86_64 baseline.
+        unsafe { _mm_cvtss_f32(_mm_sqrt_ss(_mm_set_ss(x))) }
+    }
+    #[cfg(not(any(
+        all(target_arch = "wasm32", target_feature = "simd128"),
+        target_arch = "x86_64"
+    )))]
+    {
+        if !(x > 0.0) || x == f32::INFINITY {
+            // 0, -0, +inf are their own roots; negatives and NaN give NaN.
+            return if x >= 0.0 || x.is_nan() {
+                x + 0.0 * x
+            } else {
+                f32::NAN
+            };
+        }
+        let v = f64::from(x);
+        let mut r = f64::from_bits(((v.to_bits() >> 1) + (1023u64 << 51)) & !0);
+        for _ in 0..6 {
+            r = 0.5 * (r + v / r);
+        }
+        r as f32
+    }
+}
+
 /// `x` rounded toward minus infinity, exactly as `f32::floor` (which `core` does not have): a
 /// float of magnitude `2^23` or more, an infinity and NaN are their own floor.
 #[inline(always)]
@@ -685,5 +725,28 @@ mod tests {
         }
         let (s, c) = sin_cos(2.1e9);
         assert!(s.is_finite() && c.is_finite() && s.abs() <= 1.0 && c.abs() <= 1.0);
+    }
+
+    #[test]
+    fn sqrt_is_std_sqrt_bit_for_bit() {
+        let mut x = 1e-30f32;
+        while x < 1e30 {
+            for v in [x, x * 1.000_001, x * 1.7] {
+                assert_eq!(sqrt(v).to_bits(), v.sqrt().to_bits(), "sqrt({v})");
+            }
+            x *= 1.37;
+        }
+        for v in [
+            0.0f32,
+            -0.0,
+            f32::INFINITY,
+            f32::MIN_POSITIVE,
+            1e-45,
+            4.0,
+            2.0,
+        ] {
+            assert_eq!(sqrt(v).to_bits(), v.sqrt().to_bits(), "sqrt({v})");
+        }
+        assert!(sqrt(-1.0).is_nan() && sqrt(f32::NAN).is_nan());
     }
 }

@@ -1,7 +1,8 @@
 //! [`CpuPool`]: the CPU backend's worker pool (`cpu_threads/pool.js`, shipped as
 //! `cpu-threads/pool.js`) as Rust sees it: regions of its shared `WebAssembly.Memory`
 //! ([`SharedRegion`], freed on drop), copies in and out of them, and the kernels the pool
-//! splits across its threads (products, block-format row dots, activations, softmax rows).
+//! splits across its threads (products, block-format row dots, activations, binaries, scale,
+//! softmax and layer-norm rows, permutes).
 //! The page starts a pool and hands it over with `useCpuThreads(pool)`; [`CpuPool::current`]
 //! is then the pool CPU programs initialised from that point use.
 //!
@@ -16,7 +17,8 @@ mod platform {
     use std::rc::Rc;
     use wasm_bindgen::{JsCast, JsValue};
     use webdelegate_kernels::blocks::RowFormat;
-    use webdelegate_kernels::rows::Activation;
+    use webdelegate_kernels::layout::Permute4;
+    use webdelegate_kernels::rows::{Activation, Binary};
 
     /// Block-format rows the pool dots with activation rows: `out[m, n] = x[m, k] . w[n, k]^T
     /// (+ bias)`, addresses in the shared memory.
@@ -125,6 +127,10 @@ mod platform {
         gemm_batches: Method,
         unary: Method,
         softmax: Method,
+        binary: Method,
+        scale: Method,
+        layer_norm: Method,
+        permute: Method,
         set_threads: Method,
         park: Method,
         unpark: Method,
@@ -166,6 +172,10 @@ mod platform {
                 gemm_batches: get("gemmBatches")?,
                 unary: get("unary")?,
                 softmax: get("softmax")?,
+                binary: get("binary")?,
+                scale: get("scale")?,
+                layer_norm: get("layerNorm")?,
+                permute: get("permute")?,
                 set_threads: get("setThreads")?,
                 park: get("park")?,
                 unpark: get("unpark")?,
@@ -411,28 +421,141 @@ mod platform {
             .map(|_| ())
         }
 
-        /// Softmax of each of `rows` rows of `width` values at `values`, in place, on the
-        /// pool's threads (at most `threads`).
+        /// `out = softmax(x + mask)` over `rows` rows of `width` values (`x` and `out` do not
+        /// overlap) on the pool's threads (at most `threads`); `mask` is `(address, period,
+        /// count)`: row `r` adds mask row `(r / period) % count`.
         ///
         /// # Errors
         /// As [`CpuPool::gemm`].
         pub fn softmax(
             &self,
-            rows: usize,
-            width: usize,
-            values: u32,
+            (rows, width): (usize, usize),
+            x: u32,
+            mask: Option<(u32, usize, usize)>,
+            out: u32,
             threads: usize,
         ) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
+            let (mask, period, count) = mask.unwrap_or((0, 1, 1));
             self.call(
                 &self.methods.softmax,
                 &[
-                    JsValue::from(rows as f64),
-                    JsValue::from(width as f64),
-                    JsValue::from(values),
-                    JsValue::from(threads as f64),
+                    n(rows),
+                    n(width),
+                    JsValue::from(x),
+                    JsValue::from(mask),
+                    n(period),
+                    n(count),
+                    JsValue::from(out),
+                    n(threads),
                 ],
             )
             .map(|_| ())
+        }
+
+        /// `out[i] = a[i] (op) b[i]` for `len` values on the pool's threads (at most
+        /// `threads`).
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn binary(
+            &self,
+            op: Binary,
+            len: usize,
+            (a, b, out): (u32, u32, u32),
+            threads: usize,
+        ) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
+            let args = [
+                JsValue::from(op.code()),
+                n(len),
+                JsValue::from(a),
+                JsValue::from(b),
+                JsValue::from(out),
+                n(threads),
+            ];
+            self.call(&self.methods.binary, &args).map(|_| ())
+        }
+
+        /// `out[i] = x[i] * scale + bias` for `len` values on the pool's threads (at most
+        /// `threads`).
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn scale(
+            &self,
+            len: usize,
+            (x, out): (u32, u32),
+            (scale, bias): (f32, f32),
+            threads: usize,
+        ) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
+            let args = [
+                n(len),
+                JsValue::from(x),
+                JsValue::from(out),
+                JsValue::from(scale.to_bits()),
+                JsValue::from(bias.to_bits()),
+                n(threads),
+            ];
+            self.call(&self.methods.scale, &args).map(|_| ())
+        }
+
+        /// Layer norm of `rows` rows of `width` values at `x` into `out` (`gamma`, `beta`:
+        /// `width` values each) on the pool's threads (at most `threads`).
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn layer_norm(
+            &self,
+            (rows, width): (usize, usize),
+            (x, gamma, beta, out): (u32, u32, u32, u32),
+            eps: f32,
+            threads: usize,
+        ) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
+            let args = [
+                n(rows),
+                n(width),
+                JsValue::from(x),
+                JsValue::from(gamma),
+                JsValue::from(beta),
+                JsValue::from(eps.to_bits()),
+                JsValue::from(out),
+                n(threads),
+            ];
+            self.call(&self.methods.layer_norm, &args).map(|_| ())
+        }
+
+        /// `geometry`'s permuted copy of the `x_len` values at `x` into `out`, by output rows,
+        /// on the pool's threads (at most `threads`).
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn permute(
+            &self,
+            geometry: &Permute4,
+            (x, x_len, out): (u32, usize, u32),
+            threads: usize,
+        ) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
+            let [_, d1, d2, d3] = geometry.dims;
+            let [s0, s1, s2, s3] = geometry.strides;
+            let args = [
+                n(geometry.rows()),
+                n(d1),
+                n(d2),
+                n(d3),
+                n(s0),
+                n(s1),
+                n(s2),
+                n(s3),
+                JsValue::from(x),
+                n(x_len),
+                JsValue::from(out),
+                n(threads),
+            ];
+            self.call(&self.methods.permute, &args).map(|_| ())
         }
     }
 

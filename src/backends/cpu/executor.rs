@@ -3,7 +3,9 @@
 //! into the output slots.
 //!
 //! Inputs and parameters are read in place (borrowed, never copied); a reshape of a borrowed
-//! or dying tensor shares or moves its buffer instead of copying it.
+//! or dying tensor shares or moves its buffer instead of copying it. With a worker pool,
+//! threaded ops leave their results in the pool's shared memory (`Slot::Shared`), where the
+//! next threaded op reads them; an op on the calling thread reads a host copy made once.
 
 use crate::backends::arguments::{bind_arguments, store_output};
 use crate::backends::cpu::frame::{Frame, RunContext, Scratch, Slot, States};
@@ -86,6 +88,14 @@ pub fn execute(
                 }
                 values.to_owned()
             }
+            Slot::Shared(values) if !used_again => Values::F32(values.into_host()?),
+            Slot::Shared(values) => {
+                let copy = values.host()?.to_vec();
+                if let Some(target) = frame.slots.get_mut(id as usize) {
+                    *target = Slot::Shared(values);
+                }
+                Values::F32(copy)
+            }
             Slot::Empty => {
                 return Err(Error::internal(format!(
                     "output {position} was not computed"
@@ -113,8 +123,15 @@ fn run_steps(
             *slot = result;
         }
         for &id in &step.release {
-            if let Slot::Owned(values) = frame.take(id) {
-                scratch.pool.recycle(values);
+            match frame.take(id) {
+                Slot::Owned(values) => scratch.pool.recycle(values),
+                // Frees its region; a host copy goes back to the pool.
+                Slot::Shared(values) => {
+                    if let Some(copy) = values.into_host_copy() {
+                        scratch.pool.recycle(Values::F32(copy));
+                    }
+                }
+                Slot::Empty | Slot::Borrowed(_) => {}
             }
         }
     }

@@ -4,7 +4,7 @@
 
 use crate::backends::cpu::gemm::{GemmScratch, PackedB};
 use crate::backends::cpu::plan::Step;
-use crate::backends::cpu::threaded::{SharedScratch, Threaded};
+use crate::backends::cpu::threaded::{F32Operand, SharedScratch, SharedValues, Threaded};
 use crate::backends::cpu::values::{BufferPool, Element, Values, ValuesRef, filled};
 use crate::error::{Error, Result};
 use crate::program::{DType, Program, TensorId};
@@ -163,6 +163,8 @@ pub(crate) enum Slot<'a> {
     Borrowed(ValuesRef<'a>),
     /// An intermediate or output this execution computed.
     Owned(Values),
+    /// An f32 intermediate a threaded op computed, in the worker pool's shared memory.
+    Shared(SharedValues),
 }
 
 /// The tensors of one execution.
@@ -179,9 +181,19 @@ impl<'a> Frame<'a> {
         match self.slots.get(id as usize) {
             Some(Slot::Borrowed(values)) => Ok(*values),
             Some(Slot::Owned(values)) => Ok(values.as_ref()),
+            Some(Slot::Shared(values)) => Ok(ValuesRef::F32(values.host()?)),
             _ => Err(Error::internal(format!(
                 "tensor {id} is read before it is computed or after it was released"
             ))),
+        }
+    }
+
+    /// The f32 values of `id` as a threaded op's operand: in place when they are in the shared
+    /// memory (no host copy is made), else on the host.
+    pub(crate) fn operand(&self, id: TensorId) -> Result<F32Operand<'_>> {
+        match self.slots.get(id as usize) {
+            Some(Slot::Shared(values)) => Ok(F32Operand::Shared(values)),
+            _ => Ok(F32Operand::Host(self.f32(id)?)),
         }
     }
 

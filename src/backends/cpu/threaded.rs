@@ -26,17 +26,19 @@
 
 #[cfg(web)]
 mod platform {
+    use super::F32Operand;
     use crate::backends::cpu::gemm::PackedB;
-    use crate::backends::cpu::values::Values;
+    use crate::backends::cpu::values::{Values, filled};
     use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolGemmBatches, SharedRegion};
     use crate::error::{Error, Result};
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{DType, Op, Program, TensorId, ops};
+    use std::cell::OnceCell;
     use std::rc::Rc;
-    use webdelegate_kernels::KernelError;
     use webdelegate_kernels::blocks::RowFormat;
-    use webdelegate_kernels::gemm::Strided;
-    use webdelegate_kernels::rows::Activation;
+    use webdelegate_kernels::gemm::view_fits;
+    use webdelegate_kernels::layout::Permute4;
+    use webdelegate_kernels::rows::{Activation, Binary};
 
     /// Values (outputs, or multiply-adds for a product) below which an op stays on the calling
     /// thread: waking the workers and copying the operands would cost more than the split saves.
@@ -90,7 +92,84 @@ mod platform {
         blocks: Vec<Option<SharedBlocks>>,
     }
 
-    /// The per-program region threaded ops stage their activations and results in.
+    /// f32 values in the pool's shared memory: a threaded op's result, read in place by the
+    /// next threaded op, and through a host copy (made on the first such read) by an op on the
+    /// calling thread. Dropping it frees the region.
+    #[derive(Debug)]
+    pub struct SharedValues {
+        region: SharedRegion,
+        len: usize,
+        host: OnceCell<Vec<f32>>,
+    }
+
+    impl SharedValues {
+        /// Element count.
+        pub fn len(&self) -> usize {
+            self.len
+        }
+
+        /// The values on the host, copied out of the shared memory by the first call.
+        ///
+        /// # Errors
+        /// `MemoryAllocationFailed` when the copy cannot be allocated; `Internal` when the
+        /// region cannot be read.
+        pub fn host(&self) -> Result<&[f32]> {
+            if let Some(values) = self.host.get() {
+                return Ok(values);
+            }
+            let mut values = filled(self.len, 0.0)?;
+            self.region.read_f32(0, &mut values)?;
+            Ok(self.host.get_or_init(|| values))
+        }
+
+        /// The values as a host vector (the host copy if one was made), freeing the region.
+        ///
+        /// # Errors
+        /// As [`SharedValues::host`].
+        pub fn into_host(self) -> Result<Vec<f32>> {
+            self.host()?;
+            self.host
+                .into_inner()
+                .ok_or_else(|| Error::internal("a shared tensor's host copy vanished"))
+        }
+
+        /// The host copy, if one was made (to recycle), freeing the region.
+        pub fn into_host_copy(self) -> Option<Vec<f32>> {
+            self.host.into_inner()
+        }
+    }
+
+    /// An f32 operand's address for one pool call: in place when it is shared, else `at` in the
+    /// staging region.
+    fn place(
+        operand: &F32Operand<'_>,
+        region: Option<&SharedRegion>,
+        at: &mut usize,
+    ) -> Result<u32> {
+        match (operand, region) {
+            (F32Operand::Shared(values), _) => Ok(values.region.at()),
+            (F32Operand::Host(values), Some(region)) => {
+                let bytes = values.len() * 4;
+                region.write_f32(*at, values)?;
+                let address = region.address(*at, bytes)?;
+                *at += bytes;
+                Ok(address)
+            }
+            (F32Operand::Host(_), None) => Ok(0),
+        }
+    }
+
+    /// The byte address `elements` f32 values past `at`.
+    fn past(at: u32, elements: usize) -> Result<u32> {
+        elements
+            .checked_mul(4)
+            .and_then(|bytes| u32::try_from(bytes).ok())
+            .and_then(|bytes| at.checked_add(bytes))
+            .ok_or_else(|| Error::internal("a shared-memory offset overflows"))
+    }
+
+    /// The per-program region threaded ops stage their host operands (activations computed on
+    /// the calling thread, biases) in.
     #[derive(Debug, Default)]
     pub struct SharedScratch(Option<SharedRegion>);
 
@@ -104,6 +183,36 @@ mod platform {
             self.0
                 .as_ref()
                 .ok_or_else(|| Error::internal("shared scratch vanished"))
+        }
+
+        /// The addresses of `operands` for one pool call: shared ones in place, host ones
+        /// copied into this scratch (valid until the next call).
+        fn stage<const N: usize>(
+            &mut self,
+            pool: &Rc<CpuPool>,
+            operands: [&F32Operand<'_>; N],
+        ) -> Result<[u32; N]> {
+            let mut bytes = 0usize;
+            for operand in &operands {
+                if let F32Operand::Host(values) = operand {
+                    bytes = values
+                        .len()
+                        .checked_mul(4)
+                        .and_then(|b| bytes.checked_add(b))
+                        .ok_or_else(|| Error::internal("staged operands overflow"))?;
+                }
+            }
+            let region = if bytes > 0 {
+                Some(self.region(pool, bytes)?)
+            } else {
+                None
+            };
+            let mut at = 0usize;
+            let mut addresses = [0u32; N];
+            for (address, operand) in addresses.iter_mut().zip(operands) {
+                *address = place(operand, region, &mut at)?;
+            }
+            Ok(addresses)
         }
     }
 
@@ -167,21 +276,32 @@ mod platform {
             matches!(self.blocks.get(id as usize), Some(Some(_)))
         }
 
-        /// `out = a @ b (+ bias)` for every batch of `geometry`, `b` the shared packed
-        /// weight `id`.
+        /// A fresh shared result of `len` values.
+        fn output(&self, len: usize) -> Result<SharedValues> {
+            let bytes = len
+                .checked_mul(4)
+                .ok_or_else(|| Error::memory_allocation_failed("a shared result overflows"))?;
+            Ok(SharedValues {
+                region: self.pool.alloc(bytes)?,
+                len,
+                host: OnceCell::new(),
+            })
+        }
+
+        /// `a @ b (+ bias)` for every batch of `geometry` (`out_len` values), `b` the shared
+        /// packed weight `id`.
         ///
         /// # Errors
         /// `Internal` when the weight does not fit the product or a worker failed;
-        /// `MemoryAllocationFailed` when the scratch cannot grow.
+        /// `MemoryAllocationFailed` when the result or the scratch cannot be allocated.
         pub fn matmul(
             &self,
             scratch: &mut SharedScratch,
             id: TensorId,
-            a: &[f32],
-            bias: Option<&[f32]>,
+            (a, bias): (F32Operand<'_>, Option<&[f32]>),
             geometry: &MatMulGeometry,
-            out: &mut [f32],
-        ) -> Result<()> {
+            out_len: usize,
+        ) -> Result<SharedValues> {
             let packed = self
                 .packed
                 .get(id as usize)
@@ -197,42 +317,36 @@ mod platform {
                 return Err(Error::internal("a threaded matmul needs a row-major a"));
             }
             let batches = geometry.batch_count();
-            let (a_bytes, c_bytes, bias_bytes) =
-                (m * k * 4, m * n * 4, bias.map_or(0, |b| b.len() * 4));
-            let region = scratch.region(&self.pool, a_bytes + c_bytes + bias_bytes)?;
-            if let Some(bias) = bias {
-                region.write_f32(a_bytes + c_bytes, bias)?;
+            if batches.checked_mul(m * n) != Some(out_len) {
+                return Err(Error::internal("matmul output has the wrong length"));
             }
-            for (batch, c) in out
-                .chunks_exact_mut((m * n).max(1))
-                .enumerate()
-                .take(batches)
-            {
+            let bias = bias.map(F32Operand::Host);
+            let none = F32Operand::Host(&[]);
+            let [a_at, bias_at] =
+                scratch.stage(&self.pool, [&a, bias.as_ref().unwrap_or(&none)])?;
+            let out = self.output(out_len)?;
+            for batch in 0..batches {
                 let (offset_a, offset_b) = geometry.batch_offsets(batch);
                 if offset_b != 0 {
                     return Err(Error::internal("a packed weight has batches"));
                 }
-                let rows = a
-                    .get(offset_a..offset_a + m * k)
-                    .ok_or_else(|| Error::internal("matmul operand a is too short"))?;
-                region.write_f32(0, rows)?;
+                if offset_a.checked_add(m * k).is_none_or(|end| end > a.len()) {
+                    return Err(Error::internal("matmul operand a is too short"));
+                }
                 self.pool.gemm(
                     PoolGemm {
                         m,
                         k,
                         n,
-                        a: (region.address(0, a_bytes)?, k, 1),
+                        a: (past(a_at, offset_a)?, k, 1),
                         b: (packed.region.at(), None),
-                        bias: bias
-                            .map(|_| region.address(a_bytes + c_bytes, bias_bytes))
-                            .transpose()?,
-                        c: region.address(a_bytes, c_bytes)?,
+                        bias: bias.map(|_| bias_at),
+                        c: past(out.region.at(), batch * m * n)?,
                     },
                     self.threads(),
                 )?;
-                region.read_f32(a_bytes, c)?;
             }
-            Ok(())
+            Ok(out)
         }
 
         /// `out[m, n] = x[m, :] . w[n, :] (+ bias)` for `(m, k, n)`, `w` the shared block-format
@@ -244,26 +358,22 @@ mod platform {
             &self,
             scratch: &mut SharedScratch,
             id: TensorId,
-            x: &[f32],
-            bias: Option<&[f32]>,
+            (x, bias): (F32Operand<'_>, Option<&[f32]>),
             (m, k, n): (usize, usize, usize),
-            out: &mut [f32],
-        ) -> Result<()> {
+        ) -> Result<SharedValues> {
             let blocks = self
                 .blocks
                 .get(id as usize)
                 .and_then(Option::as_ref)
                 .ok_or_else(|| Error::internal("a shared weight is missing"))?;
-            if m.checked_mul(k) != Some(x.len()) || m.checked_mul(n) != Some(out.len()) {
+            if m.checked_mul(k) != Some(x.len()) {
                 return Err(Error::internal("linear operands have the wrong lengths"));
             }
-            let (x_bytes, o_bytes) = (m * k * 4, m * n * 4);
-            let bias_bytes = bias.map_or(0, |b| b.len() * 4);
-            let region = scratch.region(&self.pool, x_bytes + o_bytes + bias_bytes)?;
-            if let Some(bias) = bias {
-                region.write_f32(x_bytes + o_bytes, bias)?;
-            }
-            region.write_f32(0, x)?;
+            let bias = bias.map(F32Operand::Host);
+            let none = F32Operand::Host(&[]);
+            let [x_at, bias_at] =
+                scratch.stage(&self.pool, [&x, bias.as_ref().unwrap_or(&none)])?;
+            let out = self.output(m * n)?;
             self.pool.dot_rows(
                 PoolDotRows {
                     format: blocks.format,
@@ -271,15 +381,13 @@ mod platform {
                     k,
                     m,
                     weights: blocks.region.at(),
-                    x: region.address(0, x_bytes)?,
-                    bias: bias
-                        .map(|_| region.address(x_bytes + o_bytes, bias_bytes))
-                        .transpose()?,
-                    out: region.address(x_bytes, o_bytes)?,
+                    x: x_at,
+                    bias: bias.map(|_| bias_at),
+                    out: out.region.at(),
                 },
                 self.threads(),
             )?;
-            region.read_f32(x_bytes, out)
+            Ok(out)
         }
 
         /// Threads this program's ops run on now: the pool's, at most the program's cap.
@@ -292,53 +400,144 @@ mod platform {
             work >= WORTH_THREADING && self.threads() > 1
         }
 
-        /// `out[i] = f(x[i])` on the pool.
+        /// `f(x)` elementwise on the pool.
         ///
         /// # Errors
-        /// `Internal` when the lengths differ or a worker failed; `MemoryAllocationFailed` when
-        /// the scratch cannot grow.
+        /// `Internal` when a worker failed; `MemoryAllocationFailed` when the result or the
+        /// scratch cannot be allocated.
         pub fn activation(
             &self,
             scratch: &mut SharedScratch,
             activation: Activation,
-            x: &[f32],
-            out: &mut [f32],
-        ) -> Result<()> {
-            if x.len() != out.len() {
-                return Err(Error::internal(
-                    "activation operands have different lengths",
-                ));
-            }
-            let region = scratch.region(&self.pool, x.len() * 4)?;
-            region.write_f32(0, x)?;
-            let at = region.address(0, x.len() * 4)?;
+            x: F32Operand<'_>,
+        ) -> Result<SharedValues> {
+            let [x_at] = scratch.stage(&self.pool, [&x])?;
+            let out = self.output(x.len())?;
             self.pool
-                .unary(activation, x.len(), (at, at), self.threads())?;
-            region.read_f32(0, out)
+                .unary(activation, x.len(), (x_at, out.region.at()), self.threads())?;
+            Ok(out)
         }
 
-        /// Softmax of each `width`-long row of `values`, in place, on the pool.
+        /// `softmax(x + mask)` of each `width`-long row of `x`, on the pool.
         ///
         /// # Errors
-        /// As [`Threaded::activation`]; `Internal` when `values` is not whole rows.
+        /// As [`Threaded::activation`]; `Internal` when `x` is not whole rows or the mask is
+        /// not whole rows of its count.
         pub fn softmax(
             &self,
             scratch: &mut SharedScratch,
-            values: &mut [f32],
+            x: F32Operand<'_>,
+            mask: Option<(&[f32], usize, usize)>,
             width: usize,
-        ) -> Result<()> {
-            if width == 0 || !values.len().is_multiple_of(width) {
+        ) -> Result<SharedValues> {
+            if width == 0 || !x.len().is_multiple_of(width) {
                 return Err(Error::internal("softmax values are not whole rows"));
             }
-            let region = scratch.region(&self.pool, values.len() * 4)?;
-            region.write_f32(0, values)?;
-            let at = region.address(0, values.len() * 4)?;
-            self.pool
-                .softmax(values.len() / width, width, at, self.threads())?;
-            region.read_f32(0, values)
+            if let Some((values, period, count)) = mask
+                && (period == 0 || count == 0 || count.checked_mul(width) != Some(values.len()))
+            {
+                return Err(Error::internal("a softmax mask is not whole rows"));
+            }
+            let mask_operand = F32Operand::Host(mask.map_or(&[][..], |(values, _, _)| values));
+            let [x_at, mask_at] = scratch.stage(&self.pool, [&x, &mask_operand])?;
+            let out = self.output(x.len())?;
+            self.pool.softmax(
+                (x.len() / width, width),
+                x_at,
+                mask.map(|(_, period, count)| (mask_at, period, count)),
+                out.region.at(),
+                self.threads(),
+            )?;
+            Ok(out)
         }
 
-        /// `out = a @ b` for every batch of `geometry`, both operands activations (strided as
+        /// `a (op) b` elementwise on the pool, both of the same length.
+        ///
+        /// # Errors
+        /// As [`Threaded::activation`]; `Internal` when the lengths differ.
+        pub fn binary(
+            &self,
+            scratch: &mut SharedScratch,
+            op: Binary,
+            (a, b): (F32Operand<'_>, F32Operand<'_>),
+        ) -> Result<SharedValues> {
+            if a.len() != b.len() {
+                return Err(Error::internal("binary operands have different lengths"));
+            }
+            let [a_at, b_at] = scratch.stage(&self.pool, [&a, &b])?;
+            let out = self.output(a.len())?;
+            let addresses = (a_at, b_at, out.region.at());
+            self.pool.binary(op, a.len(), addresses, self.threads())?;
+            Ok(out)
+        }
+
+        /// `x * scale + bias` elementwise on the pool.
+        ///
+        /// # Errors
+        /// As [`Threaded::activation`].
+        pub fn scale(
+            &self,
+            scratch: &mut SharedScratch,
+            x: F32Operand<'_>,
+            affine: (f32, f32),
+        ) -> Result<SharedValues> {
+            let [x_at] = scratch.stage(&self.pool, [&x])?;
+            let out = self.output(x.len())?;
+            let addresses = (x_at, out.region.at());
+            self.pool
+                .scale(x.len(), addresses, affine, self.threads())?;
+            Ok(out)
+        }
+
+        /// Layer norm of each `gamma.len()`-long row of `x` on the pool.
+        ///
+        /// # Errors
+        /// As [`Threaded::activation`]; `Internal` when `x` is not whole rows or `beta`'s
+        /// length differs.
+        pub fn layer_norm(
+            &self,
+            scratch: &mut SharedScratch,
+            x: F32Operand<'_>,
+            (gamma, beta): (&[f32], &[f32]),
+            eps: f32,
+        ) -> Result<SharedValues> {
+            let width = gamma.len();
+            if width == 0 || beta.len() != width || !x.len().is_multiple_of(width) {
+                return Err(Error::internal("layer_norm operands disagree in length"));
+            }
+            let (gamma, beta) = (F32Operand::Host(gamma), F32Operand::Host(beta));
+            let [x_at, gamma_at, beta_at] = scratch.stage(&self.pool, [&x, &gamma, &beta])?;
+            let out = self.output(x.len())?;
+            let addresses = (x_at, gamma_at, beta_at, out.region.at());
+            let rows = (x.len() / width, width);
+            self.pool.layer_norm(rows, addresses, eps, self.threads())?;
+            Ok(out)
+        }
+
+        /// `geometry`'s permuted copy of `x` on the pool.
+        ///
+        /// # Errors
+        /// As [`Threaded::activation`]; `Internal` when the geometry does not cover `x`.
+        pub fn permute(
+            &self,
+            scratch: &mut SharedScratch,
+            x: F32Operand<'_>,
+            geometry: &Permute4,
+        ) -> Result<SharedValues> {
+            let len = geometry.rows().checked_mul(geometry.dims[3]);
+            if len != Some(x.len()) {
+                return Err(Error::internal(
+                    "a permute's geometry does not cover its input",
+                ));
+            }
+            let [x_at] = scratch.stage(&self.pool, [&x])?;
+            let out = self.output(x.len())?;
+            let addresses = (x_at, x.len(), out.region.at());
+            self.pool.permute(geometry, addresses, self.threads())?;
+            Ok(out)
+        }
+
+        /// `a @ b` for every batch of `geometry`, both operands activations (strided as
         /// `geometry` says), whole products per thread.
         ///
         /// # Errors
@@ -347,88 +546,101 @@ mod platform {
         pub fn batched_matmul(
             &self,
             scratch: &mut SharedScratch,
-            a: &[f32],
-            b: &[f32],
+            (a, b): (F32Operand<'_>, F32Operand<'_>),
             geometry: &MatMulGeometry,
-            out: &mut [f32],
-        ) -> Result<()> {
+            out_len: usize,
+        ) -> Result<SharedValues> {
             let (m, k, n) = (geometry.m, geometry.k, geometry.n);
             let count = geometry.batch_count();
-            if count.checked_mul(m * n) != Some(out.len()) {
+            if count.checked_mul(m * n) != Some(out_len) {
                 return Err(Error::internal(
                     "batched matmul output has the wrong length",
                 ));
             }
             let mut offsets = Vec::with_capacity(count * 2);
+            let strides_a = (geometry.a_row_stride, geometry.a_col_stride);
+            let strides_b = (geometry.b_row_stride, geometry.b_col_stride);
             for batch in 0..count {
                 let (offset_a, offset_b) = geometry.batch_offsets(batch);
                 // The kernel trusts these spans: check them here.
-                let view = |data, offset, row_stride, col_stride| Strided {
-                    data,
-                    offset,
-                    row_stride,
-                    col_stride,
-                };
-                let too_short = |KernelError(why)| Error::internal(why);
-                view(a, offset_a, geometry.a_row_stride, geometry.a_col_stride)
-                    .check(m, k, "a batched matmul's a is too short")
-                    .map_err(too_short)?;
-                view(b, offset_b, geometry.b_row_stride, geometry.b_col_stride)
-                    .check(k, n, "a batched matmul's b is too short")
-                    .map_err(too_short)?;
+                if !view_fits(a.len(), offset_a, strides_a, (m, k)) {
+                    return Err(Error::internal("a batched matmul's a is too short"));
+                }
+                if !view_fits(b.len(), offset_b, strides_b, (k, n)) {
+                    return Err(Error::internal("a batched matmul's b is too short"));
+                }
                 let word = |v: usize| {
                     u32::try_from(v).map_err(|_| Error::internal("a matmul offset overflows"))
                 };
                 offsets.push(word(offset_a)?);
                 offsets.push(word(offset_b)?);
             }
-            let (a_bytes, b_bytes, c_bytes) = (a.len() * 4, b.len() * 4, out.len() * 4);
-            let o_bytes = offsets.len() * 4;
-            let region = scratch.region(&self.pool, a_bytes + b_bytes + c_bytes + o_bytes)?;
-            region.write_f32(0, a)?;
-            region.write_f32(a_bytes, b)?;
-            let c_at = a_bytes + b_bytes;
-            region.write_u32(c_at + c_bytes, &offsets)?;
+            let [a_at, b_at] = scratch.stage(&self.pool, [&a, &b])?;
+            let out = self.output(out_len)?;
+            // The offsets go in a region of their own: the scratch holds the staged operands.
+            let offsets_region = self.pool.alloc(offsets.len() * 4)?;
+            offsets_region.write_u32(0, &offsets)?;
             self.pool.gemm_batches(
                 PoolGemmBatches {
                     count,
-                    offsets: region.address(c_at + c_bytes, o_bytes)?,
+                    offsets: offsets_region.at(),
                     mkn: (m, k, n),
-                    a: (
-                        region.address(0, a_bytes)?,
-                        geometry.a_row_stride,
-                        geometry.a_col_stride,
-                    ),
-                    b: (
-                        region.address(a_bytes, b_bytes)?,
-                        geometry.b_row_stride,
-                        geometry.b_col_stride,
-                    ),
-                    c: region.address(c_at, c_bytes)?,
+                    a: (a_at, strides_a.0, strides_a.1),
+                    b: (b_at, strides_b.0, strides_b.1),
+                    c: out.region.at(),
                 },
                 self.threads(),
             )?;
-            region.read_f32(c_at, out)
+            Ok(out)
         }
     }
 }
 
 #[cfg(native)]
 mod platform {
+    use super::F32Operand;
     use crate::backends::cpu::gemm::PackedB;
     use crate::backends::cpu::values::Values;
     use crate::error::Result;
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{Program, TensorId};
-    use webdelegate_kernels::rows::Activation;
+    use webdelegate_kernels::layout::Permute4;
+    use webdelegate_kernels::rows::{Activation, Binary};
 
     /// No pool natively (uninhabited).
     #[derive(Debug)]
     pub enum Threaded {}
 
+    /// No shared values natively (uninhabited).
+    #[derive(Debug)]
+    pub enum SharedValues {}
+
     /// No shared scratch natively.
     #[derive(Debug, Default)]
     pub struct SharedScratch;
+
+    #[allow(dead_code)]
+    impl SharedValues {
+        /// Unreachable natively.
+        pub fn len(&self) -> usize {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn host(&self) -> Result<&[f32]> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn into_host(self) -> Result<Vec<f32>> {
+            match self {}
+        }
+
+        /// Unreachable natively.
+        pub fn into_host_copy(self) -> Option<Vec<f32>> {
+            match self {}
+        }
+    }
 
     impl Threaded {
         /// Never natively.
@@ -466,11 +678,10 @@ mod platform {
             &self,
             _scratch: &mut SharedScratch,
             _id: TensorId,
-            _a: &[f32],
-            _bias: Option<&[f32]>,
+            _operands: (F32Operand<'_>, Option<&[f32]>),
             _geometry: &MatMulGeometry,
-            _out: &mut [f32],
-        ) -> Result<()> {
+            _out_len: usize,
+        ) -> Result<SharedValues> {
             match *self {}
         }
 
@@ -479,11 +690,9 @@ mod platform {
             &self,
             _scratch: &mut SharedScratch,
             _id: TensorId,
-            _x: &[f32],
-            _bias: Option<&[f32]>,
+            _operands: (F32Operand<'_>, Option<&[f32]>),
             _dims: (usize, usize, usize),
-            _out: &mut [f32],
-        ) -> Result<()> {
+        ) -> Result<SharedValues> {
             match *self {}
         }
 
@@ -497,9 +706,8 @@ mod platform {
             &self,
             _scratch: &mut SharedScratch,
             _activation: Activation,
-            _x: &[f32],
-            _out: &mut [f32],
-        ) -> Result<()> {
+            _x: F32Operand<'_>,
+        ) -> Result<SharedValues> {
             match *self {}
         }
 
@@ -507,9 +715,51 @@ mod platform {
         pub fn softmax(
             &self,
             _scratch: &mut SharedScratch,
-            _values: &mut [f32],
+            _x: F32Operand<'_>,
+            _mask: Option<(&[f32], usize, usize)>,
             _width: usize,
-        ) -> Result<()> {
+        ) -> Result<SharedValues> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn binary(
+            &self,
+            _scratch: &mut SharedScratch,
+            _op: Binary,
+            _operands: (F32Operand<'_>, F32Operand<'_>),
+        ) -> Result<SharedValues> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn scale(
+            &self,
+            _scratch: &mut SharedScratch,
+            _x: F32Operand<'_>,
+            _affine: (f32, f32),
+        ) -> Result<SharedValues> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn layer_norm(
+            &self,
+            _scratch: &mut SharedScratch,
+            _x: F32Operand<'_>,
+            _params: (&[f32], &[f32]),
+            _eps: f32,
+        ) -> Result<SharedValues> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn permute(
+            &self,
+            _scratch: &mut SharedScratch,
+            _x: F32Operand<'_>,
+            _geometry: &Permute4,
+        ) -> Result<SharedValues> {
             match *self {}
         }
 
@@ -517,14 +767,36 @@ mod platform {
         pub fn batched_matmul(
             &self,
             _scratch: &mut SharedScratch,
-            _a: &[f32],
-            _b: &[f32],
+            _operands: (F32Operand<'_>, F32Operand<'_>),
             _geometry: &MatMulGeometry,
-            _out: &mut [f32],
-        ) -> Result<()> {
+            _out_len: usize,
+        ) -> Result<SharedValues> {
             match *self {}
         }
     }
 }
 
-pub use platform::{SharedScratch, Threaded};
+/// An f32 operand of a threaded op: on the host (copied into the shared scratch for the
+/// call) or already in the shared memory (read in place). Natively only `Host` is ever made,
+/// and no threaded op reads it.
+#[derive(Clone, Copy, Debug)]
+#[cfg_attr(native, allow(dead_code))]
+pub enum F32Operand<'f> {
+    /// Values in the main module's memory.
+    Host(&'f [f32]),
+    /// A threaded op's result in the shared memory.
+    Shared(&'f SharedValues),
+}
+
+#[cfg_attr(native, allow(dead_code))]
+impl F32Operand<'_> {
+    /// Element count.
+    pub fn len(&self) -> usize {
+        match self {
+            Self::Host(values) => values.len(),
+            Self::Shared(values) => values.len(),
+        }
+    }
+}
+
+pub use platform::{SharedScratch, SharedValues, Threaded};

@@ -30,6 +30,10 @@ const KIND_DOT_ROWS = 2;
 const KIND_GEMM_BATCHES = 3;
 const KIND_UNARY = 4;
 const KIND_SOFTMAX = 5;
+const KIND_BINARY = 6;
+const KIND_SCALE = 7;
+const KIND_LAYER_NORM = 8;
+const KIND_PERMUTE = 9;
 // What each kind runs, on this thread and in the workers: the kernel module's export and its
 // argument count (the status address follows the arguments).
 const ENTRIES = {
@@ -37,7 +41,11 @@ const ENTRIES = {
   [KIND_DOT_ROWS]: ['wd_dot_rows', 9],
   [KIND_GEMM_BATCHES]: ['wd_gemm_batches', 14],
   [KIND_UNARY]: ['wd_unary', 4],
-  [KIND_SOFTMAX]: ['wd_softmax', 3],
+  [KIND_SOFTMAX]: ['wd_softmax', 8],
+  [KIND_BINARY]: ['wd_binary', 5],
+  [KIND_SCALE]: ['wd_scale', 5],
+  [KIND_LAYER_NORM]: ['wd_layer_norm', 7],
+  [KIND_PERMUTE]: ['wd_permute', 12],
 };
 const ALIGN = 64;
 // Rows of the GEMM's register tile (kernels/src/gemm.rs `MR`): shares start on its multiples.
@@ -339,11 +347,46 @@ export class CpuThreadPool {
     this.run(KIND_UNARY, tasks);
   }
 
-  /** Softmax of each of `rows` rows of `width` values at byte `values`, in place. */
-  softmax(rows, width, values, threads) {
+  /**
+   * `out = softmax(x + mask)` over `rows` rows of `width` values (`x` and `out` do not
+   * overlap); `mask` (0 for none) is `maskCount` rows, row `r` adding mask row
+   * `(r / maskPeriod) % maskCount`. Rows are split between the threads.
+   */
+  softmax(rows, width, x, mask, maskPeriod, maskCount, out, threads) {
     const runs = shares(rows, this.threadsFor(threads), 1);
-    const tasks = runs.map(([r0, r1]) => [r1 - r0, width, values + 4 * r0 * width]);
+    const tasks = runs.map(([r0, r1]) => [r1 - r0, width, x + 4 * r0 * width, mask, maskPeriod, maskCount, r0, out + 4 * r0 * width]);
     this.run(KIND_SOFTMAX, tasks);
+  }
+
+  /** `out[i] = a[i] (op) b[i]` for `n` values (`code`: the kernels' `Binary::code`). */
+  binary(code, n, a, b, out, threads) {
+    const runs = shares(n, this.threadsFor(threads), 64);
+    const tasks = runs.map(([e0, e1]) => [code, e1 - e0, a + 4 * e0, b + 4 * e0, out + 4 * e0]);
+    this.run(KIND_BINARY, tasks);
+  }
+
+  /** `out[i] = x[i] * scale + bias` for `n` values (`scaleBits`, `biasBits`: f32 bit patterns). */
+  scale(n, x, out, scaleBits, biasBits, threads) {
+    const runs = shares(n, this.threadsFor(threads), 64);
+    const tasks = runs.map(([e0, e1]) => [e1 - e0, x + 4 * e0, out + 4 * e0, scaleBits, biasBits]);
+    this.run(KIND_SCALE, tasks);
+  }
+
+  /** Layer norm of `rows` rows of `width` values (`epsBits`: an f32 bit pattern); rows are split. */
+  layerNorm(rows, width, x, gamma, beta, epsBits, out, threads) {
+    const runs = shares(rows, this.threadsFor(threads), 1);
+    const tasks = runs.map(([r0, r1]) => [r1 - r0, width, x + 4 * r0 * width, gamma, beta, epsBits, out + 4 * r0 * width]);
+    this.run(KIND_LAYER_NORM, tasks);
+  }
+
+  /**
+   * A permuted copy of the `xLen` values at `x` into `out`, by output rows: output dims
+   * `[rows / (d1 d2), d1, d2, d3]`, input strides `s0..s3` along them (the kernels' `Permute4`).
+   */
+  permute(rows, d1, d2, d3, s0, s1, s2, s3, x, xLen, out, threads) {
+    const runs = shares(rows, this.threadsFor(threads), 1);
+    const tasks = runs.map(([r0, r1]) => [r1 - r0, r0, d1, d2, d3, s0, s1, s2, s3, x, xLen, out + 4 * r0 * d3]);
+    this.run(KIND_PERMUTE, tasks);
   }
 
   /** Runs task 0 here and the others on workers 1.. (`kind`'s entry in ENTRIES); throws on any failure. */

@@ -4,18 +4,19 @@
 //! (`webdelegate_kernels::rows`), on the worker pool when there is one and the op is large
 //! enough; `tanh` stays here (`core` has none).
 //!
-//! Binaries walk the output row by row ([`for_each_row`]) with specialised inner loops for the
-//! common stride patterns (both contiguous, one side a broadcast scalar), which LLVM
-//! vectorises; other patterns fall back to a strided loop.
+//! A binary whose operands both have the output's shape is the kernels' `Binary` (on the pool
+//! too); a broadcasting one walks the output row by row ([`for_each_row`]) with specialised
+//! inner loops for the common stride patterns (both contiguous, one side a broadcast scalar),
+//! which LLVM vectorises; other patterns fall back to a strided loop. `Scale` is the kernels'
+//! `scale` (on the pool too).
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
-use crate::backends::cpu::values::Values;
 use crate::backends::cpu::walk::{Row, for_each_row};
 use crate::error::{Error, Result};
 use crate::program::geometry::StridedWalk;
 use crate::program::ops::{Binary, BinaryOp, Scale, Unary, UnaryOp};
 use webdelegate_kernels::KernelError;
-use webdelegate_kernels::rows::Activation;
+use webdelegate_kernels::rows::{self, Activation, Binary as KernelBinary};
 
 fn row_of(values: &[f32], start: usize, len: usize) -> Result<&[f32]> {
     values
@@ -35,12 +36,27 @@ pub fn binary(
     out_shape: &[usize],
     out: &mut [f32],
 ) -> Result<()> {
+    if a_shape == out_shape && b_shape == out_shape {
+        return kernel_binary(op)
+            .apply(a, b, out)
+            .map_err(|KernelError(why)| Error::internal(why));
+    }
     let walk = StridedWalk::binary(a_shape, b_shape, out_shape)?;
     match op {
         BinaryOp::Add => binary_with(|x, y| x + y, a, b, &walk, out),
         BinaryOp::Sub => binary_with(|x, y| x - y, a, b, &walk, out),
         BinaryOp::Mul => binary_with(|x, y| x * y, a, b, &walk, out),
         BinaryOp::Div => binary_with(|x, y| x / y, a, b, &walk, out),
+    }
+}
+
+/// The kernels' same-length binary for `op`.
+fn kernel_binary(op: BinaryOp) -> KernelBinary {
+    match op {
+        BinaryOp::Add => KernelBinary::Add,
+        BinaryOp::Sub => KernelBinary::Sub,
+        BinaryOp::Mul => KernelBinary::Mul,
+        BinaryOp::Div => KernelBinary::Div,
     }
 }
 
@@ -104,11 +120,7 @@ fn same_len(x: &[f32], out: &[f32]) -> Result<()> {
 /// # Errors
 /// `Internal` when `out`'s length differs from `x`'s.
 pub fn scale(x: &[f32], scale: f32, bias: f32, out: &mut [f32]) -> Result<()> {
-    same_len(x, out)?;
-    for (o, &v) in out.iter_mut().zip(x) {
-        *o = v * scale + bias;
-    }
-    Ok(())
+    rows::scale(x, scale, bias, out).map_err(|KernelError(why)| Error::internal(why))
 }
 
 /// The kernels' activation for `op`, when they have one (all but `tanh`, which `core` lacks).
@@ -143,6 +155,18 @@ pub fn unary(op: UnaryOp, x: &[f32], out: &mut [f32]) -> Result<()> {
 
 impl CpuOp for Binary {
     fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let f = &*cx.frame;
+        let out_shape = f.shape(self.out)?;
+        if let Some(threaded) = cx.threaded
+            && f.shape(self.a)? == out_shape
+            && f.shape(self.b)? == out_shape
+            && threaded.worth(f.numel(self.out)?)
+        {
+            let operands = (f.operand(self.a)?, f.operand(self.b)?);
+            let op = kernel_binary(self.op);
+            let out = threaded.binary(&mut cx.scratch.shared, op, operands)?;
+            return Ok(Slot::Shared(out));
+        }
         cx.f32_result(self.out, |f, o| {
             binary(
                 self.op,
@@ -157,6 +181,14 @@ impl CpuOp for Binary {
 
 impl CpuOp for Scale {
     fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let f = &*cx.frame;
+        if let Some(threaded) = cx.threaded
+            && threaded.worth(f.numel(self.x)?)
+        {
+            let (x, affine) = (f.operand(self.x)?, (self.scale, self.bias));
+            let out = threaded.scale(&mut cx.scratch.shared, x, affine)?;
+            return Ok(Slot::Shared(out));
+        }
         cx.f32_result(self.out, |f, o| {
             scale(f.f32(self.x)?, self.scale, self.bias, o)
         })
@@ -166,13 +198,12 @@ impl CpuOp for Scale {
 impl CpuOp for Unary {
     fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
         let f = &*cx.frame;
-        let x = f.f32(self.x)?;
         if let (Some(threaded), Some(activation)) = (cx.threaded, activation_of(self.op))
-            && threaded.worth(x.len())
+            && threaded.worth(f.numel(self.x)?)
         {
-            let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
-            threaded.activation(&mut cx.scratch.shared, activation, x, &mut out)?;
-            return Ok(Slot::Owned(Values::F32(out)));
+            let x = f.operand(self.x)?;
+            let out = threaded.activation(&mut cx.scratch.shared, activation, x)?;
+            return Ok(Slot::Shared(out));
         }
         cx.f32_result(self.out, |f, o| unary(self.op, f.f32(self.x)?, o))
     }

@@ -1,38 +1,34 @@
-//! `LayerNorm` on the CPU: mean, biased variance, then scale and shift, row by row.
+//! `LayerNorm` on the CPU: mean, biased variance, then scale and shift, row by row (the
+//! kernels' `layer_norm_rows`, on the worker pool when there is one and the op is large
+//! enough).
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::backends::cpu::walk::rows_of;
 use crate::error::{Error, Result};
 use crate::program::ops::LayerNorm;
-use webdelegate_kernels::math::lane_sum;
+use webdelegate_kernels::KernelError;
+use webdelegate_kernels::rows::layer_norm_rows;
 
 /// Layer norm of each `width`-long row of `x` into `out`.
 ///
 /// # Errors
 /// `Internal` when lengths disagree (validation rules that out).
 pub fn layer_norm(x: &[f32], gamma: &[f32], beta: &[f32], eps: f32, out: &mut [f32]) -> Result<()> {
-    let width = gamma.len();
-    rows_of(x.len(), width, "layer_norm")?;
-    if beta.len() != width || out.len() != x.len() {
-        return Err(Error::internal("layer_norm operands disagree in length"));
-    }
-    if width == 0 {
-        return Ok(());
-    }
-    let inverse_width = 1.0 / width as f32;
-    for (row, target) in x.chunks_exact(width).zip(out.chunks_exact_mut(width)) {
-        let mean = lane_sum(row, |v| v) * inverse_width;
-        let variance = lane_sum(row, |v| (v - mean) * (v - mean)) * inverse_width;
-        let inverse_std = 1.0 / (variance + eps).sqrt();
-        for (((o, &v), &g), &b) in target.iter_mut().zip(row).zip(gamma).zip(beta) {
-            *o = (v - mean) * inverse_std * g + b;
-        }
-    }
-    Ok(())
+    rows_of(x.len(), gamma.len(), "layer_norm")?;
+    layer_norm_rows(x, (gamma, beta), eps, out).map_err(|KernelError(why)| Error::internal(why))
 }
 
 impl CpuOp for LayerNorm {
     fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
+        let f = &*cx.frame;
+        if let Some(threaded) = cx.threaded
+            && threaded.worth(f.numel(self.x)?)
+        {
+            let x = f.operand(self.x)?;
+            let params = (f.f32(self.gamma)?, f.f32(self.beta)?);
+            let out = threaded.layer_norm(&mut cx.scratch.shared, x, params, self.eps)?;
+            return Ok(Slot::Shared(out));
+        }
         cx.f32_result(self.out, |f, o| {
             layer_norm(
                 f.f32(self.x)?,

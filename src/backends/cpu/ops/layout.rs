@@ -1,14 +1,16 @@
 //! Data movement: `Reshape` (moves nothing: it shares a borrowed buffer, moves a dying one and
 //! copies only one still needed elsewhere), `Permute`, `Slice`, `Concat`. Generic over the
-//! element type, so every dtype takes the same path.
+//! element type, so every dtype takes the same path; on the worker pool, an f32 permute of up
+//! to four dims is the kernels' `permute_rows`.
 
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
-use crate::backends::cpu::values::{BufferPool, Element};
+use crate::backends::cpu::values::{BufferPool, Element, Values};
 use crate::backends::cpu::walk::{Row, for_each_row};
 use crate::error::{Error, Result};
 use crate::program::geometry::{ConcatGeometry, SliceGeometry, StridedWalk};
 use crate::program::ops::{Concat, Permute, Reshape, Slice};
 use crate::program::{DType, TensorId};
+use webdelegate_kernels::layout::Permute4;
 
 /// Copies `x` (of shape `x_shape`) permuted by `perm` into `out`.
 ///
@@ -110,7 +112,10 @@ impl CpuOp for Reshape {
             Some(Slot::Owned(values)) if !cx.step.release.contains(&self.x) => {
                 Slot::Owned(values.clone())
             }
-            Some(Slot::Owned(_)) => frame.take(self.x),
+            Some(Slot::Shared(values)) if !cx.step.release.contains(&self.x) => {
+                Slot::Owned(Values::F32(values.host()?.to_vec()))
+            }
+            Some(Slot::Owned(_) | Slot::Shared(_)) => frame.take(self.x),
             _ => Slot::Empty,
         })
     }
@@ -119,6 +124,15 @@ impl CpuOp for Reshape {
 impl CpuOp for Permute {
     fn run<'a>(&self, cx: &mut RunContext<'_, 'a>) -> Result<Slot<'a>> {
         let f = &*cx.frame;
+        if let Some(threaded) = cx.threaded
+            && cx.declared_dtype(self.x)? == DType::F32
+            && threaded.worth(f.numel(self.x)?)
+            && let Some(geometry) = Permute4::new(f.shape(self.x)?, &self.perm)
+        {
+            let x = f.operand(self.x)?;
+            let out = threaded.permute(&mut cx.scratch.shared, x, &geometry)?;
+            return Ok(Slot::Shared(out));
+        }
         let kernel = Kernel::Permute(f, self.x, &self.perm);
         let (dtype, len) = (f.get(self.x)?.dtype(), f.numel(self.out)?);
         typed_result(dtype, &mut cx.scratch.pool, len, kernel)

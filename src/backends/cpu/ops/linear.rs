@@ -207,12 +207,12 @@ impl CpuOp for Linear {
         let numel = f.numel(self.out)?;
         let m = numel.checked_div(n).unwrap_or(0);
         let bias = self.bias.map(|id| f.f32(id)).transpose()?;
-        let mut out = cx.scratch.pool.take(numel)?;
         if let Some(threaded) = cx.threaded.filter(|t| t.has_blocks(self.weight)) {
-            let (x, shared) = (f.f32(self.x)?, &mut cx.scratch.shared);
-            threaded.linear(shared, self.weight, x, bias, (m, k, n), &mut out)?;
-            return Ok(Slot::Owned(Values::F32(out)));
+            let (x, shared) = (f.operand(self.x)?, &mut cx.scratch.shared);
+            let out = threaded.linear(shared, self.weight, (x, bias), (m, k, n))?;
+            return Ok(Slot::Shared(out));
         }
+        let mut out = cx.scratch.pool.take(numel)?;
         let weight = weight_rows(f, self.weight)?;
         let mut scratch = cx.scratch.pool.take(ROW_GROUP * k)?;
         let dims = Dims { m, k, n };

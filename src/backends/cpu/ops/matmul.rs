@@ -19,26 +19,28 @@ impl CpuOp for MatMul {
             self.transpose_b,
         )?;
         let bias = self.bias.map(|id| f.f32(id)).transpose()?;
+        let out_len = f.numel(self.out)?;
         if let Some(threaded) = cx.threaded.filter(|t| t.has_packed(self.b)) {
-            let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
-            let a = f.f32(self.a)?;
-            threaded.matmul(&mut cx.scratch.shared, self.b, a, bias, &geometry, &mut out)?;
-            return Ok(Slot::Owned(Values::F32(out)));
+            let a = f.operand(self.a)?;
+            let shared = &mut cx.scratch.shared;
+            let out = threaded.matmul(shared, self.b, (a, bias), &geometry, out_len)?;
+            return Ok(Slot::Shared(out));
         }
-        let right = match cx.packed.get(self.b as usize) {
-            Some(Some(packed)) => RightOperand::Packed(packed),
-            _ => RightOperand::Values(f.f32(self.b)?),
-        };
+        let packed = cx.packed.get(self.b as usize).and_then(Option::as_ref);
         let work = geometry.batch_count() * geometry.m * geometry.k * geometry.n;
-        if let (RightOperand::Values(b), None, Some(threaded)) = (&right, bias, cx.threaded)
+        if let (None, None, Some(threaded)) = (packed, bias, cx.threaded)
             && geometry.batch_count() > 1
             && threaded.worth(work)
         {
-            let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
-            let a = f.f32(self.a)?;
-            threaded.batched_matmul(&mut cx.scratch.shared, a, b, &geometry, &mut out)?;
-            return Ok(Slot::Owned(Values::F32(out)));
+            let operands = (f.operand(self.a)?, f.operand(self.b)?);
+            let shared = &mut cx.scratch.shared;
+            let out = threaded.batched_matmul(shared, operands, &geometry, out_len)?;
+            return Ok(Slot::Shared(out));
         }
+        let right = match packed {
+            Some(packed) => RightOperand::Packed(packed),
+            None => RightOperand::Values(f.f32(self.b)?),
+        };
         let mut out = cx.scratch.pool.take(f.numel(self.out)?)?;
         gemm::matmul(
             f.f32(self.a)?,
