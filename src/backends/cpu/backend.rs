@@ -12,14 +12,17 @@
 //!
 //! Options: `get_option` answers `precision` (`"f32"`), `simd128` (whether the build vectorises
 //! with wasm SIMD), `threads` (how many threads the products run on: 1 without a pool, or once
-//! a pool's worker failed), `threads_reason` (why) and `live_programs`; unknown keys are
-//! `InvalidArgument` (as in the WebGPU backend). `set_option` takes `threads` (1 up to the
-//! installed pool's size; more than 1 without a pool is `InvalidArgument`, with the reason)
-//! and refuses any other key as `InvalidArgument`.
+//! a pool's worker failed), `threads_reason` (why), `pool_min_work` and `live_programs`;
+//! unknown keys are `InvalidArgument` (as in the WebGPU backend). `set_option` takes `threads`
+//! (1 up to the installed pool's size; more than 1 without a pool is `InvalidArgument`, with
+//! the reason) and `pool_min_work` (the fewest values, outputs or multiply-adds, an op other
+//! than a product with a shared weight needs to go to the pool; default 16384, 0 sends every
+//! op with a pool kernel there), and refuses any other key as `InvalidArgument`.
 //!
 //! Threads: a program initialised while a worker pool is installed keeps its matmul and
-//! block-format `linear` weights in the pool's shared memory and runs those products on the
-//! pool's threads (`threaded`). If a worker dies or hangs, the op (and its execute) fails with
+//! block-format `linear` weights in the pool's shared memory, runs those products and its
+//! large activation ops on the pool's threads, and keeps their results in the shared memory
+//! (`threaded`). If a worker dies or hangs, the op (and its execute) fails with
 //! `Internal` naming the worker, and the pool runs every later op on this thread alone (the
 //! weights stay where they are; `threads` reads 1 and `threads_reason` says why). Lifecycle:
 //! `Suspend` parks the pool (its workers sleep in `Atomics.wait`; ops run on this thread) and
@@ -34,7 +37,7 @@ use crate::backends::cpu::executor::{self, PreparedProgram};
 use crate::backends::cpu::frame::{Scratch, States};
 use crate::backends::cpu::gemm::PackedB;
 use crate::backends::cpu::plan::Plan;
-use crate::backends::cpu::threaded::Threaded;
+use crate::backends::cpu::threaded::{self, Threaded};
 use crate::backends::cpu::values::Values;
 use crate::backends::cpu::weights::pack_param;
 use crate::backends::parameters::fetch_to_host;
@@ -54,6 +57,8 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 const THREADS: &str = "threads";
 /// The option saying why the CPU backend runs on as many threads as it does.
 const THREADS_REASON: &str = "threads_reason";
+/// The option naming the fewest values an op needs to go to the worker pool.
+const POOL_MIN_WORK: &str = "pool_min_work";
 
 /// Why there is no thread pool.
 fn single_thread_reason() -> &'static str {
@@ -293,9 +298,21 @@ impl BackendInterface for CpuBackend {
                         }
                     }
                 }
+                POOL_MIN_WORK => {
+                    let values = match option.value() {
+                        OptionValue::Int(n) => usize::try_from(*n).ok(),
+                        _ => None,
+                    }
+                    .ok_or_else(|| {
+                        Error::invalid_argument(
+                            "the CPU backend's \"pool_min_work\" is a count of values (0 or more)",
+                        )
+                    })?;
+                    threaded::set_min_pool_work(values);
+                }
                 other => {
                     return Err(Error::invalid_argument(format!(
-                        "the CPU backend has no settable option {other:?} (it has \"threads\")"
+                        "the CPU backend has no settable option {other:?} (it has \"threads\", \"pool_min_work\")"
                     )));
                 }
             }
@@ -316,12 +333,15 @@ impl BackendInterface for CpuBackend {
                     CpuPool::current().map_or(1, |pool| i64::try_from(pool.threads()).unwrap_or(1)),
                 ),
                 THREADS_REASON => OptionValue::from(threads_reason()),
+                POOL_MIN_WORK => {
+                    OptionValue::from(i64::try_from(threaded::min_pool_work()).unwrap_or(i64::MAX))
+                }
                 "live_programs" => {
                     OptionValue::from(i64::try_from(self.live_programs()).unwrap_or(i64::MAX))
                 }
                 other => {
                     return Err(Error::invalid_argument(format!(
-                        "the CPU backend has no option {other:?} (it has \"precision\", \"simd128\", \"threads\", \"threads_reason\", \"live_programs\")"
+                        "the CPU backend has no option {other:?} (it has \"precision\", \"simd128\", \"threads\", \"threads_reason\", \"pool_min_work\", \"live_programs\")"
                     )));
                 }
             };

@@ -1,7 +1,9 @@
 //! The CPU backend on the worker pool ([`crate::browser::cpu_pool`]): which weights live in
-//! the pool's shared memory, and the ops the pool splits across its threads: the products
-//! with a weight, the batched products of two activations (attention's), the elementwise
-//! activations and the softmax rows.
+//! the pool's shared memory, where activations live during an execute, and the ops the pool
+//! splits across its threads: the products with a weight, the batched products of two
+//! activations (attention's), the elementwise activations, same-shape binaries and `scale`,
+//! softmax rows (with a mask that repeats over leading and trailing row dims), layer norm and
+//! permutes of up to four dims.
 //!
 //! A program initialised while a pool is installed ([`Threaded::for_current_pool`]) places,
 //! as each parameter arrives, every weight the threaded kernels read into the shared memory
@@ -12,21 +14,26 @@
 //!   as its file bytes. A table that a gather also reads (a tied embedding) keeps its host
 //!   copy as well.
 //!
-//! An execute then copies each threaded op's activation rows (and bias) into a per-program
-//! shared scratch region, runs the op on every thread, and copies the result rows out; the
-//! weights themselves are never copied again. Ops smaller than 16 Ki values (`WORTH_THREADING`),
-//! and every other op, run on the calling thread, as without a pool. Each output element is
-//! computed in the same order whichever thread computes it (a worker's share is a run of whole
-//! output rows, products, or elements), so results equal the single-thread path's bit for bit,
-//! except a `linear` over more than one activation row: the pool reads each weight row once and
-//! dots it with every activation row in registers, where the single-thread path decodes the row
-//! and dots the decoded values (equal within f32 rounding).
+//! During an execute, each threaded op writes its result into a fresh region of the shared
+//! memory ([`SharedValues`], the frame's `Slot::Shared`, freed when the plan releases it); the
+//! next threaded op reads it there in place ([`F32Operand::Shared`]), and an op on the calling
+//! thread reads a host copy made on its first read. Operands on the host (the caller's inputs,
+//! biases, results of calling-thread ops) are copied into a per-program staging region for the
+//! call. Ops smaller than 16 Ki values ([`min_pool_work`], the `pool_min_work` option), and
+//! every op the pool has no kernel for, run on the calling thread, as without a pool.
 //!
-//! Natively there is no pool and [`Threaded`] is uninhabited.
+//! Each output element is computed in the same order whichever thread computes it (a worker's
+//! share is a run of whole output rows, products, or elements), so results equal the
+//! single-thread path's bit for bit, except a `linear` over more than one activation row: the
+//! pool reads each weight row once and dots it with every activation row in registers, where
+//! the single-thread path decodes the row and dots the decoded values (equal within f32
+//! rounding).
+//!
+//! Natively there is no pool and [`Threaded`] and [`SharedValues`] are uninhabited.
 
 #[cfg(web)]
 mod platform {
-    use super::F32Operand;
+    use super::{F32Operand, min_pool_work};
     use crate::backends::cpu::gemm::PackedB;
     use crate::backends::cpu::values::{Values, filled};
     use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolGemmBatches, SharedRegion};
@@ -39,10 +46,6 @@ mod platform {
     use webdelegate_kernels::gemm::view_fits;
     use webdelegate_kernels::layout::Permute4;
     use webdelegate_kernels::rows::{Activation, Binary};
-
-    /// Values (outputs, or multiply-adds for a product) below which an op stays on the calling
-    /// thread: waking the workers and copying the operands would cost more than the split saves.
-    const WORTH_THREADING: usize = 1 << 14;
 
     /// Whether `id` is read by an op other than as the weight of a `linear`.
     fn read_outside_linear(program: &Program, id: TensorId) -> bool {
@@ -313,9 +316,6 @@ mod platform {
                     "packed matmul operand does not fit the product",
                 ));
             }
-            if geometry.a_col_stride != 1 || geometry.a_row_stride != k {
-                return Err(Error::internal("a threaded matmul needs a row-major a"));
-            }
             let batches = geometry.batch_count();
             if batches.checked_mul(m * n) != Some(out_len) {
                 return Err(Error::internal("matmul output has the wrong length"));
@@ -330,7 +330,9 @@ mod platform {
                 if offset_b != 0 {
                     return Err(Error::internal("a packed weight has batches"));
                 }
-                if offset_a.checked_add(m * k).is_none_or(|end| end > a.len()) {
+                let strides_a = (geometry.a_row_stride, geometry.a_col_stride);
+                // The kernel trusts this span: check it here.
+                if !view_fits(a.len(), offset_a, strides_a, (m, k)) {
                     return Err(Error::internal("matmul operand a is too short"));
                 }
                 self.pool.gemm(
@@ -338,7 +340,7 @@ mod platform {
                         m,
                         k,
                         n,
-                        a: (past(a_at, offset_a)?, k, 1),
+                        a: (past(a_at, offset_a)?, strides_a.0, strides_a.1),
                         b: (packed.region.at(), None),
                         bias: bias.map(|_| bias_at),
                         c: past(out.region.at(), batch * m * n)?,
@@ -395,9 +397,10 @@ mod platform {
             self.pool.threads().min(self.cap.unwrap_or(usize::MAX))
         }
 
-        /// Whether an op of `work` values is worth the pool now (more than one thread).
+        /// Whether an op of `work` values is worth the pool now (more than one thread, and at
+        /// least [`min_pool_work`] values).
         pub fn worth(&self, work: usize) -> bool {
-            work >= WORTH_THREADING && self.threads() > 1
+            work >= min_pool_work() && self.threads() > 1
         }
 
         /// `f(x)` elementwise on the pool.
@@ -776,6 +779,24 @@ mod platform {
     }
 }
 
+/// The default of [`min_pool_work`]: below 16 Ki values, waking the workers costs more than
+/// the split saves.
+pub const DEFAULT_MIN_POOL_WORK: usize = 1 << 14;
+
+static MIN_POOL_WORK: AtomicUsize = AtomicUsize::new(DEFAULT_MIN_POOL_WORK);
+
+/// Values (outputs, or multiply-adds for a product) below which an op other than a product with
+/// a shared weight stays on the calling thread (the CPU backend's `pool_min_work` option).
+pub fn min_pool_work() -> usize {
+    MIN_POOL_WORK.load(Ordering::Relaxed)
+}
+
+/// Sets [`min_pool_work`] for every program (0 sends every op the pool has a kernel for to it,
+/// as the threaded op suite does).
+pub fn set_min_pool_work(values: usize) {
+    MIN_POOL_WORK.store(values, Ordering::Relaxed);
+}
+
 /// An f32 operand of a threaded op: on the host (copied into the shared scratch for the
 /// call) or already in the shared memory (read in place). Natively only `Host` is ever made,
 /// and no threaded op reads it.
@@ -800,3 +821,4 @@ impl F32Operand<'_> {
 }
 
 pub use platform::{SharedScratch, SharedValues, Threaded};
+use std::sync::atomic::{AtomicUsize, Ordering};
