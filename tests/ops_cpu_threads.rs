@@ -65,7 +65,9 @@ async fn threaded_backend() -> webdelegate::registry::SharedBackend {
     if CASES.get() == 10 {
         let shares = POOL.with_borrow(|pool| {
             let (script, pool) = pool.as_ref().expect("started");
-            script.call("workerShares", std::slice::from_ref(pool)).as_f64()
+            script
+                .call("workerShares", std::slice::from_ref(pool))
+                .as_f64()
         });
         assert!(
             shares.is_some_and(|n| n > 0.0),

@@ -232,7 +232,9 @@ export async function run(ctx) {
   }
 
   const out = { llm_prompt_tokens: PROMPT_TOKENS, llm_new_tokens: NEW_TOKENS, llm_baseline_gbps_cpu: gbps, llm_weight_mb_per_token: weightBytes / MIB };
-  const reference = runs.ours_cpu[0].texts;
+  // Our CPU backend's continuation is the reference; with BENCH_LLM_ONLY leaving it out, the
+  // first configuration that ran.
+  const reference = (runs.ours_cpu?.[0] ?? Object.values(runs).flat()[0]).texts;
   const problems = [];
   for (const [name, list] of Object.entries(runs)) {
     for (const r of list) {
@@ -294,5 +296,7 @@ export async function run(ctx) {
   out.llm_ttft_ratio_vs_wllama = fastest(['ours_cpu', 'ours_cpu_mt', 'ours_webgpu']) / fastest(['wllama_1t', 'wllama_mt', 'wllama_webgpu']);
   out.llm_wasm_mb_wllama = Math.max(out.llm_wasm_mb_wllama_1t, out.llm_wasm_mb_wllama_mt);
   out.llm_decode_bandwidth_fraction_cpu = (weightBytes * out.llm_decode_tok_s_ours_cpu) / (gbps * 1e9);
+  // A quick check (BENCH_LLM_ONLY) leaves out the ratios of configurations that did not run.
+  if (ONLY) for (const [key, value] of Object.entries(out)) if (!Number.isFinite(value)) delete out[key];
   return out;
 }

@@ -60,6 +60,15 @@ const THREADS_REASON: &str = "threads_reason";
 /// The option naming the fewest values an op needs to go to the worker pool.
 const POOL_MIN_WORK: &str = "pool_min_work";
 
+/// `option`'s integer value as a count, or `InvalidArgument` saying `what` it must be.
+fn count_of(option: &BackendOption, what: &'static str) -> Result<usize> {
+    match option.value() {
+        OptionValue::Int(n) => usize::try_from(*n).ok(),
+        _ => None,
+    }
+    .ok_or_else(|| Error::invalid_argument(what))
+}
+
 /// Why there is no thread pool.
 fn single_thread_reason() -> &'static str {
     if cfg!(target_arch = "wasm32") {
@@ -278,15 +287,10 @@ impl BackendInterface for CpuBackend {
         for option in options {
             match option.key() {
                 THREADS => {
-                    let count = match option.value() {
-                        OptionValue::Int(n) => usize::try_from(*n).ok(),
-                        _ => None,
-                    }
-                    .ok_or_else(|| {
-                        Error::invalid_argument(
-                            "the CPU backend's \"threads\" is a positive integer",
-                        )
-                    })?;
+                    let count = count_of(
+                        option,
+                        "the CPU backend's \"threads\" is a positive integer",
+                    )?;
                     match CpuPool::current() {
                         Some(pool) => pool.set_threads(count)?,
                         None if count == 1 => {}
@@ -299,15 +303,10 @@ impl BackendInterface for CpuBackend {
                     }
                 }
                 POOL_MIN_WORK => {
-                    let values = match option.value() {
-                        OptionValue::Int(n) => usize::try_from(*n).ok(),
-                        _ => None,
-                    }
-                    .ok_or_else(|| {
-                        Error::invalid_argument(
-                            "the CPU backend's \"pool_min_work\" is a count of values (0 or more)",
-                        )
-                    })?;
+                    let values = count_of(
+                        option,
+                        "the CPU backend's \"pool_min_work\" is a count of values (0 or more)",
+                    )?;
                     threaded::set_min_pool_work(values);
                 }
                 other => {

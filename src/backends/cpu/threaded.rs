@@ -397,10 +397,12 @@ mod platform {
             self.pool.threads().min(self.cap.unwrap_or(usize::MAX))
         }
 
-        /// Whether an op of `work` values is worth the pool now (more than one thread, and at
-        /// least [`min_pool_work`] values).
+        /// Whether an op of `work` values goes to the pool: at least [`min_pool_work`] values.
+        /// On one thread (a parked pool, or `threads` 1) it still does: the kernel module then
+        /// runs it on the calling thread alone, and the activations stay in the shared memory
+        /// instead of crossing to the host and back.
         pub fn worth(&self, work: usize) -> bool {
-            work >= min_pool_work() && self.threads() > 1
+            work >= min_pool_work()
         }
 
         /// `f(x)` elementwise on the pool.
