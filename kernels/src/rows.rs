@@ -106,7 +106,7 @@ pub fn softmax_rows(values: &mut [f32], width: usize) -> Result<(), KernelError>
 
 /// Which additive mask row each softmax row adds: row `r` of the op (counted from the op's
 /// first row) adds mask row `(r / period) % count`. This covers every mask that broadcasts to
-/// the scores over leading and trailing row dims only: an attention mask `[b, s]` over scores
+/// the scores over leading and trailing row dims only: an attention mask `[b, 1, 1, s]` over scores
 /// `[b, h, s, s]` is period `h * s`, count `b`; a causal `[s, s]` is period 1, count `s`.
 #[derive(Clone, Copy, Debug)]
 pub struct MaskRows<'a> {

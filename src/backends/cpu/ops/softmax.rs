@@ -24,7 +24,7 @@ pub fn softmax_in_place(values: &mut [f32], width: usize) -> Result<()> {
 
 /// The kernels' `MaskRows` period and count of a `mask_shape` mask over `out_shape` scores,
 /// when the mask broadcasts over leading and trailing row dims only and has the scores' width
-/// (an attention mask `[b, s]` over `[b, h, s, s]`, a causal `[s, s]`); `None` for any other
+/// (an attention mask `[b, 1, 1, s]` over `[b, h, s, s]`, a causal `[s, s]`); `None` for any other
 /// broadcast, which adds the mask separately.
 fn mask_rows(out_shape: &[usize], mask_shape: &[usize]) -> Option<(usize, usize)> {
     let (&width, out_rows) = out_shape.split_last()?;
@@ -103,9 +103,11 @@ mod tests {
 
     #[test]
     fn mask_rows_cover_leading_and_trailing_broadcasts() {
-        // An attention mask [b, s] over scores [b, h, s, s]: one mask row per batch.
-        assert_eq!(mask_rows(&[2, 3, 5, 5], &[2, 5]), Some((15, 2)));
+        // An attention mask over scores [b, h, s, s], reshaped to [b, 1, 1, s]: one mask row
+        // per batch.
         assert_eq!(mask_rows(&[2, 3, 5, 5], &[2, 1, 1, 5]), Some((15, 2)));
+        // Per batch and head, [b, h, 1, s].
+        assert_eq!(mask_rows(&[2, 3, 5, 5], &[2, 3, 1, 5]), Some((5, 6)));
         // A causal [s, s]: one mask row per query, repeating over batch and heads.
         assert_eq!(mask_rows(&[2, 3, 5, 5], &[5, 5]), Some((1, 5)));
         // One row for all.
