@@ -386,7 +386,8 @@ pub unsafe extern "C" fn wd_permute(
         }
         let d0 = first_row
             .checked_add(rows)
-            .map(|end| end.div_ceil(d1 * d2))
+            .zip(d1.checked_mul(d2))
+            .map(|(end, plane)| end.div_ceil(plane))
             .ok_or(KernelError("permute rows overflow"))?;
         let geometry = layout::Permute4 {
             dims: [d0, d1, d2, d3],

@@ -42,9 +42,11 @@ impl Permute4 {
         Some(Self { dims, strides })
     }
 
-    /// Output rows (every dim but the last).
-    pub fn rows(&self) -> usize {
-        self.dims[0] * self.dims[1] * self.dims[2]
+    /// Output rows (every dim but the last), or `None` when their count overflows.
+    pub fn rows(&self) -> Option<usize> {
+        self.dims[0]
+            .checked_mul(self.dims[1])?
+            .checked_mul(self.dims[2])
     }
 }
 
@@ -65,20 +67,27 @@ pub fn permute_rows<T: Copy>(
     if width == 0 {
         return Ok(());
     }
+    let rows = geometry.rows();
     if !out.len().is_multiple_of(width)
         || first_row
             .checked_add(out.len() / width)
-            .is_none_or(|end| end > geometry.rows())
+            .is_none_or(|end| rows.is_none_or(|rows| end > rows))
     {
         return Err(KernelError("permute rows run past the output"));
     }
+    // `d1 * d2` cannot overflow: `rows` is their multiple and was checked above.
+    let plane = d1 * d2;
     for (r, target) in out.chunks_exact_mut(width).enumerate() {
         let row = first_row + r;
-        let (i2, i1, i0) = (row % d2, (row / d2) % d1, row / (d1 * d2));
-        let start = i0 * s0 + i1 * s1 + i2 * s2;
-        if !view_fits(x.len(), start, (0, s3), (1, width)) {
+        let (i2, i1, i0) = (row % d2, (row / d2) % d1, row / plane);
+        let start = i0
+            .checked_mul(s0)
+            .zip(i1.checked_mul(s1))
+            .zip(i2.checked_mul(s2))
+            .and_then(|((a, b), c)| a.checked_add(b)?.checked_add(c));
+        let Some(start) = start.filter(|&s| view_fits(x.len(), s, (0, s3), (1, width))) else {
             return Err(KernelError("a permute row reads past its input"));
-        }
+        };
         if s3 == 1 {
             target.copy_from_slice(&x[start..start + width]);
         } else {
@@ -140,6 +149,18 @@ mod tests {
         assert!(Permute4::new(&[1, 1, 1, 1, 1], &[0, 1, 2, 3, 4]).is_none());
         let g = Permute4::new(&[2, 3], &[1, 0]).unwrap();
         let x = [0u8; 6];
+        // Dims or strides from an untrusted caller that overflow are refused, not wrapped.
+        let huge = Permute4 {
+            dims: [usize::MAX, 2, 3, 1],
+            strides: [1, 1, 1, 1],
+        };
+        assert!(huge.rows().is_none());
+        assert!(permute_rows(&x, &huge, 0, &mut [0u8; 1]).is_err());
+        let far = Permute4 {
+            dims: [2, 1, 1, 1],
+            strides: [usize::MAX, 0, 0, 1],
+        };
+        assert!(permute_rows(&x, &far, 0, &mut [0u8; 2]).is_err());
         assert!(permute_rows(&x, &g, 0, &mut [0u8; 5]).is_err());
         assert!(permute_rows(&x, &g, 2, &mut [0u8; 4]).is_err());
         assert!(permute_rows(&x[..5], &g, 0, &mut [0u8; 6]).is_err());

@@ -146,11 +146,7 @@ pub fn sqrt(x: f32) -> f32 {
     {
         if !(x > 0.0) || x == f32::INFINITY {
             // 0, -0, +inf are their own roots; negatives and NaN give NaN.
-            return if x >= 0.0 || x.is_nan() {
-                x + 0.0 * x
-            } else {
-                f32::NAN
-            };
+            return if x >= 0.0 { x } else { f32::NAN };
         }
         let v = f64::from(x);
         let mut r = f64::from_bits(((v.to_bits() >> 1) + (1023u64 << 51)) & !0);

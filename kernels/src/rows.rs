@@ -106,8 +106,8 @@ pub fn softmax_rows(values: &mut [f32], width: usize) -> Result<(), KernelError>
 
 /// Which additive mask row each softmax row adds: row `r` of the op (counted from the op's
 /// first row) adds mask row `(r / period) % count`. This covers every mask that broadcasts to
-/// the scores over leading and trailing row dims only: an attention mask `[b, 1, 1, s]` over scores
-/// `[b, h, s, s]` is period `h * s`, count `b`; a causal `[s, s]` is period 1, count `s`.
+/// the scores over leading and trailing row dims only: an attention mask `[b, 1, 1, s]` over
+/// scores `[b, h, s, s]` is period `h * s`, count `b`; a causal `[s, s]` is period 1, count `s`.
 #[derive(Clone, Copy, Debug)]
 pub struct MaskRows<'a> {
     /// `count` rows of the softmax's width.
@@ -134,6 +134,9 @@ pub fn masked_softmax_rows(
 ) -> Result<(), KernelError> {
     if x.len() != out.len() {
         return Err(KernelError("softmax output has the wrong length"));
+    }
+    if x.is_empty() {
+        return Ok(());
     }
     if width == 0 || !x.len().is_multiple_of(width) {
         return softmax_rows(out, width);
@@ -359,6 +362,17 @@ mod tests {
             count,
         };
         assert!(masked_softmax_rows(&x, Some(zero), 0, width, &mut whole).is_err());
+    }
+
+    #[test]
+    fn empty_scores_need_no_mask_rows() {
+        let mask = MaskRows {
+            values: &[],
+            period: 0,
+            count: 0,
+        };
+        assert!(masked_softmax_rows(&[], Some(mask), 0, 5, &mut []).is_ok());
+        assert!(masked_softmax_rows(&[0.0; 5], Some(mask), 0, 5, &mut [0.0; 5]).is_err());
     }
 
     #[test]

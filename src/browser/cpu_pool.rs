@@ -541,8 +541,11 @@ mod platform {
             let n = |v: usize| JsValue::from(v as f64);
             let [_, d1, d2, d3] = geometry.dims;
             let [s0, s1, s2, s3] = geometry.strides;
+            let rows = geometry
+                .rows()
+                .ok_or_else(|| Error::internal("a permute's row count overflows"))?;
             let args = [
-                n(geometry.rows()),
+                n(rows),
                 n(d1),
                 n(d2),
                 n(d3),

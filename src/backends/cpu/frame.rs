@@ -1,5 +1,6 @@
 //! What a CPU op kernel runs with: the tensors of one execution ([`Frame`], whose slots borrow
-//! inputs and parameters and own intermediates), the state reused across executions
+//! inputs and parameters, own intermediates computed on the calling thread, and hold the
+//! pool's results in its shared memory), the state reused across executions
 //! ([`Scratch`]), and the [`CpuOp`] trait every op implements in its file under `ops/`.
 
 use crate::backends::cpu::gemm::{GemmScratch, PackedB};

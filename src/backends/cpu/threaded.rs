@@ -19,8 +19,10 @@
 //! next threaded op reads it there in place ([`F32Operand::Shared`]), and an op on the calling
 //! thread reads a host copy made on its first read. Operands on the host (the caller's inputs,
 //! biases, results of calling-thread ops) are copied into a per-program staging region for the
-//! call. Ops smaller than 16 Ki values ([`min_pool_work`], the `pool_min_work` option), and
-//! every op the pool has no kernel for, run on the calling thread, as without a pool.
+//! call. A product with a weight in the shared memory always runs on the pool (its weight has
+//! no host copy); every other op smaller than 16 Ki values ([`min_pool_work`], the
+//! `pool_min_work` option), and every op the pool has no kernel for, runs on the calling
+//! thread, as without a pool.
 //!
 //! Each output element is computed in the same order whichever thread computes it (a worker's
 //! share is a run of whole output rows, products, or elements), so results equal the
@@ -158,7 +160,9 @@ mod platform {
                 *at += bytes;
                 Ok(address)
             }
-            (F32Operand::Host(_), None) => Ok(0),
+            (F32Operand::Host(_), None) => {
+                Err(Error::internal("a host operand has no staging region"))
+            }
         }
     }
 
@@ -195,9 +199,10 @@ mod platform {
             pool: &Rc<CpuPool>,
             operands: [&F32Operand<'_>; N],
         ) -> Result<[u32; N]> {
-            let mut bytes = 0usize;
+            let (mut bytes, mut any_host) = (0usize, false);
             for operand in &operands {
                 if let F32Operand::Host(values) = operand {
+                    any_host = true;
                     bytes = values
                         .len()
                         .checked_mul(4)
@@ -205,8 +210,10 @@ mod platform {
                         .ok_or_else(|| Error::internal("staged operands overflow"))?;
                 }
             }
-            let region = if bytes > 0 {
-                Some(self.region(pool, bytes)?)
+            // An empty host operand still gets a real address (never 0, which the kernels
+            // would read as a null slice), so any host operand stages at least one word.
+            let region = if any_host {
+                Some(self.region(pool, bytes.max(4))?)
             } else {
                 None
             };
@@ -529,7 +536,9 @@ mod platform {
             x: F32Operand<'_>,
             geometry: &Permute4,
         ) -> Result<SharedValues> {
-            let len = geometry.rows().checked_mul(geometry.dims[3]);
+            let len = geometry
+                .rows()
+                .and_then(|rows| rows.checked_mul(geometry.dims[3]));
             if len != Some(x.len()) {
                 return Err(Error::internal(
                     "a permute's geometry does not cover its input",

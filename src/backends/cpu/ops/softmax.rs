@@ -41,9 +41,10 @@ fn mask_rows(out_shape: &[usize], mask_shape: &[usize]) -> Option<(usize, usize)
     if (lo..hi).any(|i| mask_dim(i) != out_rows[i]) {
         return None;
     }
-    let count = out_rows[lo..hi].iter().product();
-    let period = out_rows[hi..].iter().product();
-    Some((period, count))
+    let count: usize = out_rows[lo..hi].iter().product();
+    let period: usize = out_rows[hi..].iter().product();
+    // Empty scores (a zero dim) have no mask rows to pick: the separate add handles them.
+    (count > 0 && period > 0).then_some((period, count))
 }
 
 impl CpuOp for Softmax {
@@ -117,5 +118,8 @@ mod tests {
         // A mask broadcast along the width, or a scalar, is added separately.
         assert_eq!(mask_rows(&[2, 3, 5, 5], &[2, 1, 1, 1]), None);
         assert_eq!(mask_rows(&[2, 3, 5, 5], &[]), None);
+        // Empty scores: no mask rows.
+        assert_eq!(mask_rows(&[0, 3, 5, 5], &[0, 1, 1, 5]), None);
+        assert_eq!(mask_rows(&[2, 3, 0, 5], &[2, 1, 1, 5]), None);
     }
 }
