@@ -365,3 +365,45 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
   for (const c of r.cosines) assert.ok(c >= 0.9999, `logits cosine ${c}`);
   assert.deepEqual(r.pieces, prompt.tokens, `greedy tokens of ${JSON.stringify(prompt.text)}`);
 });
+
+test('Gemma 3 270M with int8 activations: the same logits on 1 and 2 threads, close to the float64 reference', { timeout: 300_000 }, async (t) => {
+  const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+  const r = await p.evaluate(async () => {
+    await wd.ready();
+    const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
+    const pool = await CpuThreadPool.start({ threads: 2 });
+    wd.useCpuThreads(pool);
+    const referenceUrl = '/.cache/reference/gemma-3-270m/';
+    const reference = await (await fetch(`${referenceUrl}reference.json`)).json();
+    const scored = reference.prompts.reduce((a, b) => (b.ids.length < a.ids.length ? b : a));
+    const stored = new Float32Array(await (await fetch(referenceUrl + scored.logits_file)).arrayBuffer());
+    const model = '/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf';
+    const logits = {};
+    const tokens = {};
+    for (const threads of [2, 1]) {
+      const gen = await wd.Generator.load(model, { backend: 'cpu', contextLength: 64, logits: true, threads, cpuActivations: 'int8' });
+      const ev = await gen.evaluate(scored.ids, { logitPositions: scored.logit_positions });
+      logits[threads] = ev.logits;
+      tokens[threads] = Array.from(ev.tokens);
+      gen.destroy();
+    }
+    let bad;
+    try { await wd.Generator.load(model, { backend: 'cpu', cpuActivations: 'int4' }); } catch (e) { bad = { code: e.code, message: e.message }; }
+    pool.terminate();
+    let maxRel = 0;
+    for (let i = 0; i < logits[1].length; i++) {
+      maxRel = Math.max(maxRel, Math.abs(logits[1][i] - logits[2][i]) / Math.max(1, Math.abs(logits[1][i])));
+    }
+    const vocab = reference.n_vocab;
+    const cosines = scored.logit_positions.map((_, row) => rowCosine(logits[2], stored, row, vocab));
+    return { maxRel, cosines, tokens, top1: scored.top1, bad };
+  });
+  const agree = r.tokens[2].filter((id, i) => id === r.top1[i]).length;
+  t.diagnostic(`int8 activations: 1 vs 2 threads max relative difference ${r.maxRel}; cosines to the float64 reference min ${Math.min(...r.cosines).toFixed(5)}; top-1 ${agree} of ${r.top1.length}`);
+  assert.equal(r.maxRel, 0, `1 and 2 threads run the same kernels: their logits must be the same bits (differ by ${r.maxRel})`);
+  assert.deepEqual(r.tokens[1], r.tokens[2], '1 and 2 threads choose the same tokens');
+  for (const c of r.cosines) assert.ok(c >= 0.995, `int8 logits cosine ${c}`);
+  assert.ok(agree >= Math.ceil(0.9 * r.top1.length), `teacher-forced top-1 agrees at ${agree} of ${r.top1.length} positions`);
+  assert.equal(r.bad?.code, 'InvalidArgument', JSON.stringify(r.bad));
+  assert.match(r.bad.message, /cpuActivations must be "f32" or "int8"/);
+});

@@ -13,7 +13,7 @@ import pathlib
 
 import numpy as np
 from gguf import GGMLQuantizationType as T
-from gguf.quants import dequantize
+from gguf.quants import dequantize, quantize
 
 OUT = pathlib.Path(__file__).resolve().parent.parent / "tests" / "fixtures" / "quant"
 BLOCKS = 12  # per type: 8 with ordinary scales, 4 with raw random scale bits
@@ -53,6 +53,29 @@ def main() -> None:
         (OUT / f"{name}.blocks").write_bytes(raw.tobytes())
         (OUT / f"{name}.f32").write_bytes(values.astype("<f4").tobytes())
         print(f"{name}: {count} blocks, {values.size} values")
+    activations(np.random.default_rng(20261203))
+
+
+def activations(rng) -> None:
+    """activations.f32: activation rows for the CPU backend's int8 path; activations.q8_0: the
+    same values quantized by `gguf.quants.quantize(x, Q8_0)` (ggml's quantize_row_q8_0_ref,
+    bit for bit): the oracle of the int8 quants (webdelegate_kernels::int8_dots). Rows cover
+    ordinary values, exact ties (x = d * (n + 0.5), rounded away from zero), a zero block,
+    tiny and huge magnitudes."""
+    blocks = rng.normal(0, 1.5, size=(64, 32)).astype(np.float32)
+    blocks[1] = 0
+    blocks[2] *= np.float32(1e-30)
+    blocks[3] *= np.float32(1e30)
+    for b in range(4, 12):
+        # amax 127 * 0.25: d = 0.25 exactly, and every other value a tie n + 0.5 steps.
+        steps = rng.integers(-126, 126, size=32).astype(np.float32) + np.float32(0.5)
+        blocks[b] = steps * np.float32(0.25)
+        blocks[b, 0] = np.float32(127 * 0.25)
+    x = blocks.reshape(-1)
+    q = quantize(x, T.Q8_0)
+    (OUT / "activations.f32").write_bytes(x.astype("<f4").tobytes())
+    (OUT / "activations.q8_0").write_bytes(q.tobytes())
+    print(f"activations: {x.size} values, {q.size} bytes of Q8_0")
 
 
 if __name__ == "__main__":

@@ -39,6 +39,7 @@ const WEBGPU: SuiteConfig = SuiteConfig {
     },
     small: cfg!(target_arch = "wasm32"),
     gemv_specs: &[&[("gemv_kernel", "rows")], &[("gemv_kernel", "workgroup")]],
+    int8_activations: false,
 };
 
 async fn webgpu() -> SharedBackend {

@@ -102,3 +102,47 @@ fn blocks_of_the_real_gemma_file_dequantize_like_gguf_py() {
         "every block type of the file"
     );
 }
+
+/// The CPU backend's int8 activations (`activations = "int8"`) against `gguf.quants.quantize(x,
+/// Q8_0)` (ggml's `quantize_row_q8_0_ref`): every quant equal, and every scale equal once
+/// rounded to gguf's f16 (ours stays f32). The rows hold exact ties, a zero block, and
+/// magnitudes whose f16 scale underflows or overflows.
+#[test]
+fn int8_activations_quantize_like_gguf_py() {
+    use webdelegate_kernels::int8_dots::{BLOCK, quantize_rows};
+    let x: Vec<f32> = fixture("activations", "f32")
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+        .collect();
+    let expected = fixture("activations", "q8_0");
+    let blocks = x.len() / BLOCK;
+    assert_eq!(expected.len(), blocks * 34, "fixture sizes disagree");
+    let (mut quants, mut scales, mut sums) =
+        (vec![0i16; x.len()], vec![0f32; blocks], vec![0f32; blocks]);
+    quantize_rows(&x, &mut quants, &mut scales, &mut sums).unwrap();
+    let mut ties = 0;
+    for (b, want) in expected.chunks_exact(34).enumerate() {
+        let d = half::f16::from_bits(u16::from_le_bytes([want[0], want[1]]));
+        assert_eq!(
+            half::f16::from_f32(scales[b]).to_bits(),
+            d.to_bits(),
+            "block {b}: scale {} vs gguf's {d}",
+            scales[b]
+        );
+        for (i, &q) in want[2..].iter().enumerate() {
+            let v = x[b * BLOCK + i] / scales[b].max(f32::MIN_POSITIVE);
+            ties += usize::from((v.abs().fract() - 0.5).abs() < 1e-6);
+            assert_eq!(
+                quants[b * BLOCK + i],
+                i16::from(q as i8),
+                "block {b} value {i}"
+            );
+        }
+        let integer: i32 = quants[b * BLOCK..(b + 1) * BLOCK]
+            .iter()
+            .map(|&q| i32::from(q))
+            .sum();
+        assert_eq!(sums[b], scales[b] * integer as f32, "block {b}: sum");
+    }
+    assert!(ties >= 100, "the fixture must exercise ties (found {ties})");
+}

@@ -11,9 +11,10 @@
 
 /**
  * webdelegate's Generator on `backend`; with `threads`, the CPU backend on a worker pool of
- * that many threads (a cross-origin isolated page), started inside the timed load.
+ * that many threads (a cross-origin isolated page), started inside the timed load; with
+ * `cpuActivations`, that load option (the CPU backend's `'int8'` activations).
  */
-export async function generateOurs({ modelUrl, backend, prompt, newTokens, contextLength, threads }) {
+export async function generateOurs({ modelUrl, backend, prompt, newTokens, contextLength, threads, cpuActivations }) {
   const t0 = performance.now();
   const wd = await import('/pkg/webdelegate.js');
   await wd.default();
@@ -23,7 +24,7 @@ export async function generateOurs({ modelUrl, backend, prompt, newTokens, conte
     pool = await CpuThreadPool.start({ threads });
     wd.useCpuThreads(pool);
   }
-  const gen = await wd.Generator.load(modelUrl, { backend, contextLength });
+  const gen = await wd.Generator.load(modelUrl, { backend, contextLength, ...(cpuActivations ? { cpuActivations } : {}) });
   const tReady = performance.now();
   if (gen.backend !== backend) throw new Error(`asked for ${backend}, the Generator runs on ${gen.backend} (${gen.fallbackReason})`);
   const arrivals = [];

@@ -5,6 +5,8 @@
 //   ours_cpu        our CPU backend on one thread, plain page
 //   ours_cpu_mt     our CPU backend on its worker pool with hardwareConcurrency threads (as
 //                   wllama_mt), cross-origin isolated page
+//   ours_cpu_mt_int8  ours_cpu_mt with the load option cpuActivations: 'int8' (activation rows
+//                   quantized to int8 for the quantized projections, as llama.cpp's CPU does)
 //   ours_webgpu     our WebGPU backend (SwiftShader here: WebGPU emulated on the CPU), plain page
 //   wllama_1t       wllama, 1 thread, n_gpu_layers 0, plain page
 //   wllama_mt       wllama, navigator.hardwareConcurrency threads, n_gpu_layers 0, on a
@@ -26,7 +28,7 @@
 // llm_first16_equal_<c> is how many leading pieces are equal, of llm_first16_compared_<c> (16, or
 // fewer where the configuration generates fewer; reported either way).
 //
-// Keys (c = ours_cpu, ours_cpu_mt, ours_webgpu, wllama_1t, wllama_mt, wllama_webgpu):
+// Keys (c = ours_cpu, ours_cpu_mt, ours_cpu_mt_int8, ours_webgpu, wllama_1t, wllama_mt, wllama_webgpu):
 //   llm_ttft_ms_<c>          time to first token from a blank page: runtime import + compile,
 //                            model download, prefill, first token (median over pages)
 //   llm_ready_ms_<c>         the same up to "model loaded"
@@ -47,6 +49,7 @@
 //   llm_prefill_ratio_vs_wllama_cpu  the same for prefill (higher is better)
 //   llm_decode_ratio_vs_wllama_same_threads  ours_cpu_mt decode / wllama_mt's, the same thread
 //                                    count (llm_threads_ours_cpu_mt = llm_threads_wllama_mt)
+//   llm_decode_ratio_vs_wllama_same_threads_int8  the same for ours_cpu_mt_int8
 //   llm_shared_mb_ours_cpu_mt        bytes our pool's shared memory held (weights, scratch)
 //   llm_ttft_ratio_vs_wllama         our best time to first token / wllama's best (lower is better)
 //   llm_baseline_gbps_cpu    the page's memory bandwidth: wasm simd128 sum over 256 MiB (the
@@ -177,6 +180,7 @@ export async function run(ctx) {
   const CONFIGS = {
     ours_cpu: { fn: generateOurs, arg: { ...common, backend: 'cpu', newTokens: NEW_TOKENS }, pages: PAGES },
     ours_cpu_mt: { fn: generateOurs, arg: { ...common, backend: 'cpu', newTokens: NEW_TOKENS, threads: cores }, pages: PAGES, isolated: true },
+    ours_cpu_mt_int8: { fn: generateOurs, arg: { ...common, backend: 'cpu', newTokens: NEW_TOKENS, threads: cores, cpuActivations: 'int8' }, pages: PAGES, isolated: true },
     ours_webgpu: { fn: generateOurs, arg: { ...common, backend: 'webgpu', newTokens: WEBGPU_NEW_TOKENS }, pages: 1 },
     wllama_1t: { fn: generateWllama, arg: { ...wllama, threads: 1, gpuLayers: 0 }, pages: PAGES },
     wllama_mt: { fn: generateWllama, arg: { ...wllama, threads: cores, gpuLayers: 0 }, pages: PAGES, isolated: true },
@@ -283,6 +287,7 @@ export async function run(ctx) {
     out.llm_shared_mb_ours_cpu_mt = Math.max(...runs.ours_cpu_mt.map((r) => r.sharedMb));
     if (out.llm_threads_ours_cpu_mt !== out.llm_threads_wllama_mt) problems.push(`ours_cpu_mt ran ${out.llm_threads_ours_cpu_mt} threads, wllama_mt ${out.llm_threads_wllama_mt}: not the same thread count`);
   }
+  if (runs.ours_cpu_mt_int8?.length && runs.ours_cpu_mt_int8[0].threads !== out.llm_threads_wllama_mt) problems.push(`ours_cpu_mt_int8 ran ${runs.ours_cpu_mt_int8[0].threads} threads, wllama_mt ${out.llm_threads_wllama_mt}: not the same thread count`);
   if (!runs.wllama_mt.every((r) => r.isolated && r.multithread)) problems.push('wllama_mt did not run multi-threaded on a cross-origin isolated page');
   if (problems.length) throw new Error(problems.join('\n'));
 
@@ -290,6 +295,7 @@ export async function run(ctx) {
   out.llm_decode_ratio_vs_wllama_cpu = out.llm_decode_tok_s_ours_cpu / bestCpu;
   out.llm_decode_ratio_vs_wllama_1t = out.llm_decode_tok_s_ours_cpu / out.llm_decode_tok_s_wllama_1t;
   if (runs.ours_cpu_mt?.length) out.llm_decode_ratio_vs_wllama_same_threads = out.llm_decode_tok_s_ours_cpu_mt / out.llm_decode_tok_s_wllama_mt;
+  if (runs.ours_cpu_mt_int8?.length) out.llm_decode_ratio_vs_wllama_same_threads_int8 = out.llm_decode_tok_s_ours_cpu_mt_int8 / out.llm_decode_tok_s_wllama_mt;
   out.llm_prefill_ratio_vs_wllama_cpu = out.llm_prefill_tok_s_ours_cpu / Math.max(out.llm_prefill_tok_s_wllama_1t, out.llm_prefill_tok_s_wllama_mt);
   // Over the configurations that ran (BENCH_LLM_ONLY may leave some out).
   const fastest = (names) => Math.min(...names.map((n) => out[`llm_ttft_ms_${n}`]).filter(Number.isFinite));

@@ -12,9 +12,12 @@
 // median of >= 7 timed runs after 2 warm-ups (>= 3 runs and 20 s at most for the slowest), the
 // spread (max - min) / median reported beside it. In CI the WebGPU adapter is SwiftShader
 // (WebGPU on the CPU): its figures measure that emulator, not a GPU.
-// Keys: qmatvec_gbps_<fmt>_<cpu|webgpu>, qmatvec_spread_<fmt>_<cpu|webgpu>,
-//   qmatvec_baseline_gbps_<cpu|webgpu>, qmatvec_bandwidth_fraction_<cpu|webgpu> (Q8_0 lm_head
-//   GB/s over the baseline), qmatvec_bandwidth_fraction_<fmt>_<cpu|webgpu>.
+// The CPU runs twice: its default f32 activations (`cpu`) and the compile spec
+// activations = "int8" (`cpu_int8`: the activation row quantized to int8 blocks, as llama.cpp's
+// CPU backend does), both against the CPU baseline.
+// Keys: qmatvec_gbps_<fmt>_<cpu|cpu_int8|webgpu>, qmatvec_spread_<fmt>_<...>,
+//   qmatvec_baseline_gbps_<cpu|webgpu>, qmatvec_bandwidth_fraction_<cpu|cpu_int8|webgpu> (Q8_0
+//   lm_head GB/s over the baseline), qmatvec_bandwidth_fraction_<fmt>_<cpu|cpu_int8|webgpu>.
 const MATRICES = [
   { format: 'Q8_0', k: 640, n: 262144 },
   { format: 'Q4_K', k: 2048, n: 640 },
@@ -109,15 +112,17 @@ export async function run(ctx) {
 
       const rows = [];
       for (const { format, k, n } of matrices) {
-        for (const backend of ['cpu', 'webgpu']) {
-          const bench = await wd.QmatvecBench.create(backend, format, k, n);
+        // cpu_int8: the CPU backend with the compile spec activations = "int8" (the activation
+        // row quantized to int8 blocks, llama.cpp's CPU numerics); cpu: its default f32 path.
+        for (const [backend, name, activations] of [['cpu', 'cpu'], ['cpu', 'cpu_int8', 'int8'], ['webgpu', 'webgpu']]) {
+          const bench = await wd.QmatvecBench.create(backend, format, k, n, activations);
           try {
             let first = 0;
             const r = await rate(bench.weightBytes, async () => {
               first = await bench.run();
             });
-            if (!Number.isFinite(first)) throw new Error(`${format} on ${backend}: output ${first}`);
-            rows.push({ format, backend, ...r });
+            if (!Number.isFinite(first)) throw new Error(`${format} on ${name}: output ${first}`);
+            rows.push({ format, backend: name, baseline: backend, ...r });
           } finally {
             bench.destroy();
             bench.free();
@@ -136,9 +141,9 @@ export async function run(ctx) {
     result[`qmatvec_baseline_gbps_${backend}`] = b.gbps;
     result[`qmatvec_baseline_spread_${backend}`] = b.spread;
   }
-  for (const { format, backend, gbps, spread, runs } of measured.rows) {
+  for (const { format, backend, baseline: against, gbps, spread, runs } of measured.rows) {
     const fmt = format.toLowerCase();
-    const fraction = gbps / baseline[backend].gbps;
+    const fraction = gbps / baseline[against].gbps;
     ctx.log(`${format} ${backend}: ${gbps.toFixed(2)} GB/s (spread ${(spread * 100).toFixed(0)}%, ${runs} runs), ${fraction.toFixed(2)} of the baseline`);
     result[`qmatvec_gbps_${fmt}_${backend}`] = gbps;
     result[`qmatvec_spread_${fmt}_${backend}`] = spread;

@@ -185,17 +185,40 @@ fn block_q8_0(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
 /// `d * sum((q - 16) * x)` per block.
 #[inline(always)]
 fn block_q5_0(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
+    let mut sum = [F32x4::splat(0.0); 4];
+    for (h, q) in q5_0_quants(block).into_iter().enumerate() {
+        mul_add16(&mut sum, q.sub(16).to_f32_signed(), &x[16 * h..]);
+    }
+    scale_add(acc, &sum, half_at(block, 0));
+}
+
+/// A Q5_0 block's 32 quants (`0..32`, before the `- 16`): values `0..16` and `16..32`.
+#[inline(always)]
+pub(crate) fn q5_0_quants(block: &[u8]) -> [U8x16; 2] {
     let qh = u32::from_le_bytes([block[2], block[3], block[4], block[5]]);
     let qs = U8x16::load(&block[6..]);
     let low = qs
         .and(U8x16::splat(0x0f))
         .or(U8x16::from_bits(qh as u16, 0x10));
     let high = qs.shr(4).or(U8x16::from_bits((qh >> 16) as u16, 0x10));
-    let mut sum = [F32x4::splat(0.0); 4];
-    for (h, q) in [low, high].into_iter().enumerate() {
-        mul_add16(&mut sum, q.sub(16).to_f32_signed(), &x[16 * h..]);
-    }
-    scale_add(acc, &sum, half_at(block, 0));
+    [low, high]
+}
+
+/// Four 16-value groups of a Q6_K block's quants (`0..64`, before the `- 32`): values
+/// `128 half + 32 g + l .. + 16` for `g = 0..4` (`half` 0 or 1, `l` 0 or 16).
+#[inline(always)]
+pub(crate) fn q6_k_quants(block: &[u8], half: usize, l: usize) -> [U8x16; 4] {
+    let (ql, qh) = (&block[..128], &block[128..192]);
+    let (low, three) = (U8x16::splat(0x0f), U8x16::splat(0x03));
+    let a = U8x16::load(&ql[64 * half + l..]);
+    let b = U8x16::load(&ql[64 * half + 32 + l..]);
+    let h = U8x16::load(&qh[32 * half + l..]);
+    [
+        a.and(low).or(h.and(three).shl(4)),
+        b.and(low).or(h.shr(2).and(three).shl(4)),
+        a.shr(4).or(h.shr(4).and(three).shl(4)),
+        b.shr(4).or(h.shr(6).shl(4)),
+    ]
 }
 
 /// `acc[g] += d * sum[g]`.
@@ -237,22 +260,10 @@ fn block_q4_k(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
 /// `(d * sc) * (q - 32)` per 16 values.
 #[inline(always)]
 fn block_q6_k(block: &[u8], x: &[f32], acc: &mut [F32x4; 4]) {
-    let (ql, qh, scales) = (&block[..128], &block[128..192], &block[192..208]);
-    let d = half_at(block, 208);
-    let (low, three) = (U8x16::splat(0x0f), U8x16::splat(0x03));
+    let (scales, d) = (&block[192..208], half_at(block, 208));
     for half in 0..2 {
         for l in [0, 16] {
-            // Values 128 half + 32 g + l .. + 16 for g = 0..3.
-            let a = U8x16::load(&ql[64 * half + l..]);
-            let b = U8x16::load(&ql[64 * half + 32 + l..]);
-            let h = U8x16::load(&qh[32 * half + l..]);
-            let quants = [
-                a.and(low).or(h.and(three).shl(4)),
-                b.and(low).or(h.shr(2).and(three).shl(4)),
-                a.shr(4).or(h.shr(4).and(three).shl(4)),
-                b.shr(4).or(h.shr(6).shl(4)),
-            ];
-            for (g, q) in quants.into_iter().enumerate() {
+            for (g, q) in q6_k_quants(block, half, l).into_iter().enumerate() {
                 let e = 128 * half + 32 * g + l;
                 let scale = F32x4::splat(d * f32::from(scales[e / 16] as i8));
                 let w = q.sub(32).to_f32_signed().map(|q| scale.mul(q));

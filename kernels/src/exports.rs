@@ -12,6 +12,7 @@
 use crate::KernelError;
 use crate::blocks::{self, RowFormat};
 use crate::gemm::{self, Panels, Strided};
+use crate::int8_dots;
 use crate::layout;
 use crate::rows::{self, Activation};
 use core::slice;
@@ -29,6 +30,19 @@ fn report(result: Result<(), KernelError>, status: *mut u32) -> u32 {
             1
         }
     }
+}
+
+/// Checks that `m` output rows `out_stride` apart, `rows` values each, are addressable.
+fn outputs_fit(m: usize, out_stride: usize, rows: usize) -> Result<(), KernelError> {
+    if m > 0
+        && (m - 1)
+            .checked_mul(out_stride)
+            .and_then(|o| o.checked_add(rows))
+            .is_none()
+    {
+        return Err(KernelError("outputs overflow"));
+    }
+    Ok(())
 }
 
 /// The elements a strided `rows x cols` view spans from its first one (0 for an empty one).
@@ -441,20 +455,127 @@ pub unsafe extern "C" fn wd_dot_rows(
         let values = m
             .checked_mul(k)
             .ok_or(KernelError("activations overflow"))?;
-        if m > 0
-            && (m - 1)
-                .checked_mul(out_stride)
-                .and_then(|o| o.checked_add(rows))
-                .is_none()
-        {
-            return Err(KernelError("outputs overflow"));
-        }
+        outputs_fit(m, out_stride, rows)?;
         // SAFETY: the caller's regions (see the function's contract).
         unsafe {
             let weights = slice::from_raw_parts(weights, bytes);
             let x = slice::from_raw_parts(x, values);
             let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, rows));
             blocks::dot_rows_each(format, weights, k, x, bias, |i, r, value| {
+                // In range: i < m, r < rows, checked above; disjoint from other calls'.
+                out.add(i * out_stride + r).write(value);
+            })
+        }
+    })();
+    report(result, status)
+}
+
+/// Where the parts of `m` activation rows of `k` values quantized to int8 lie in the region at
+/// `at`: the i16 quants, then one f32 scale per 32 values, then one f32 sum per 32 values
+/// (`wd_int8_rows_bytes` long); `None` when `k` is not whole blocks or the sizes overflow.
+fn int8_parts(at: usize, m: usize, k: usize) -> Option<(usize, usize, usize)> {
+    if !k.is_multiple_of(int8_dots::BLOCK) {
+        return None;
+    }
+    let values = m.checked_mul(k)?;
+    let scales = at.checked_add(values.checked_mul(2)?)?;
+    let sums = scales.checked_add((values / int8_dots::BLOCK).checked_mul(4)?)?;
+    sums.checked_add((values / int8_dots::BLOCK).checked_mul(4)?)?;
+    Some((at, scales, sums))
+}
+
+/// Bytes of `m` activation rows of `k` values quantized to int8 (see `wd_quantize_rows`); 0
+/// when `k` is not whole blocks of 32 or the size overflows.
+#[unsafe(no_mangle)]
+pub extern "C" fn wd_int8_rows_bytes(m: usize, k: usize) -> usize {
+    match int8_parts(0, m, k) {
+        Some((_, _, sums)) => sums.saturating_add(m * k / int8_dots::BLOCK * 4),
+        None => 0,
+    }
+}
+
+/// Quantizes activation rows `first_row..first_row + rows` of the `m` rows of `k` values at
+/// `x` (already shifted to `first_row`) into the int8 region at `quantized` (laid out for all
+/// `m` rows).
+///
+/// # Safety
+/// `x` holds `rows * k` values and `quantized` `wd_int8_rows_bytes(m, k)` bytes; no other call
+/// writes this one's rows.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn wd_quantize_rows(
+    rows: usize,
+    k: usize,
+    x: *const f32,
+    quantized: *mut u8,
+    m: usize,
+    first_row: usize,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        let (quants, scales, sums) = int8_parts(quantized as usize, m, k)
+            .ok_or(KernelError("quantized activations overflow"))?;
+        let end = first_row
+            .checked_add(rows)
+            .filter(|&end| end <= m)
+            .ok_or(KernelError("quantized rows run past the activations"))?;
+        let (values, blocks) = (
+            (end - first_row) * k,
+            (end - first_row) * k / int8_dots::BLOCK,
+        );
+        let (v0, b0) = (first_row * k, first_row * k / int8_dots::BLOCK);
+        // SAFETY: the caller's regions (see the function's contract); the parts lie inside.
+        unsafe {
+            int8_dots::quantize_rows(
+                slice::from_raw_parts(x, values),
+                slice::from_raw_parts_mut((quants as *mut i16).add(v0), values),
+                slice::from_raw_parts_mut((scales as *mut f32).add(b0), blocks),
+                slice::from_raw_parts_mut((sums as *mut f32).add(b0), blocks),
+            )
+        }
+    })();
+    report(result, status)
+}
+
+/// As `wd_dot_rows`, the `m` activation rows read quantized to int8 from the region at
+/// `quantized` (written by `wd_quantize_rows`).
+///
+/// # Safety
+/// As `wd_dot_rows`; `quantized` holds `wd_int8_rows_bytes(m, k)` bytes.
+#[unsafe(no_mangle)]
+#[allow(clippy::too_many_arguments)]
+pub unsafe extern "C" fn wd_dot_rows_int8(
+    format: u32,
+    rows: usize,
+    k: usize,
+    m: usize,
+    weights: *const u8,
+    quantized: *const u8,
+    bias: *const f32,
+    out: *mut f32,
+    out_stride: usize,
+    status: *mut u32,
+) -> u32 {
+    let result = (|| {
+        let format = RowFormat::from_code(format).ok_or(KernelError("unknown block format"))?;
+        let row_bytes = wd_row_bytes(format.code(), k);
+        let bytes = row_bytes
+            .checked_mul(rows)
+            .filter(|_| row_bytes > 0)
+            .ok_or(KernelError("block-format rows overflow"))?;
+        let (quants, scales, sums) = int8_parts(quantized as usize, m, k)
+            .ok_or(KernelError("quantized activations overflow"))?;
+        outputs_fit(m, out_stride, rows)?;
+        let blocks = m * k / int8_dots::BLOCK;
+        // SAFETY: the caller's regions (see the function's contract).
+        unsafe {
+            let weights = slice::from_raw_parts(weights, bytes);
+            let xs = int8_dots::Int8Rows {
+                quants: slice::from_raw_parts(quants as *const i16, m * k),
+                scales: slice::from_raw_parts(scales as *const f32, blocks),
+                sums: slice::from_raw_parts(sums as *const f32, blocks),
+            };
+            let bias = (!bias.is_null()).then(|| slice::from_raw_parts(bias, rows));
+            int8_dots::dot_rows_each(format, weights, k, &xs, bias, |i, r, value| {
                 // In range: i < m, r < rows, checked above; disjoint from other calls'.
                 out.add(i * out_stride + r).write(value);
             })

@@ -8,6 +8,7 @@
 //!   vector types (simd128 in the browser, arrays natively).
 //! - [`gemm`]: one blocked f32 matrix product over strided views or a pre-packed operand.
 //! - [`blocks`]: ggml block-format rows dotted with an f32 activation row in registers.
+//! - [`int8_dots`]: the same rows dotted with activation rows quantized to int8 blocks.
 //! - [`rows`]: elementwise activations, binaries and scale, the per-row softmax and layer norm.
 //! - [`layout`]: permutations of up to four dims, by output rows.
 //!
@@ -21,6 +22,7 @@ extern crate std;
 
 pub mod blocks;
 pub mod gemm;
+pub mod int8_dots;
 pub mod layout;
 pub mod math;
 pub mod rows;

@@ -241,6 +241,26 @@ pub struct F32x4(lanes::F4);
 #[derive(Clone, Copy, Debug)]
 pub struct U8x16(lanes::B16);
 
+/// Four `i32` lanes (integer dot products of a weight block's quants): a simd128 vector in the
+/// browser, an array natively.
+#[derive(Clone, Copy, Debug)]
+pub struct I32x4(lanes::I4);
+
+#[allow(clippy::should_implement_trait)]
+impl I32x4 {
+    /// Lane-wise wrapping `self + o`.
+    #[inline(always)]
+    pub fn add(self, o: Self) -> Self {
+        Self(lanes::i_add(self.0, o.0))
+    }
+
+    /// The lanes converted to f32 (exactly, below `2^24`).
+    #[inline(always)]
+    pub fn to_f32(self) -> F32x4 {
+        F32x4(lanes::i_to_f32(self.0))
+    }
+}
+
 // Named lane operations rather than operator traits: the block decoders read as the sequence of
 // vector instructions they are.
 #[allow(clippy::should_implement_trait)]
@@ -346,6 +366,15 @@ impl U8x16 {
     pub fn to_f32_signed(self) -> [F32x4; 4] {
         lanes::b_to_f32(self.0, true).map(F32x4)
     }
+
+    /// The lanes as two's-complement `i8` times `q` (16 values), summed in integers: lane `j`
+    /// holds the products of lanes `2j, 2j + 1, 2j + 8, 2j + 9` (simd128's
+    /// `i32x4.dot_i16x8_s` over each half, the halves added).
+    #[inline(always)]
+    pub fn dot_i16(self, q: &[i16]) -> I32x4 {
+        let q: &[i16; 16] = q[..16].try_into().expect("sixteen quants");
+        I32x4(lanes::b_dot_i16(self.0, q))
+    }
 }
 
 /// simd128 in the browser (`core::arch::wasm32`; the loads are safe `u8x16`/`f32x4`
@@ -360,9 +389,32 @@ mod lanes {
         i32x4_extend_low_i16x8, i32x4_extend_low_u16x8, u8x16, u8x16_shr, u8x16_splat, u16x8_splat,
         v128, v128_and, v128_or,
     };
+    use core::arch::wasm32::{i32x4_add, i32x4_dot_i16x8, v128_load};
 
     pub type F4 = v128;
     pub type B16 = v128;
+    pub type I4 = v128;
+
+    #[inline(always)]
+    pub fn i_add(a: I4, b: I4) -> I4 {
+        i32x4_add(a, b)
+    }
+    #[inline(always)]
+    pub fn i_to_f32(a: I4) -> F4 {
+        f32x4_convert_i32x4(a)
+    }
+    #[inline(always)]
+    pub fn b_dot_i16(a: B16, q: &[i16; 16]) -> I4 {
+        // SAFETY: two unaligned 16-byte loads inside the 32-byte array.
+        let (lo, hi) = unsafe {
+            let at = q.as_ptr();
+            (v128_load(at.cast()), v128_load(at.add(8).cast()))
+        };
+        i32x4_add(
+            i32x4_dot_i16x8(i16x8_extend_low_i8x16(a), lo),
+            i32x4_dot_i16x8(i16x8_extend_high_i8x16(a), hi),
+        )
+    }
 
     #[inline(always)]
     pub fn f_splat(v: f32) -> F4 {
@@ -470,6 +522,25 @@ mod lanes {
 mod lanes {
     pub type F4 = [f32; 4];
     pub type B16 = [u8; 16];
+    pub type I4 = [i32; 4];
+
+    #[inline(always)]
+    pub fn i_add(a: I4, b: I4) -> I4 {
+        core::array::from_fn(|l| a[l].wrapping_add(b[l]))
+    }
+    #[inline(always)]
+    pub fn i_to_f32(a: I4) -> F4 {
+        a.map(|v| v as f32)
+    }
+    #[inline(always)]
+    pub fn b_dot_i16(a: B16, q: &[i16; 16]) -> I4 {
+        core::array::from_fn(|j| {
+            [2 * j, 2 * j + 1, 2 * j + 8, 2 * j + 9]
+                .into_iter()
+                .map(|i| i32::from(a[i] as i8) * i32::from(q[i]))
+                .sum()
+        })
+    }
 
     #[inline(always)]
     pub fn f_splat(v: f32) -> F4 {

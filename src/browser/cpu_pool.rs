@@ -34,8 +34,11 @@ mod platform {
         pub m: usize,
         /// The weight's bytes.
         pub weights: u32,
-        /// `m x k` activations.
+        /// `m x k` activations: f32 values, or (with `int8`) their int8 blocks as
+        /// [`CpuPool::quantize_rows`] wrote them.
         pub x: u32,
+        /// Whether `x` is quantized to int8 blocks.
+        pub int8: bool,
         /// `n` bias values, if any.
         pub bias: Option<u32>,
         /// `m x n` outputs.
@@ -124,6 +127,7 @@ mod platform {
         read: Method,
         gemm: Method,
         dot_rows: Method,
+        quantize_rows: Method,
         gemm_batches: Method,
         unary: Method,
         softmax: Method,
@@ -169,6 +173,7 @@ mod platform {
                 read: get("read")?,
                 gemm: get("gemm")?,
                 dot_rows: get("dotRows")?,
+                quantize_rows: get("quantizeRows")?,
                 gemm_batches: get("gemmBatches")?,
                 unary: get("unary")?,
                 softmax: get("softmax")?,
@@ -362,9 +367,34 @@ mod platform {
                     JsValue::from(d.out),
                     n(d.n),
                     n(threads),
+                    JsValue::from(d.int8),
                 ],
             )
             .map(|_| ())
+        }
+
+        /// Bytes of `m` activation rows of `k` values quantized to int8 blocks (the i16 quants,
+        /// then one f32 scale and one f32 sum per 32 values), or `None` when that overflows.
+        pub fn int8_rows_bytes(m: usize, k: usize) -> Option<usize> {
+            let values = m.checked_mul(k)?;
+            values.checked_mul(2)?.checked_add(values / 32 * 8)
+        }
+
+        /// Quantizes the `m` activation rows of `k` values at `x` into int8 blocks at `out`
+        /// ([`CpuPool::int8_rows_bytes`] long), rows split between the pool's threads (at
+        /// most `threads`).
+        ///
+        /// # Errors
+        /// As [`CpuPool::gemm`].
+        pub fn quantize_rows(
+            &self,
+            (m, k): (usize, usize),
+            (x, out): (u32, u32),
+            threads: usize,
+        ) -> Result<()> {
+            let n = |v: usize| JsValue::from(v as f64);
+            let args = [n(m), n(k), JsValue::from(x), JsValue::from(out), n(threads)];
+            self.call(&self.methods.quantize_rows, &args).map(|_| ())
         }
 
         /// Runs the products of one batched matmul on the pool's threads (at most `threads`),

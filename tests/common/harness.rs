@@ -40,6 +40,10 @@ pub struct SuiteConfig {
     /// init per variant, so that a backend with several GEMV kernels has each tested whatever
     /// its adapter would pick (`[[]]`: the backend's defaults only).
     pub gemv_specs: &'static [&'static [(&'static str, &'static str)]],
+    /// Whether the backend takes the compile spec `activations = "int8"` (the CPU backend's
+    /// int8 activation rows for block-format `linear`s); a backend that does not must refuse
+    /// it.
+    pub int8_activations: bool,
 }
 
 impl SuiteConfig {
@@ -63,6 +67,7 @@ impl SuiteConfig {
         },
         small: false,
         gemv_specs: &[&[]],
+        int8_activations: true,
     };
 
     /// The same tolerances with small shapes.

@@ -1,8 +1,10 @@
 //! [`CpuBackend`]: the registry's `BackendInterface` over the CPU kernels.
 //!
-//! - `init` reads the compile specs (`precision = "f32"`, and `threads`: the most threads this
-//!   program's ops run on, 1 up to the installed pool's size; any other key or value is
-//!   refused), refuses every runtime spec (it has none), decodes and validates the blob
+//! - `init` reads the compile specs (`precision = "f32"`; `threads`: the most threads this
+//!   program's ops run on, 1 up to the installed pool's size; `activations`: `"f32"`, the
+//!   default, or `"int8"`, which quantizes the activation rows of Q8_0 / Q5_0 / Q4_K / Q6_K
+//!   `linear`s to int8 blocks as llama.cpp does, see `webdelegate_kernels::int8_dots`; any
+//!   other key or value is refused), refuses every runtime spec (it has none), decodes and validates the blob
 //!   (`program::load`), frees it, fetches every parameter through the context's provider into
 //!   typed host vectors, packs weights used only as matmul right operands (dropping their raw
 //!   copy), and plans execution (dead ops skipped, intermediates released after their last
@@ -59,6 +61,25 @@ const THREADS: &str = "threads";
 const THREADS_REASON: &str = "threads_reason";
 /// The option naming the fewest values an op needs to go to the worker pool.
 const POOL_MIN_WORK: &str = "pool_min_work";
+/// The compile spec choosing how block-format `linear`s read their activation rows.
+const ACTIVATIONS: &str = "activations";
+
+/// The `activations` compile spec: `"f32"` (the default: every product of the f32 activation
+/// and a dequantized weight rounded in f32) or `"int8"` (each 32 activation values quantized
+/// to int8 with one f32 scale, dotted with the weight's integer quants in integers, as
+/// llama.cpp's CPU backend does; faster, within the activations' rounding).
+///
+/// # Errors
+/// `InvalidArgument` for any other value.
+fn parse_activations(text: &str) -> Result<bool> {
+    match text {
+        "f32" => Ok(false),
+        "int8" => Ok(true),
+        other => Err(Error::invalid_argument(format!(
+            "the CPU backend's compile spec \"activations\" is \"f32\" or \"int8\", not {other:?}"
+        ))),
+    }
+}
 
 /// `option`'s integer value as a count, or `InvalidArgument` saying `what` it must be.
 fn count_of(option: &BackendOption, what: &'static str) -> Result<usize> {
@@ -118,7 +139,7 @@ fn threads_reason() -> String {
 }
 
 /// The compile spec keys the CPU backend understands.
-pub const CPU_COMPILE_SPEC_KEYS: &[&str] = &[PRECISION, THREADS];
+pub const CPU_COMPILE_SPEC_KEYS: &[&str] = &[PRECISION, THREADS, ACTIVATIONS];
 
 /// The pure-Rust CPU backend (the fallback when WebGPU is missing, and the reference the GPU
 /// kernels are compared with).
@@ -154,6 +175,11 @@ impl CpuBackend {
         }
         check_runtime_specs(Self::NAME, context.runtime_specs(), &[])?;
         let thread_cap = specs.text(THREADS)?.map(parse_thread_spec).transpose()?;
+        let int8_activations = specs
+            .text(ACTIVATIONS)?
+            .map(parse_activations)
+            .transpose()?
+            .unwrap_or(false);
         let program = program::load(processed.data())?;
         drop(processed);
         let mut params: Vec<Option<Values>> = (0..program.tensors.len()).map(|_| None).collect();
@@ -206,6 +232,7 @@ impl CpuBackend {
                 packed,
                 threaded,
                 plan,
+                int8_activations,
             },
             scratch: Scratch::default(),
             states,

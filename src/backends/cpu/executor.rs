@@ -33,6 +33,9 @@ pub struct PreparedProgram {
     pub threaded: Option<Threaded>,
     /// What to run.
     pub plan: Plan,
+    /// Whether block-format `linear`s quantize their activation rows to int8 (the
+    /// `activations` compile spec).
+    pub int8_activations: bool,
 }
 
 /// Runs `prepared` on `args` (inputs, then output slots).
@@ -149,6 +152,7 @@ fn run_op<'a>(
         program: &prepared.program,
         packed: &prepared.packed,
         threaded: prepared.threaded.as_ref(),
+        int8_activations: prepared.int8_activations,
         step,
         frame,
         scratch,

@@ -29,6 +29,8 @@ pub(crate) struct RunContext<'c, 'a> {
     pub packed: &'c [Option<PackedB>],
     /// The program's weights in a worker pool's shared memory, if any.
     pub threaded: Option<&'c Threaded>,
+    /// Whether block-format `linear`s quantize their activation rows to int8.
+    pub int8_activations: bool,
     /// The step being run (its releases tell which inputs die here).
     pub step: &'c Step,
     /// The tensors of this execution.

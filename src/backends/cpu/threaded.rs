@@ -369,6 +369,7 @@ mod platform {
             id: TensorId,
             (x, bias): (F32Operand<'_>, Option<&[f32]>),
             (m, k, n): (usize, usize, usize),
+            int8: bool,
         ) -> Result<SharedValues> {
             let blocks = self
                 .blocks
@@ -383,6 +384,18 @@ mod platform {
             let [x_at, bias_at] =
                 scratch.stage(&self.pool, [&x, bias.as_ref().unwrap_or(&none)])?;
             let out = self.output(m * n)?;
+            // int8 activations: quantized once into a region of their own, read by every
+            // thread's share of the weight rows.
+            let quantized = if int8 {
+                let bytes = CpuPool::int8_rows_bytes(m, k)
+                    .ok_or_else(|| Error::internal("int8 activations overflow"))?;
+                let region = self.pool.alloc(bytes.max(4))?;
+                self.pool
+                    .quantize_rows((m, k), (x_at, region.at()), self.threads())?;
+                Some(region)
+            } else {
+                None
+            };
             self.pool.dot_rows(
                 PoolDotRows {
                     format: blocks.format,
@@ -390,7 +403,8 @@ mod platform {
                     k,
                     m,
                     weights: blocks.region.at(),
-                    x: x_at,
+                    x: quantized.as_ref().map_or(x_at, SharedRegion::at),
+                    int8,
                     bias: bias.map(|_| bias_at),
                     out: out.region.at(),
                 },
@@ -706,6 +720,7 @@ mod platform {
             _id: TensorId,
             _operands: (F32Operand<'_>, Option<&[f32]>),
             _dims: (usize, usize, usize),
+            _int8: bool,
         ) -> Result<SharedValues> {
             match *self {}
         }

@@ -34,6 +34,8 @@ const KIND_BINARY = 6;
 const KIND_SCALE = 7;
 const KIND_LAYER_NORM = 8;
 const KIND_PERMUTE = 9;
+const KIND_DOT_ROWS_INT8 = 10;
+const KIND_QUANTIZE_ROWS = 11;
 // What each kind runs, on this thread and in the workers: the kernel module's export and its
 // argument count (the status address follows the arguments).
 const ENTRIES = {
@@ -46,6 +48,8 @@ const ENTRIES = {
   [KIND_SCALE]: ['wd_scale', 5],
   [KIND_LAYER_NORM]: ['wd_layer_norm', 7],
   [KIND_PERMUTE]: ['wd_permute', 12],
+  [KIND_DOT_ROWS_INT8]: ['wd_dot_rows_int8', 9],
+  [KIND_QUANTIZE_ROWS]: ['wd_quantize_rows', 6],
 };
 const ALIGN = 64;
 // Rows of the GEMM's register tile (kernels/src/gemm.rs `MR`): shares start on its multiples.
@@ -318,13 +322,23 @@ export class CpuThreadPool {
   /**
    * `out[i * outStride + r] = rows[r] . x[i] (+ bias[r])` over `rows` block-format rows (format:
    * the kernels' `RowFormat::code`) of `k` values and `m` activation rows; the weight rows are
-   * split between the threads.
+   * split between the threads. With `int8`, `x` is the activations quantized by `quantizeRows`.
    */
-  dotRows(format, rows, k, m, weights, x, bias, out, outStride, threads) {
+  dotRows(format, rows, k, m, weights, x, bias, out, outStride, threads, int8) {
     const rowBytes = this.main.exports.wd_row_bytes(format, k);
     const runs = shares(rows, this.threadsFor(threads), 16);
     const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, m, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0, outStride]);
-    this.run(KIND_DOT_ROWS, tasks);
+    this.run(int8 ? KIND_DOT_ROWS_INT8 : KIND_DOT_ROWS, tasks);
+  }
+
+  /**
+   * Quantizes `m` activation rows of `k` values at `x` into int8 blocks at `out` (the layout
+   * `wd_int8_rows_bytes` sizes); the rows are split between the threads.
+   */
+  quantizeRows(m, k, x, out, threads) {
+    const runs = shares(m, this.threadsFor(threads), 1);
+    const tasks = runs.map(([r0, r1]) => [r1 - r0, k, x + 4 * r0 * k, out, m, r0]);
+    this.run(KIND_QUANTIZE_ROWS, tasks);
   }
 
   /**

@@ -127,6 +127,11 @@ export interface GeneratorOptions {
    *  the installed pool's size (`useCpuThreads`); 1 keeps it on the calling thread. Default:
    *  the CPU backend's `threads` option at the time. Other backends ignore it. */
   threads?: number;
+  /** On the CPU backend, how the quantized (Q8_0 / Q5_0 / Q4_K / Q6_K) projections read their
+   *  activations: `'f32'` (default: exact f32 products) or `'int8'` (each 32 values quantized
+   *  to int8 with one scale, integer dots, as llama.cpp's CPU backend does: faster decode,
+   *  logits within the activations' rounding). Other backends ignore it. */
+  cpuActivations?: 'f32' | 'int8';
   /** Aborts the load. */
   signal?: AbortSignal;
   onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;

@@ -1,5 +1,6 @@
 //! What every high-level model load shares: the backend to run on (`"auto"`'s order and the
-//! reasons each skipped backend gives), the `threads` option (the CPU backend's `threads`
+//! reasons each skipped backend gives), the `cpuActivations` option (the CPU backend's
+//! `activations` compile spec), the `threads` option (the CPU backend's `threads`
 //! compile spec), the provider's IREE status as the ExecuTorch error a caller sees, and racing
 //! a load against the caller's `AbortSignal`.
 //!
@@ -183,8 +184,49 @@ pub(crate) fn threads_option(options: &wasm_bindgen::JsValue) -> Result<Option<u
     Ok(usize::try_from(n).ok())
 }
 
+/// The CPU backend's load options: `threads` (its compile spec of that name) and
+/// `cpuActivations` (its compile spec `activations`).
+#[derive(Clone, Debug, Default)]
+pub(crate) struct CpuLoadOptions {
+    /// The most threads the program runs on, if given.
+    pub threads: Option<usize>,
+    /// `"f32"` or `"int8"`, if given.
+    pub activations: Option<String>,
+}
+
+impl CpuLoadOptions {
+    /// The CPU backend's compile specs for these options.
+    fn specs(&self) -> Vec<CompileSpec> {
+        let threads = self
+            .threads
+            .map(|threads| CompileSpec::new("threads", threads.to_string()));
+        let activations = self
+            .activations
+            .as_ref()
+            .map(|value| CompileSpec::new("activations", value.as_str()));
+        threads.into_iter().chain(activations).collect()
+    }
+}
+
+/// The `cpuActivations` load option: how the CPU backend's block-format `linear`s read their
+/// activation rows, `"f32"` (its default) or `"int8"` (quantized per 32 values, as llama.cpp's
+/// CPU backend does). Only the CPU backend reads it; `None` when absent.
+///
+/// # Errors
+/// `InvalidArgument` for anything but one of those strings.
+pub(crate) fn cpu_activations_option(options: &wasm_bindgen::JsValue) -> Result<Option<String>> {
+    let value = crate::web::edge::fields::string(options, "cpuActivations")
+        .map_err(|status| Error::invalid_argument(status.message().to_owned()))?;
+    match value.as_deref() {
+        None | Some("f32" | "int8") => Ok(value),
+        Some(other) => Err(Error::invalid_argument(format!(
+            "cpuActivations must be \"f32\" or \"int8\", got {other:?}"
+        ))),
+    }
+}
+
 /// Initialises `blob` on the first of [`candidates`]`(requested)` that accepts it; on the CPU
-/// backend with the `threads` compile spec when `cpu_threads` is given.
+/// backend with the compile specs `cpu` asks for.
 ///
 /// # Errors
 /// An `InvalidState` failure at once (an abort or a lost device is not a reason to try the
@@ -193,17 +235,12 @@ pub(crate) async fn init_on_first(
     requested: &str,
     blob: &[u8],
     context: &BackendInitContext,
-    cpu_threads: Option<usize>,
+    cpu: &CpuLoadOptions,
 ) -> Result<Placed> {
     let (names, mut notes) = candidates(requested);
     let mut last_error = None;
     for name in names {
-        let specs: Vec<CompileSpec> = match cpu_threads {
-            Some(threads) if name == CPU => {
-                vec![CompileSpec::new("threads", threads.to_string())]
-            }
-            _ => Vec::new(),
-        };
+        let specs = if name == CPU { cpu.specs() } else { Vec::new() };
         let blob = FreeableBuffer::new(blob.to_vec());
         match LoadedDelegate::init(&name, blob, &specs, context).await {
             Ok(delegate) => {

@@ -13,7 +13,7 @@ use crate::params::MemoryProvider;
 use crate::program::ops::Linear;
 use crate::program::{BlockFormat, DType, Dim, ProgramBuilder};
 use crate::quant::{random_blocks, random_bytes};
-use crate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
+use crate::registry::{BackendInitContext, CompileSpec, FreeableBuffer, LoadedDelegate};
 use crate::web::edge::errors::to_js_error;
 use js_sys::Promise;
 use std::cell::RefCell;
@@ -43,12 +43,14 @@ pub struct QmatvecBench {
 #[wasm_bindgen]
 impl QmatvecBench {
     /// Builds `x [1, k] @ W^T` with `W [n, k]` in `format` (ggml's name, e.g. `"Q8_0"`) and
-    /// initialises it on the registered backend `backendName`.
+    /// initialises it on the registered backend `backendName`, with the compile spec
+    /// `activations` set to `activations` when given (the CPU backend's `"f32"` or `"int8"`).
     pub async fn create(
         #[wasm_bindgen(js_name = backendName)] backend_name: String,
         format: String,
         k: u32,
         n: u32,
+        activations: Option<String>,
     ) -> JsResult<QmatvecBench> {
         let format = BlockFormat::from_name(&format).ok_or_else(|| {
             to_js_error(Error::invalid_argument(format!(
@@ -89,8 +91,12 @@ impl QmatvecBench {
             Some(vec![n as u64, k as u64]),
         );
         let context = BackendInitContext::new().with_parameters(Arc::new(provider));
+        let specs: Vec<CompileSpec> = activations
+            .map(|value| CompileSpec::new("activations", value))
+            .into_iter()
+            .collect();
         let delegate =
-            LoadedDelegate::init(&backend_name, FreeableBuffer::new(blob), &[], &context)
+            LoadedDelegate::init(&backend_name, FreeableBuffer::new(blob), &specs, &context)
                 .await
                 .map_err(to_js_error)?;
         let values: Vec<f32> = random_bytes(k, 7)

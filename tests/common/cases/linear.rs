@@ -306,6 +306,76 @@ pub async fn linear_matches_gguf_py_fixtures(backend: SharedBackend, config: Sui
 }
 
 op_case! {
+/// The compile spec `activations = "int8"` (the CPU backend's int8 activation rows) against
+/// the same independent oracle as above, gguf-py's dequantizer plus a float64 NumPy product of
+/// the f32 activations, for every block format with an int8 kernel, `M` 1 and 3 (17 at full
+/// size), with a bias. Tolerance: the activations' rounding, `sum_j |w_j| * d_j / 2` per output
+/// (`d_j = max|x| / 127` of the 32-value block holding `x_j`), plus `5e-5 * sum |w||x|`; and
+/// the results must differ from the f32 path's somewhere (the spec took effect). Other values
+/// of the spec are `InvalidArgument`; a backend without it refuses the key.
+pub async fn linear_int8_activations_stay_within_their_rounding(backend: SharedBackend, config: SuiteConfig) {
+    let fixtures = fixtures();
+    let q8 = &fixtures[4];
+    let program = |rows: usize, fixture: &Fixture| {
+        let mut m = Model::new();
+        let xs = m.input("x", &[rows, fixture.k]);
+        let weight = block_param(&mut m, "weight", fixture.format, &[fixture.n, fixture.k], fixture.weight);
+        let b = m.param("bias", &[fixture.n], &f32s(fixture.bias));
+        let out = m.b.push(|out| Linear { x: xs, weight, bias: Some(b), out }).unwrap();
+        m.b.output(out);
+        m
+    };
+    let spec = [webdelegate::registry::CompileSpec::new("activations", "int8")];
+    if !config.int8_activations {
+        let error = program(1, q8).init_with(&backend, &spec).await.map(|_| ()).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidArgument, "{error}");
+        assert!(error.message().contains("activations"), "{error}");
+        return;
+    }
+    for bad in ["bf16", "", "INT8"] {
+        let specs = [webdelegate::registry::CompileSpec::new("activations", bad)];
+        let error = program(1, q8).init_with(&backend, &specs).await.map(|_| ()).unwrap_err();
+        assert_eq!(error.code(), ErrorCode::InvalidArgument, "{bad:?}: {error}");
+        assert!(error.message().contains("\"int8\""), "{bad:?}: {error}");
+    }
+    let mut differs = false;
+    for fixture in fixtures.iter().filter(|f| f.format.row_format().is_some()) {
+        let Fixture { name, format, n, k, .. } = *fixture;
+        let x = f32s(fixture.x);
+        let (want, scale) = (f64s(fixture.want), f64s(fixture.scale));
+        let mut dense = vec![0f32; n * k];
+        format.dequantize(fixture.weight, &mut dense).unwrap();
+        let row_counts: &[usize] = if config.small { &[1, 3] } else { &[1, 3, 17] };
+        for &rows in row_counts {
+            let m = program(rows, fixture);
+            let input = || f32_tensor(&[rows, k], x[..rows * k].to_vec());
+            let got = m.run_with(&backend, &[("activations", "int8")], vec![input()]).await;
+            let exact = m.run(&backend, vec![input()]).await;
+            let (data, exact) = (got[0].as_f32().unwrap(), exact[0].as_f32().unwrap());
+            differs |= data.iter().zip(exact).any(|(a, b)| a.to_bits() != b.to_bits());
+            for (i, &g) in data.iter().enumerate() {
+                let (r, c) = (i / n, i % n);
+                let rounding: f64 = (0..k)
+                    .map(|j| {
+                        let block = &x[r * k + j / 32 * 32..r * k + j / 32 * 32 + 32];
+                        let d = block.iter().fold(0f32, |a, v| a.max(v.abs())) / 127.0;
+                        f64::from(dense[c * k + j].abs()) * f64::from(d) / 2.0
+                    })
+                    .sum();
+                let error = (f64::from(g) - want[i]).abs();
+                assert!(
+                    error <= rounding + LINEAR_TOL * scale[i] + 1e-6,
+                    "{name} M={rows} int8: out[{r}, {c}] = {g}, want {} (error {error:e}, rounding bound {rounding:e})",
+                    want[i]
+                );
+            }
+        }
+    }
+    assert!(differs, "int8 activations gave the f32 path's bits everywhere: the spec had no effect");
+}
+}
+
+op_case! {
 /// Untrusted weights: a Q8_0 tensor whose file has one byte too few, or says another type or
 /// shape, is refused at init with `InvalidExternalData` naming it; a Q4_K weight with
 /// 640-value rows (not whole 256-value blocks) is an `InvalidProgram`.

@@ -8,7 +8,10 @@
 //! One activation row (the decode step: every layer's projections and the lm_head) over Q8_0,
 //! Q5_0, Q4_K or Q6_K skips the decode buffer: `webdelegate_kernels::blocks::dot_rows` dots
 //! each block in vector registers, decoded to exactly the values `crate::quant` gives, so each
-//! weight byte is read once and nothing is written. Activations stay f32 (never quantized).
+//! weight byte is read once and nothing is written. Activations stay f32 unless the program
+//! was initialised with the `activations = "int8"` compile spec: then every activation row of
+//! a Q8_0 / Q5_0 / Q4_K / Q6_K `linear` (any `M`) is quantized to int8 blocks and dotted with
+//! the weight's integer quants (`webdelegate_kernels::int8_dots`), on the pool too.
 
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
 use crate::backends::cpu::gemm::kernel_error;
@@ -17,7 +20,8 @@ use crate::error::{Error, Result};
 use crate::program::TensorId;
 use crate::program::ops::Linear;
 use crate::quant::BlockFormat;
-use webdelegate_kernels::blocks;
+use webdelegate_kernels::blocks::{self, RowFormat};
+use webdelegate_kernels::int8_dots;
 use webdelegate_kernels::math::{LANES, lane_dot};
 
 /// Weight rows decoded together (each decoded group is reused by every activation row).
@@ -167,6 +171,38 @@ pub(crate) fn linear(
     Ok(())
 }
 
+/// `out[m, n] = x[m, :] . w[n, :] (+ bias[n])` with each activation row quantized to int8
+/// first (`webdelegate_kernels::int8_dots`), every weight row read once for all of them.
+///
+/// # Errors
+/// `Internal` when lengths disagree (validation rules that out).
+fn int8_linear(
+    x: &[f32],
+    (format, rows): (RowFormat, &[u8]),
+    bias: Option<&[f32]>,
+    Dims { m, k, n }: Dims,
+    out: &mut [f32],
+) -> Result<()> {
+    if m.checked_mul(k) != Some(x.len()) || m.checked_mul(n) != Some(out.len()) {
+        return Err(Error::internal("linear operands have the wrong lengths"));
+    }
+    let blocks = x.len() / int8_dots::BLOCK;
+    let (mut quants, mut scales, mut sums) =
+        (vec![0i16; x.len()], vec![0f32; blocks], vec![0f32; blocks]);
+    int8_dots::quantize_rows(x, &mut quants, &mut scales, &mut sums).map_err(kernel_error)?;
+    let xs = int8_dots::Int8Rows {
+        quants: &quants,
+        scales: &scales,
+        sums: &sums,
+    };
+    int8_dots::dot_rows_each(format, rows, k, &xs, bias, |i, r, value| {
+        if let Some(o) = out.get_mut(i * n + r) {
+            *o = value;
+        }
+    })
+    .map_err(kernel_error)
+}
+
 /// Four rows of `w` dotted with `x` at once (`x` is loaded once for all four), eight lanes each.
 fn dot4(w: &[&[f32]; ROW_GROUP], x: &[f32]) -> [f32; ROW_GROUP] {
     let len = x.len();
@@ -207,13 +243,22 @@ impl CpuOp for Linear {
         let numel = f.numel(self.out)?;
         let m = numel.checked_div(n).unwrap_or(0);
         let bias = self.bias.map(|id| f.f32(id)).transpose()?;
+        // int8 activations need a kernel for the format (every `RowFormat`) and whole blocks.
+        let int8 = cx.int8_activations && k > 0 && k.is_multiple_of(int8_dots::BLOCK);
         if let Some(threaded) = cx.threaded.filter(|t| t.has_blocks(self.weight)) {
             let (x, shared) = (f.operand(self.x)?, &mut cx.scratch.shared);
-            let out = threaded.linear(shared, self.weight, (x, bias), (m, k, n))?;
+            let out = threaded.linear(shared, self.weight, (x, bias), (m, k, n), int8)?;
             return Ok(Slot::Shared(out));
         }
         let mut out = cx.scratch.pool.take(numel)?;
         let weight = weight_rows(f, self.weight)?;
+        if let (true, WeightRows::Blocks(format, bytes)) = (int8, weight)
+            && let Some(format) = format.row_format()
+        {
+            let dims = Dims { m, k, n };
+            int8_linear(f.f32(self.x)?, (format, bytes), bias, dims, &mut out)?;
+            return Ok(Slot::Owned(Values::F32(out)));
+        }
         let mut scratch = cx.scratch.pool.take(ROW_GROUP * k)?;
         let dims = Dims { m, k, n };
         let result = linear(f.f32(self.x)?, weight, bias, dims, &mut out, &mut scratch);

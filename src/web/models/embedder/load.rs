@@ -19,7 +19,9 @@ use crate::params::http::{HttpProvider, ScopeOptions};
 use crate::program;
 use crate::registry::{BackendInitContext, LoadedDelegate};
 use crate::text::TextTokenizer;
-use crate::web::models::loading::{aborted_error, init_on_first, race_abort, status_error};
+use crate::web::models::loading::{
+    CpuLoadOptions, aborted_error, init_on_first, race_abort, status_error,
+};
 use js_sys::Promise;
 use std::sync::Arc;
 use wasm_bindgen::JsCast;
@@ -146,7 +148,11 @@ async fn load_model(
     let context = BackendInitContext::new()
         .with_method_name("sentence_embedding")
         .with_parameters(Arc::clone(provider) as crate::params::SharedProvider);
-    let placed = init_on_first(&options.backend, &blob, &context, options.threads).await?;
+    let cpu = CpuLoadOptions {
+        threads: options.threads,
+        activations: None,
+    };
+    let placed = init_on_first(&options.backend, &blob, &context, &cpu).await?;
     Ok(LoadedModel {
         backend: placed.backend,
         fallback: placed.fallback,

@@ -116,7 +116,7 @@ impl Generator {
             let init = BackendInitContext::new()
                 .with_method_name("generate")
                 .with_parameters(Arc::clone(&provider) as crate::params::SharedProvider);
-            let placed = init_on_first(&options.backend, &blob, &init, options.threads).await?;
+            let placed = init_on_first(&options.backend, &blob, &init, &options.cpu).await?;
             Ok((config, tokenizer, context, placed))
         };
         let (config, tokenizer, context, placed) =

@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::models::generator::GenerateOptions;
 use crate::web::edge::fields::{boolean, integer, optional, string};
-use crate::web::models::loading::threads_option;
+use crate::web::models::loading::{CpuLoadOptions, cpu_activations_option, threads_option};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
 
@@ -21,8 +21,8 @@ pub(super) struct LoadOptions {
     pub context: Option<u64>,
     /// Whether the program also outputs logits (for `evaluate`).
     pub logits: bool,
-    /// The most CPU threads the program runs on (`threads`), if given.
-    pub threads: Option<usize>,
+    /// The CPU backend's options: `threads` and `cpuActivations`.
+    pub cpu: CpuLoadOptions,
     /// Aborts the load.
     pub signal: Option<web_sys::AbortSignal>,
 }
@@ -64,7 +64,10 @@ impl LoadOptions {
             logits: boolean(options, "logits")
                 .map_err(invalid)?
                 .unwrap_or(false),
-            threads: threads_option(options)?,
+            cpu: CpuLoadOptions {
+                threads: threads_option(options)?,
+                activations: cpu_activations_option(options)?,
+            },
             signal: signal(options)?,
         })
     }

@@ -1,0 +1,390 @@
+//! Block-format weight rows dotted with activation rows quantized to int8, llama.cpp's way of
+//! running a quantized product on a CPU. Each activation row is cut into 32-value blocks, each
+//! stored as `round(x / d)` in `-127..=127` with `d = max|x| / 127` (ggml's
+//! `quantize_row_q8_0_ref` rounding; the scale stays f32 where ggml keeps an f16) plus the
+//! block's sum `d * sum(q)` (for Q4_K's minimums). A weight block's integer quants are
+//! multiplied with them in integer arithmetic, exactly, and each block's (or 16-value
+//! sub-block's) integer sum is scaled once in f32.
+//!
+//! Every dot is the weight row's dot with the dequantized activations `q * d` (within f32
+//! rounding of the per-block scaling), so the only error against the f32 path is the
+//! activations' rounding. This trades the f32 path's exactness ([`crate::blocks`]: every product `w * x` rounded in
+//! f32, `x` as given) for about half the instructions per weight byte; that rounding is at
+//! most `d / 2` per value.
+
+use crate::KernelError;
+use crate::blocks::{RowFormat, k_scale_min, q5_0_quants, q6_k_quants};
+use crate::math::{F32x4, I32x4, U8x16, floor};
+
+/// Values per activation block.
+pub const BLOCK: usize = 32;
+
+/// Activation rows quantized to int8 blocks: `quants[i]` (widened to i16, the width the
+/// integer dot takes) is `round(x[i] / scales[i / 32])`, `sums[i / 32]` the block's
+/// dequantized sum `scale * sum(q)`.
+#[derive(Clone, Copy, Debug)]
+pub struct Int8Rows<'a> {
+    /// One quant per value, in `-127..=127`.
+    pub quants: &'a [i16],
+    /// One scale per 32 values.
+    pub scales: &'a [f32],
+    /// One sum of the dequantized values per 32 values.
+    pub sums: &'a [f32],
+}
+
+impl<'a> Int8Rows<'a> {
+    /// Activation row `i` of rows of `k` values (`k` a multiple of 32).
+    fn row(&self, i: usize, k: usize) -> Int8Rows<'a> {
+        let b = k / BLOCK;
+        Int8Rows {
+            quants: &self.quants[i * k..(i + 1) * k],
+            scales: &self.scales[i * b..(i + 1) * b],
+            sums: &self.sums[i * b..(i + 1) * b],
+        }
+    }
+}
+
+/// Quantizes `x` (whole blocks of 32) into `quants` (as many values), `scales` and `sums` (one
+/// per block). Rounds half away from zero exactly as the `gguf` package's `np_roundf` (C's
+/// `roundf`); a block of zeros gets scale 0; a block holding a NaN or an infinity gets a NaN
+/// scale, so every dot that reads it is NaN, as the f32 path's would be.
+///
+/// # Errors
+/// A [`KernelError`] when `x` is not whole blocks or the outputs do not match it.
+pub fn quantize_rows(
+    x: &[f32],
+    quants: &mut [i16],
+    scales: &mut [f32],
+    sums: &mut [f32],
+) -> Result<(), KernelError> {
+    let blocks = x.len() / BLOCK;
+    if !x.len().is_multiple_of(BLOCK)
+        || quants.len() != x.len()
+        || scales.len() != blocks
+        || sums.len() != blocks
+    {
+        return Err(KernelError(
+            "quantized activations do not match their values",
+        ));
+    }
+    for (((block, q), d), sum) in x
+        .chunks_exact(BLOCK)
+        .zip(quants.chunks_exact_mut(BLOCK))
+        .zip(scales.iter_mut())
+        .zip(sums.iter_mut())
+    {
+        let amax = block.iter().fold(0.0f32, |m, v| m.max(v.abs()));
+        let finite = block.iter().all(|v| v.is_finite());
+        let scale = amax / 127.0;
+        let inverse = if scale == 0.0 || !finite {
+            0.0
+        } else {
+            1.0 / scale
+        };
+        for (q, &v) in q.iter_mut().zip(block) {
+            *q = round_half_away(v * inverse) as i16;
+        }
+        *d = if finite { scale } else { f32::NAN };
+        let integer: i32 = q.iter().map(|&q| i32::from(q)).sum();
+        *sum = *d * integer as f32;
+    }
+    Ok(())
+}
+
+/// `np_roundf`: `floor(a) + floor(2 * (a - floor(a)))` with the sign of `v` (exact in f32:
+/// `a - floor(a)` and its double are), for `|v| <= 127` as the quantizer gives it.
+#[inline(always)]
+fn round_half_away(v: f32) -> f32 {
+    let a = v.abs();
+    let floored = floor(a);
+    let r = floored + floor(2.0 * (a - floored));
+    if v < 0.0 { -r } else { r }
+}
+
+/// `store(i, r, rows[r] . xs[i] (+ bias[r]))` for every weight row `r` of `format` in `rows`
+/// (of `k` values) and every quantized activation row `i` of `xs`, weight row by weight row.
+///
+/// # Errors
+/// A [`KernelError`] when `k` is not whole blocks of the format and of 32, `rows` is not whole
+/// rows, `xs` is not whole rows of `k`, or `bias` does not hold one value per weight row.
+pub fn dot_rows_each(
+    format: RowFormat,
+    rows: &[u8],
+    k: usize,
+    xs: &Int8Rows<'_>,
+    bias: Option<&[f32]>,
+    mut store: impl FnMut(usize, usize, f32),
+) -> Result<(), KernelError> {
+    let (bytes, elements) = (format.block_bytes(), format.block_elements());
+    if k == 0 || !k.is_multiple_of(elements) || !k.is_multiple_of(BLOCK) {
+        return Err(KernelError("a block-format row is not whole blocks"));
+    }
+    let row_bytes = k / elements * bytes;
+    let m = xs.quants.len() / k;
+    let blocks = m * (k / BLOCK);
+    if !rows.len().is_multiple_of(row_bytes)
+        || xs.quants.len() != m * k
+        || xs.scales.len() != blocks
+        || xs.sums.len() != blocks
+    {
+        return Err(KernelError(
+            "quantized activations or weights are not whole rows",
+        ));
+    }
+    let count = rows.len() / row_bytes;
+    if bias.is_some_and(|bias| bias.len() != count) {
+        return Err(KernelError("a bias does not match the block-format rows"));
+    }
+    for (r, row) in rows.chunks_exact(row_bytes).enumerate() {
+        let b = bias.map_or(0.0, |b| b[r]);
+        for i in 0..m {
+            store(i, r, dot_row(format, row, &xs.row(i, k)) + b);
+        }
+    }
+    Ok(())
+}
+
+/// One weight row of `format` (whole blocks) dotted with one quantized activation row of as
+/// many values (blocks beyond the shorter of the two are not read).
+fn dot_row(format: RowFormat, row: &[u8], x: &Int8Rows<'_>) -> f32 {
+    let mut acc = F32x4::splat(0.0);
+    let bytes = format.block_bytes();
+    match format {
+        RowFormat::Q8_0 => {
+            let quants = x.quants.chunks_exact(BLOCK).zip(x.scales);
+            for (block, (q, &d)) in row.chunks_exact(bytes).zip(quants) {
+                block_q8_0(block, q, d, &mut acc);
+            }
+        }
+        RowFormat::Q5_0 => {
+            let quants = x.quants.chunks_exact(BLOCK).zip(x.scales);
+            for (block, (q, &d)) in row.chunks_exact(bytes).zip(quants) {
+                block_q5_0(block, q, d, &mut acc);
+            }
+        }
+        RowFormat::Q4_K => {
+            let mut minimums = 0.0f32;
+            let quants = x.quants.chunks_exact(256);
+            let parts = x.scales.chunks_exact(8).zip(x.sums.chunks_exact(8));
+            for (block, (q, (d, sums))) in row.chunks_exact(bytes).zip(quants.zip(parts)) {
+                minimums += block_q4_k(block, q, (d, sums), &mut acc);
+            }
+            return acc.sum() - minimums;
+        }
+        RowFormat::Q6_K => {
+            let quants = x.quants.chunks_exact(256).zip(x.scales.chunks_exact(8));
+            for (block, (q, d)) in row.chunks_exact(bytes).zip(quants) {
+                block_q6_k(block, q, d, &mut acc);
+            }
+        }
+    }
+    acc.sum()
+}
+
+/// An f16 bit pattern widened to f32 exactly: normals and subnormals by one multiply by
+/// `2^112` (exact: a power of two), infinities and NaN by their exponent.
+#[inline(always)]
+pub fn half_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let rest = u32::from(h & 0x7fff);
+    let magnitude = if rest >= 0x7c00 {
+        f32::from_bits(0x7f80_0000 | ((rest & 0x3ff) << 13))
+    } else {
+        f32::from_bits(rest << 13) * f32::from_bits((127 + 112) << 23)
+    };
+    f32::from_bits(magnitude.to_bits() | sign)
+}
+
+/// The f16 at `at` of a block.
+#[inline(always)]
+fn half_at(block: &[u8], at: usize) -> f32 {
+    half_to_f32(u16::from_le_bytes([block[at], block[at + 1]]))
+}
+
+/// `acc += f32(isum) * scale`.
+#[inline(always)]
+fn scale_add(acc: &mut F32x4, isum: I32x4, scale: f32) {
+    *acc = acc.add(isum.to_f32().mul(F32x4::splat(scale)));
+}
+
+/// Q8_0: `d_w * d_x * sum(q_w * q_x)`.
+#[inline(always)]
+fn block_q8_0(block: &[u8], q: &[i16], dx: f32, acc: &mut F32x4) {
+    let lo = U8x16::load(&block[2..]).dot_i16(&q[..16]);
+    let hi = U8x16::load(&block[18..]).dot_i16(&q[16..]);
+    scale_add(acc, lo.add(hi), half_at(block, 0) * dx);
+}
+
+/// Q5_0: `d_w * d_x * sum((q_w - 16) * q_x)`.
+#[inline(always)]
+fn block_q5_0(block: &[u8], q: &[i16], dx: f32, acc: &mut F32x4) {
+    let [low, high] = q5_0_quants(block);
+    let lo = low.sub(16).dot_i16(&q[..16]);
+    let hi = high.sub(16).dot_i16(&q[16..]);
+    scale_add(acc, lo.add(hi), half_at(block, 0) * dx);
+}
+
+/// Q4_K: per 32-value sub-block `d * sc * d_x * sum(q * q_x)` into `acc`; returns the
+/// minimums' part, `sum(dmin * m * sum(x))`, to subtract.
+#[inline(always)]
+fn block_q4_k(block: &[u8], quants: &[i16], (dx, sums): (&[f32], &[f32]), acc: &mut F32x4) -> f32 {
+    let (d, dmin) = (half_at(block, 0), half_at(block, 2));
+    let (scales, qs) = (&block[4..16], &block[16..144]);
+    let mut minimums = 0.0f32;
+    for c in 0..4 {
+        // 32 bytes: low nibbles are sub-block 2c, high nibbles 2c + 1.
+        let bytes = [U8x16::load(&qs[32 * c..]), U8x16::load(&qs[32 * c + 16..])];
+        for (nibble, sub) in [(0, 2 * c), (1, 2 * c + 1)] {
+            let (sc, m) = k_scale_min(scales, sub);
+            let q = bytes.map(|b| {
+                if nibble == 0 {
+                    b.and(U8x16::splat(0x0f))
+                } else {
+                    b.shr(4)
+                }
+            });
+            let xq = &quants[32 * sub..32 * sub + 32];
+            let isum = q[0].dot_i16(&xq[..16]).add(q[1].dot_i16(&xq[16..]));
+            scale_add(acc, isum, d * f32::from(sc) * dx[sub]);
+            minimums += dmin * f32::from(m) * sums[sub];
+        }
+    }
+    minimums
+}
+
+/// Q6_K: per 16 values `d * sc * d_x * sum((q - 32) * q_x)`.
+#[inline(always)]
+fn block_q6_k(block: &[u8], quants: &[i16], dx: &[f32], acc: &mut F32x4) {
+    let (scales, d) = (&block[192..208], half_at(block, 208));
+    for half in 0..2 {
+        for l in [0, 16] {
+            for (g, q) in q6_k_quants(block, half, l).into_iter().enumerate() {
+                let e = 128 * half + 32 * g + l;
+                let isum = q.sub(32).dot_i16(&quants[e..e + 16]);
+                let scale = d * f32::from(scales[e / 16] as i8) * dx[e / BLOCK];
+                scale_add(acc, isum, scale);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::vec::Vec;
+
+    #[test]
+    fn halves_widen_exactly() {
+        for h in 0..=u16::MAX {
+            let want = half::f16::from_bits(h).to_f32();
+            let got = half_to_f32(h);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{h:#x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{h:#x}");
+            }
+        }
+    }
+
+    #[test]
+    fn rounding_is_half_away_from_zero_and_never_carries_a_near_half_up() {
+        assert_eq!(round_half_away(2.5), 3.0);
+        assert_eq!(round_half_away(-2.5), -3.0);
+        assert_eq!(round_half_away(0.499_999_97), 0.0);
+        assert_eq!(round_half_away(-0.0), 0.0);
+        assert_eq!(round_half_away(127.0), 127.0);
+    }
+
+    #[test]
+    fn zero_and_non_finite_blocks() {
+        let mut x = std::vec![0.0f32; 64];
+        x[40] = f32::INFINITY;
+        let (mut q, mut d, mut s) = (std::vec![1i16; 64], [1.0f32; 2], [0.0f32; 2]);
+        quantize_rows(&x, &mut q, &mut d, &mut s).unwrap();
+        assert_eq!(d[0], 0.0);
+        assert!(q[..32].iter().all(|&q| q == 0));
+        assert!(d[1].is_nan());
+        assert!(quantize_rows(&x[..40], &mut q[..40], &mut d, &mut s).is_err());
+    }
+
+    #[test]
+    fn dots_are_the_integer_dots_times_the_scales() {
+        // Every format against dequantized weights dotted (in f64) with the dequantized
+        // activations: the integer sums are exact, so only f32 scaling rounds.
+        for format in [
+            RowFormat::Q8_0,
+            RowFormat::Q5_0,
+            RowFormat::Q4_K,
+            RowFormat::Q6_K,
+        ] {
+            let (k, n, m) = (512, 3, 2);
+            let mut state = 0x9e37_79b9_u32 + format.code();
+            let mut byte = || {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            };
+            let mut rows: Vec<u8> = (0..n * k / format.block_elements() * format.block_bytes())
+                .map(|_| byte())
+                .collect();
+            // Ordinary f16 scales.
+            let scale_at: &[usize] = match format {
+                RowFormat::Q4_K => &[0, 2],
+                RowFormat::Q6_K => &[208],
+                _ => &[0],
+            };
+            for block in rows.chunks_exact_mut(format.block_bytes()) {
+                for &at in scale_at {
+                    let h =
+                        half::f16::from_f32(0.001 + f32::from(block[(at + 4) % 200] % 50) * 0.0007);
+                    block[at..at + 2].copy_from_slice(&h.to_bits().to_le_bytes());
+                }
+            }
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| ((i as f32) * 0.77).sin() * 2.5)
+                .collect();
+            let (mut q, mut d, mut s) = (
+                std::vec![0i16; m * k],
+                std::vec![0f32; m * k / 32],
+                std::vec![0f32; m * k / 32],
+            );
+            quantize_rows(&x, &mut q, &mut d, &mut s).unwrap();
+            let xs = Int8Rows {
+                quants: &q,
+                scales: &d,
+                sums: &s,
+            };
+            let mut out = std::vec![f32::NAN; m * n];
+            dot_rows_each(format, &rows, k, &xs, None, |i, r, v| out[i * n + r] = v).unwrap();
+            let mut dense = std::vec![0f32; k];
+            for r in 0..n {
+                let row = &rows[r * rows.len() / n..(r + 1) * rows.len() / n];
+                for (b, block) in row.chunks_exact(format.block_bytes()).enumerate() {
+                    let e = format.block_elements();
+                    // The f32 path dequantizes exactly: read each value back as a one-hot dot.
+                    for j in 0..e {
+                        let mut onehot = std::vec![0f32; e];
+                        onehot[j] = 1.0;
+                        let mut v = [0f32];
+                        crate::blocks::dot_rows(format, block, &onehot, None, &mut v).unwrap();
+                        dense[b * e + j] = v[0];
+                    }
+                }
+                for i in 0..m {
+                    let (mut want, mut magnitude) = (0f64, 0f64);
+                    for j in 0..k {
+                        let xv = f64::from(q[i * k + j]) * f64::from(d[(i * k + j) / 32]);
+                        want += f64::from(dense[j]) * xv;
+                        magnitude += (f64::from(dense[j]) * xv).abs();
+                    }
+                    let got = f64::from(out[i * n + r]);
+                    assert!(
+                        (got - want).abs() <= 1e-5 * magnitude + 1e-6,
+                        "{format:?} [{i}, {r}]: {got} vs {want}"
+                    );
+                }
+            }
+        }
+    }
+}
