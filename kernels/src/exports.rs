@@ -499,7 +499,7 @@ pub extern "C" fn wd_int8_rows_bytes(m: usize, k: usize) -> usize {
 /// `m` rows).
 ///
 /// # Safety
-/// `x` holds `rows * k` values and `quantized` `wd_int8_rows_bytes(m, k)` bytes; no other call
+/// `x` holds `rows * k` values and `quantized` `wd_int8_rows_bytes(m, k)` bytes (4-byte aligned); no other call
 /// writes this one's rows.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wd_quantize_rows(
@@ -540,7 +540,7 @@ pub unsafe extern "C" fn wd_quantize_rows(
 /// `quantized` (written by `wd_quantize_rows`).
 ///
 /// # Safety
-/// As `wd_dot_rows`; `quantized` holds `wd_int8_rows_bytes(m, k)` bytes.
+/// As `wd_dot_rows`; `quantized` holds `wd_int8_rows_bytes(m, k)` bytes, 4-byte aligned.
 #[unsafe(no_mangle)]
 #[allow(clippy::too_many_arguments)]
 pub unsafe extern "C" fn wd_dot_rows_int8(

@@ -1,6 +1,6 @@
 //! Block-format weight rows dotted with activation rows quantized to int8, llama.cpp's way of
 //! running a quantized product on a CPU. Each activation row is cut into 32-value blocks, each
-//! stored as `round(x / d)` in `-127..=127` with `d = max|x| / 127` (ggml's
+//! stored as `round(x * (1 / d))` in `-127..=127` with `d = max|x| / 127` (ggml's
 //! `quantize_row_q8_0_ref` rounding; the scale stays f32 where ggml keeps an f16) plus the
 //! block's sum `d * sum(q)` (for Q4_K's minimums). A weight block's integer quants are
 //! multiplied with them in integer arithmetic, exactly, and each block's (or 16-value
@@ -20,7 +20,7 @@ use crate::math::{F32x4, I32x4, U8x16, floor};
 pub const BLOCK: usize = 32;
 
 /// Activation rows quantized to int8 blocks: `quants[i]` (widened to i16, the width the
-/// integer dot takes) is `round(x[i] / scales[i / 32])`, `sums[i / 32]` the block's
+/// integer dot takes) is `round(x[i] * (1 / scales[i / 32]))`, `sums[i / 32]` the block's
 /// dequantized sum `scale * sum(q)`.
 #[derive(Clone, Copy, Debug)]
 pub struct Int8Rows<'a> {
@@ -92,7 +92,8 @@ pub fn quantize_rows(
 }
 
 /// `np_roundf`: `floor(a) + floor(2 * (a - floor(a)))` with the sign of `v` (exact in f32:
-/// `a - floor(a)` and its double are), for `|v| <= 127` as the quantizer gives it.
+/// `a - floor(a)` and its double are). The quantizer gives it `|v| <= 127`, or NaN when a
+/// block's scale is subnormal (`1 / d` overflows): that block's quants are then 0.
 #[inline(always)]
 fn round_half_away(v: f32) -> f32 {
     let a = v.abs();
@@ -105,7 +106,7 @@ fn round_half_away(v: f32) -> f32 {
 /// (of `k` values) and every quantized activation row `i` of `xs`, weight row by weight row.
 ///
 /// # Errors
-/// A [`KernelError`] when `k` is not whole blocks of the format and of 32, `rows` is not whole
+/// A [`KernelError`] when `k` is 0 or not whole blocks of the format and of 32, `rows` is not whole
 /// rows, `xs` is not whole rows of `k`, or `bias` does not hold one value per weight row.
 pub fn dot_rows_each(
     format: RowFormat,
