@@ -499,8 +499,8 @@ pub extern "C" fn wd_int8_rows_bytes(m: usize, k: usize) -> usize {
 /// `m` rows).
 ///
 /// # Safety
-/// `x` holds `rows * k` values and `quantized` `wd_int8_rows_bytes(m, k)` bytes (4-byte aligned); no other call
-/// writes this one's rows.
+/// `x` holds `rows * k` values and `quantized` `wd_int8_rows_bytes(m, k)` bytes (4-byte
+/// aligned); no other call writes this one's rows.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn wd_quantize_rows(
     rows: usize,
