@@ -470,28 +470,20 @@ pub unsafe extern "C" fn wd_dot_rows(
     report(result, status)
 }
 
-/// Where the parts of `m` activation rows of `k` values quantized to int8 lie in the region at
-/// `at`: the i16 quants, then one f32 scale per 32 values, then one f32 sum per 32 values
-/// (`wd_int8_rows_bytes` long); `None` when `k` is not whole blocks or the sizes overflow.
+/// The addresses of the quants, scales and sums of `m` activation rows of `k` values quantized
+/// to int8 in the region at `at` (`int8_dots::Int8Layout`); `None` when `k` is not whole blocks
+/// or the region would overflow.
 fn int8_parts(at: usize, m: usize, k: usize) -> Option<(usize, usize, usize)> {
-    if !k.is_multiple_of(int8_dots::BLOCK) {
-        return None;
-    }
-    let values = m.checked_mul(k)?;
-    let scales = at.checked_add(values.checked_mul(2)?)?;
-    let sums = scales.checked_add((values / int8_dots::BLOCK).checked_mul(4)?)?;
-    sums.checked_add((values / int8_dots::BLOCK).checked_mul(4)?)?;
-    Some((at, scales, sums))
+    let layout = int8_dots::Int8Layout::new(m, k)?;
+    at.checked_add(layout.bytes)?;
+    Some((at, at + layout.scales, at + layout.sums))
 }
 
 /// Bytes of `m` activation rows of `k` values quantized to int8 (see `wd_quantize_rows`); 0
 /// when `k` is not whole blocks of 32 or the size overflows.
 #[unsafe(no_mangle)]
 pub extern "C" fn wd_int8_rows_bytes(m: usize, k: usize) -> usize {
-    match int8_parts(0, m, k) {
-        Some((_, _, sums)) => sums.saturating_add(m * k / int8_dots::BLOCK * 4),
-        None => 0,
-    }
+    int8_dots::Int8Layout::new(m, k).map_or(0, |layout| layout.bytes)
 }
 
 /// Quantizes activation rows `first_row..first_row + rows` of the `m` rows of `k` values at

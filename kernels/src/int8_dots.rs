@@ -32,6 +32,39 @@ pub struct Int8Rows<'a> {
     pub sums: &'a [f32],
 }
 
+/// Where `m` quantized activation rows of `k` values lie in one byte region (the worker pool's
+/// layout): the i16 quants at 0, then one f32 scale per 32 values at `scales`, then one f32
+/// sum per 32 values at `sums`; `bytes` in all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Int8Layout {
+    /// Byte offset of the scales.
+    pub scales: usize,
+    /// Byte offset of the sums.
+    pub sums: usize,
+    /// Bytes of the whole region.
+    pub bytes: usize,
+}
+
+impl Int8Layout {
+    /// The layout of `m` rows of `k` values, or `None` when `k` is not whole blocks of 32 or
+    /// the size overflows.
+    pub fn new(m: usize, k: usize) -> Option<Self> {
+        if !k.is_multiple_of(BLOCK) {
+            return None;
+        }
+        let values = m.checked_mul(k)?;
+        let per_block = (values / BLOCK).checked_mul(4)?;
+        let scales = values.checked_mul(2)?;
+        let sums = scales.checked_add(per_block)?;
+        let bytes = sums.checked_add(per_block)?;
+        Some(Self {
+            scales,
+            sums,
+            bytes,
+        })
+    }
+}
+
 impl<'a> Int8Rows<'a> {
     /// Activation row `i` of rows of `k` values (`k` a multiple of 32).
     fn row(&self, i: usize, k: usize) -> Int8Rows<'a> {

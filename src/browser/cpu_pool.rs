@@ -373,15 +373,8 @@ mod platform {
             .map(|_| ())
         }
 
-        /// Bytes of `m` activation rows of `k` values quantized to int8 blocks (the i16 quants,
-        /// then one f32 scale and one f32 sum per 32 values), or `None` when that overflows.
-        pub fn int8_rows_bytes(m: usize, k: usize) -> Option<usize> {
-            let values = m.checked_mul(k)?;
-            values.checked_mul(2)?.checked_add(values / 32 * 8)
-        }
-
         /// Quantizes the `m` activation rows of `k` values at `x` into int8 blocks at `out`
-        /// ([`CpuPool::int8_rows_bytes`] long), rows split between the pool's threads (at
+        /// (laid out as `webdelegate_kernels::int8_dots::Int8Layout` says), rows split between the pool's threads (at
         /// most `threads`).
         ///
         /// # Errors

@@ -46,6 +46,7 @@ mod platform {
     use std::rc::Rc;
     use webdelegate_kernels::blocks::RowFormat;
     use webdelegate_kernels::gemm::view_fits;
+    use webdelegate_kernels::int8_dots::Int8Layout;
     use webdelegate_kernels::layout::Permute4;
     use webdelegate_kernels::rows::{Activation, Binary};
 
@@ -387,9 +388,9 @@ mod platform {
             // int8 activations: quantized once into a region of their own, read by every
             // thread's share of the weight rows.
             let quantized = if int8 {
-                let bytes = CpuPool::int8_rows_bytes(m, k)
+                let layout = Int8Layout::new(m, k)
                     .ok_or_else(|| Error::internal("int8 activations overflow"))?;
-                let region = self.pool.alloc(bytes.max(4))?;
+                let region = self.pool.alloc(layout.bytes.max(4))?;
                 self.pool
                     .quantize_rows((m, k), (x_at, region.at()), self.threads())?;
                 Some(region)
