@@ -13,6 +13,11 @@
 //! its own; `fraction` is GB/s over the baseline (the browser suite's figure of merit). Last,
 //! the embedding lookup of the same Q8_0 table: `gather` of one row (ms per execute).
 //!
+//! Where the adapter has `timestamp-query`, WebGPU figures come twice: per execute as above
+//! (on a fast GPU mostly submission and read-back, not the kernel), and per kernel: the median
+//! GPU time of the linear's passes over 9 profiled executes (backend option `profiling`), and
+//! of the baseline's pass, so `{key}_kernel_fraction` compares GPU time with GPU time.
+//!
 //! Run with `cargo bench --bench qmatvec` (a release build; for a quicker build without LTO:
 //! `CARGO_PROFILE_BENCH_LTO=false CARGO_PROFILE_BENCH_CODEGEN_UNITS=16`). Arguments filter:
 //! `cpu` / `webgpu` pick a backend, a format name (`q8_0`, `q4_k`, ...) picks matrices,
@@ -29,12 +34,14 @@ mod native {
     use crate::common::{Args, Record, Timing, measure, webgpu_backend};
     use std::sync::Arc;
     use std::time::Duration;
+    use webdelegate::backends::webgpu::WebGpuBackend;
     use webdelegate::params::MemoryProvider;
     use webdelegate::program::ops::Linear;
     use webdelegate::program::{BlockFormat, DType, Dim, ProgramBuilder};
     use webdelegate::quant::{random_blocks, random_bytes};
     use webdelegate::registry::{
-        BackendInitContext, CompileSpec, FreeableBuffer, LoadedDelegate, SharedBackend,
+        BackendInitContext, BackendInterface, BackendOption, BackendOptionContext, CompileSpec,
+        FreeableBuffer, LoadedDelegate, SharedBackend,
     };
     use webdelegate::{EValue, Tensor, TensorData};
 
@@ -45,8 +52,59 @@ mod native {
         (BlockFormat::Q5_0, 2048, 640),
     ];
     /// The WebGPU GEMV kernels compared (values of the `gemv_kernel` compile spec).
-    const GEMV_KERNELS: [&str; 3] = ["auto", "rows", "workgroup"];
+    const GEMV_KERNELS: [&str; 4] = ["auto", "rows", "workgroup", "staged"];
     const BASELINE_BYTES: usize = 256 << 20;
+    /// Profiled executes (or baseline passes) whose median GPU time is a kernel figure.
+    const KERNEL_RUNS: usize = 9;
+
+    /// The median of `values` (sorted in place; `None` when empty).
+    fn median(values: &mut [f64]) -> Option<f64> {
+        values.sort_by(f64::total_cmp);
+        values.get(values.len() / 2).copied()
+    }
+
+    /// The median GPU seconds of `delegate`'s ops over [`KERNEL_RUNS`] profiled executes, or
+    /// `None` where the adapter has no timestamps.
+    fn kernel_seconds(
+        backend: &WebGpuBackend,
+        delegate: &mut LoadedDelegate,
+        args: &mut [EValue],
+    ) -> Option<f64> {
+        let set = |on: bool| {
+            let option = BackendOption::new("profiling", on).expect("option");
+            backend
+                .set_option(&mut BackendOptionContext::default(), &[option])
+                .expect("profiling");
+        };
+        set(true);
+        let mut seconds = Vec::with_capacity(KERNEL_RUNS);
+        for _ in 0..KERNEL_RUNS {
+            pollster::block_on(delegate.execute(args)).expect("execute");
+            let handle = delegate.handle().expect("handle");
+            let profile = WebGpuBackend::profile_of(handle).expect("profile");
+            if let Some(ns) = profile.and_then(|p| p.total_gpu_ns()) {
+                seconds.push(ns as f64 / 1e9);
+            }
+        }
+        set(false);
+        median(&mut seconds)
+    }
+
+    /// Prints and records a kernel-only GB/s (`{key}_kernel_gbps`) and its fraction of the
+    /// baseline's kernel-only GB/s (`{key}_kernel_fraction`).
+    fn report_kernel(record: &mut Record, label: &str, key: &str, bytes: usize, s: f64, base: f64) {
+        let gbps = bytes as f64 / s / 1e9;
+        println!(
+            "{:<28} {:>10.3} ms {:>8.3} GB/s  GPU time, median of {KERNEL_RUNS}  fraction {:.3}",
+            format!("{label} (kernel)"),
+            s * 1e3,
+            gbps,
+            gbps / base
+        );
+        record.set(&format!("{key}_kernel_ms"), s * 1e3);
+        record.set(&format!("{key}_kernel_gbps"), gbps);
+        record.set(&format!("{key}_kernel_fraction"), gbps / base);
+    }
 
     /// Times `once` (see the module docs for the run counts).
     fn timings(quick: bool, once: impl FnMut()) -> Timing {
@@ -186,15 +244,22 @@ mod native {
         gbps
     }
 
-    /// The adapter's read bandwidth: a plain WGSL read-and-sum over `BASELINE_BYTES`, in GB/s.
-    fn webgpu_baseline(record: &mut Record, quick: bool) -> f64 {
+    /// The adapter's read bandwidth: a plain WGSL read-and-sum over `BASELINE_BYTES`, in GB/s
+    /// per submission, and (where the adapter has timestamps) per GPU time of its pass.
+    fn webgpu_baseline(record: &mut Record, quick: bool) -> (f64, Option<f64>) {
         let instance = wgpu::Instance::new(wgpu::InstanceDescriptor::new_without_display_handle());
         let adapter =
             pollster::block_on(instance.request_adapter(&wgpu::RequestAdapterOptions::default()))
                 .expect("adapter");
         let limits = adapter.limits();
+        let timestamps = adapter.features().contains(wgpu::Features::TIMESTAMP_QUERY);
         let (device, queue) = pollster::block_on(adapter.request_device(&wgpu::DeviceDescriptor {
             required_limits: limits.clone(),
+            required_features: if timestamps {
+                wgpu::Features::TIMESTAMP_QUERY
+            } else {
+                wgpu::Features::empty()
+            },
             ..Default::default()
         }))
         .expect("device");
@@ -271,7 +336,74 @@ mod native {
         let gbps = bytes as f64 / t.median / 1e9;
         let (label, key) = ("webgpu baseline (sum)", "qmatvec_webgpu_baseline");
         report(record, label, key, bytes as usize, gbps, t);
-        gbps
+        let kernel = timestamps.then(|| {
+            let queries = device.create_query_set(&wgpu::QuerySetDescriptor {
+                label: Some("baseline timestamps"),
+                ty: wgpu::QueryType::Timestamp,
+                count: 2,
+            });
+            let resolve = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("baseline resolve"),
+                size: 16,
+                usage: wgpu::BufferUsages::QUERY_RESOLVE | wgpu::BufferUsages::COPY_SRC,
+                mapped_at_creation: false,
+            });
+            let read = device.create_buffer(&wgpu::BufferDescriptor {
+                label: Some("baseline read"),
+                size: 16,
+                usage: wgpu::BufferUsages::MAP_READ | wgpu::BufferUsages::COPY_DST,
+                mapped_at_creation: false,
+            });
+            let period = f64::from(queue.get_timestamp_period());
+            let mut seconds: Vec<f64> = (0..KERNEL_RUNS)
+                .map(|_| {
+                    let mut encoder = device.create_command_encoder(&Default::default());
+                    {
+                        let mut pass = encoder.begin_compute_pass(&wgpu::ComputePassDescriptor {
+                            label: None,
+                            timestamp_writes: Some(wgpu::ComputePassTimestampWrites {
+                                query_set: &queries,
+                                beginning_of_pass_write_index: Some(0),
+                                end_of_pass_write_index: Some(1),
+                            }),
+                        });
+                        pass.set_pipeline(&pipeline);
+                        pass.set_bind_group(0, &bind, &[]);
+                        pass.dispatch_workgroups(groups, 1, 1);
+                    }
+                    encoder.resolve_query_set(&queries, 0..2, &resolve, 0);
+                    encoder.copy_buffer_to_buffer(&resolve, 0, &read, 0, 16);
+                    queue.submit([encoder.finish()]);
+                    read.slice(..)
+                        .map_async(wgpu::MapMode::Read, |r| r.expect("map"));
+                    device
+                        .poll(wgpu::PollType::wait_indefinitely())
+                        .expect("poll");
+                    let ticks: Vec<u64> = {
+                        let view = read.slice(..).get_mapped_range().expect("mapped");
+                        view.chunks_exact(8)
+                            .map(|c| u64::from_le_bytes(c.try_into().expect("8 bytes")))
+                            .collect()
+                    };
+                    read.unmap();
+                    ticks[1].saturating_sub(ticks[0]) as f64 * period / 1e9
+                })
+                .collect();
+            median(&mut seconds).expect("runs")
+        });
+        let kernel_gbps = kernel.map(|s| {
+            let label = "webgpu baseline (sum)";
+            report_kernel(
+                record,
+                label,
+                key,
+                bytes as usize,
+                s,
+                bytes as f64 / s / 1e9,
+            );
+            bytes as f64 / s / 1e9
+        });
+        (gbps, kernel_gbps)
     }
 
     pub fn main() {
@@ -291,6 +423,8 @@ mod native {
             if !wanted(name) {
                 continue;
             }
+            // The WebGPU backend by its type too (profiling), and the baseline's kernel GB/s.
+            let mut gpu: Option<(Arc<WebGpuBackend>, f64)> = None;
             let (backend, baseline): (SharedBackend, f64) = if name == "cpu" {
                 let baseline = cpu_baseline(&mut record, quick);
                 (
@@ -298,8 +432,10 @@ mod native {
                     baseline,
                 )
             } else {
-                let gpu = Arc::new(webgpu_backend("qmatvec", &args, &mut record));
-                (gpu, webgpu_baseline(&mut record, quick))
+                let backend = Arc::new(webgpu_backend("qmatvec", &args, &mut record));
+                let (baseline, kernel) = webgpu_baseline(&mut record, quick);
+                gpu = kernel.map(|k| (Arc::clone(&backend), k));
+                (backend, baseline)
             };
             // The CPU backend has one GEMV; the WebGPU one is measured under each kernel.
             let kernels: &[&str] = if name == "cpu" { &[""] } else { &GEMV_KERNELS };
@@ -324,6 +460,11 @@ mod native {
                         format!("{key}_{kernel}")
                     };
                     report(&mut record, label.trim_end(), &key, bytes, baseline, t);
+                    if let Some((gpu, base)) = &gpu
+                        && let Some(s) = kernel_seconds(gpu, &mut delegate, &mut args)
+                    {
+                        report_kernel(&mut record, label.trim_end(), &key, bytes, s, *base);
+                    }
                 }
             }
             if wanted(MATRICES[0].0.name()) {

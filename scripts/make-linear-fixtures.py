@@ -14,6 +14,9 @@ M = 1, 3 and 17 rows of the same x (rows are independent).
 Shapes are not multiples of the kernels' tiles (16-row GEMV workgroups, 32 x 32 tiles, 2048-value
 staging passes): N = 37 / K = 64 for the 32-value blocks (K = 70 for F16 and BF16: not a multiple of 8), N = 13 /
 K = 512 for the k-quants, and Q8_0 with K = 4160 (two full staging passes and a partial one).
+The `_odd` cases (appended last, so the others keep their bytes) have rows of an odd number of
+blocks: with 34-, 22- and 210-byte blocks every other row starts half a word in, and their K
+spans several passes of the staged GEMV (12 Q8_0, 17 Q5_0, 3 Q6_K, 4 Q4_K blocks per pass).
 
 Usage: python3 scripts/make-linear-fixtures.py  (needs `pip install gguf==0.19.0 numpy`)
 """
@@ -38,6 +41,12 @@ CASES = {
     "Q4_K": (T.Q4_K, 13, 512, [0, 2]),
     "Q5_K": (T.Q5_K, 13, 512, [0, 2]),
     "Q6_K": (T.Q6_K, 13, 512, [208]),
+    # Rows an odd number of 2-byte-aligned blocks long, so every other row starts half a word
+    # in (34-, 22- and 210-byte blocks), over several passes of the staged GEMV.
+    "Q8_0_odd": (T.Q8_0, 45, 800, None),
+    "Q5_0_odd": (T.Q5_0, 45, 96, None),
+    "Q6_K_odd": (T.Q6_K, 19, 1280, [208]),
+    "Q4_K_odd": (T.Q4_K, 19, 1280, [0, 2]),
 }
 BLOCK_BYTES = {T.Q4_K: 144, T.Q5_K: 176, T.Q6_K: 210}
 

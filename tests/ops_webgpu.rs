@@ -38,7 +38,11 @@ const WEBGPU: SuiteConfig = SuiteConfig {
         abs: 1e-4,
     },
     small: cfg!(target_arch = "wasm32"),
-    gemv_specs: &[&[("gemv_kernel", "rows")], &[("gemv_kernel", "workgroup")]],
+    gemv_specs: &[
+        &[("gemv_kernel", "rows")],
+        &[("gemv_kernel", "workgroup")],
+        &[("gemv_kernel", "staged")],
+    ],
     int8_activations: false,
 };
 

@@ -6,7 +6,7 @@
 //! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
 //! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
-//! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup` | the `linear` GEMV (one activation row): `rows` is barrier-free, one output row per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `auto` picks `rows` on a fallback (CPU) adapter, else `workgroup` |
+//! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup`, `staged` | the `linear` GEMV (one activation row): `rows` is barrier-free, one output row per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `staged` is `workgroup` with the weights' blocks staged in workgroup memory by coalesced word loads and dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; the other formats run `workgroup`; not yet measured on a GPU, so never chosen by `auto`); `auto` picks `rows` on a fallback (CPU) adapter, else `workgroup` |
 //!
 //! Compile spec values are UTF-8 text; runtime specs may also be integers (`workgroup_size`).
 //! Runtime specs override compile specs. Keys are checked as every backend checks them
@@ -79,7 +79,8 @@ fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
                 "auto" => None,
                 "rows" => Some(GemvKernel::Rows),
                 "workgroup" => Some(GemvKernel::Workgroup),
-                _ => return Err(bad_value(key, text, "auto, rows or workgroup")),
+                "staged" => Some(GemvKernel::Staged),
+                _ => return Err(bad_value(key, text, "auto, rows, workgroup or staged")),
             }
         }
         _ => return Err(Error::internal(format!("unhandled spec key {key}"))),
@@ -248,6 +249,7 @@ mod tests {
         for (text, want) in [
             ("rows", Some(GemvKernel::Rows)),
             ("workgroup", Some(GemvKernel::Workgroup)),
+            ("staged", Some(GemvKernel::Staged)),
             ("auto", None),
         ] {
             let spec = [CompileSpec::new(SPEC_GEMV_KERNEL, text)];
@@ -255,7 +257,10 @@ mod tests {
         }
         let spec = [CompileSpec::new(SPEC_GEMV_KERNEL, "subgroup")];
         let err = parse_specs(&spec, &[]).unwrap_err();
-        assert!(err.message().contains("auto, rows or workgroup"), "{err}");
+        assert!(
+            err.message().contains("auto, rows, workgroup or staged"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -231,7 +231,7 @@ macro_rules! fixture {
 }
 
 /// Every fixture (tests/fixtures/linear, scripts/make-linear-fixtures.py).
-fn fixtures() -> [Fixture; 9] {
+fn fixtures() -> [Fixture; 13] {
     [
         fixture!("F16", F16, 37, 70),
         fixture!("BF16", BF16, 37, 70),
@@ -242,6 +242,10 @@ fn fixtures() -> [Fixture; 9] {
         fixture!("Q4_K", Q4_K, 13, 512),
         fixture!("Q5_K", Q5_K, 13, 512),
         fixture!("Q6_K", Q6_K, 13, 512),
+        fixture!("Q8_0_odd", Q8_0, 45, 800),
+        fixture!("Q5_0_odd", Q5_0, 45, 96),
+        fixture!("Q6_K_odd", Q6_K, 19, 1280),
+        fixture!("Q4_K_odd", Q4_K, 19, 1280),
     ]
 }
 

@@ -5,6 +5,12 @@
 //!   each weight byte is read once: a workgroup of 256 threads computes 16 output rows, 16
 //!   threads per row striding over the row's 8-value units, the activation row staged in
 //!   workgroup memory (2048 values per pass), a plain workgroup reduction.
+//! - **GEMV, staged** (`linear_gemv_staged.wgsl`, compile spec only, Q8_0, Q5_0, Q4_K and Q6_K;
+//!   the other formats run the workgroup GEMV): a workgroup copies its rows' next blocks into
+//!   workgroup memory, neighbouring threads reading neighbouring words, then 8 (32-value
+//!   blocks, 32 rows) or 16 (256-value blocks, 16 rows) threads per row dot whole staged blocks
+//!   (`linear_block_dot.wgsl`). Written after an H200 showed the workgroup GEMV at 0.24 of the
+//!   card's read bandwidth; not yet measured on a GPU (see ARCHITECTURE.md).
 //! - **GEMV, rows** (`linear_rows.wgsl`, `M == 1` on adapters that emulate the GPU on the
 //!   CPU): one output row per invocation, no workgroup memory, no barrier; each invocation
 //!   reads its weight row block by block as whole words (`linear_block_dot.wgsl`: a dot per
@@ -28,6 +34,21 @@ use crate::quant::BlockFormat;
 
 const DECODE: &str = include_str!("linear_decode.wgsl");
 const GEMV: &str = include_str!("linear_gemv.wgsl");
+const GEMV_STAGED: &str = include_str!("linear_gemv_staged.wgsl");
+
+/// Staged GEMV: (threads per row, rows, blocks staged per row and pass, staged words, staged
+/// activation vec4s) for a block of `values` values in `bytes` bytes: the most blocks whose
+/// workgroup memory (weights, activations, partial sums) fits 16 KiB.
+fn staged_geometry(values: u32, bytes: u32) -> (u32, u32, u32, u32, u32) {
+    let tpr = if values >= 256 { 16 } else { 8 };
+    let rows = GEMV_THREADS / tpr;
+    let fits = |cb: u32| {
+        let words = rows * (cb * bytes / 4 + 2);
+        4 * words + 4 * cb * values + 4 * GEMV_THREADS <= 16384
+    };
+    let cb = (1..64).take_while(|&cb| fits(cb)).last().unwrap_or(1);
+    (tpr, rows, cb, rows * (cb * bytes / 4 + 2), cb * values / 4)
+}
 const ROWS: &str = include_str!("linear_rows.wgsl");
 const BLOCK_DOT: &str = include_str!("linear_block_dot.wgsl");
 const TILED: &str = include_str!("linear_tiled.wgsl");
@@ -43,6 +64,8 @@ const GEMV_TPR: u32 = 16;
 const GEMV_ROWS: u32 = 16;
 /// Activations staged per GEMV pass (a multiple of 256, the largest block).
 const GEMV_KC: u32 = 2048;
+/// Threads per GEMV workgroup (both GEMV kernels).
+const GEMV_THREADS: u32 = GEMV_TPR * GEMV_ROWS;
 /// Tiled path: threads x, threads y, rows per thread (4 columns per thread).
 const TILED_GEOMETRY: (u32, u32, u32) = (8, 8, 4);
 
@@ -102,19 +125,43 @@ pub(crate) const fn decode_library() -> &'static str {
     DECODE
 }
 
+/// The block dot of `linear_block_dot.wgsl` for `format` (its WGSL name, values and bytes per
+/// block), where it has one.
+fn block_dot(format: WeightFormat) -> Option<(&'static str, u32, u32)> {
+    let name = match format? {
+        BlockFormat::Q8_0 => "rows_dot_q8_0",
+        BlockFormat::Q5_0 => "rows_dot_q5_0",
+        BlockFormat::Q4_K => "rows_dot_q4_k",
+        BlockFormat::Q6_K => "rows_dot_q6_k",
+        _ => return None,
+    };
+    let format = format?;
+    Some((
+        name,
+        format.block_elements() as u32,
+        format.block_bytes() as u32,
+    ))
+}
+
 /// The WGSL `rows_dot(rb, xb)` of the rows GEMV for `format`: the block dot of
-/// `linear_block_dot.wgsl` where it has one, else the 8-value decoder in a loop.
+/// `linear_block_dot.wgsl` over the whole row where it has one, else the 8-value decoder in a
+/// loop.
 fn rows_dot(format: WeightFormat) -> String {
-    let block = match format {
-        Some(BlockFormat::Q8_0) => "rows_dot_q8_0",
-        Some(BlockFormat::Q5_0) => "rows_dot_q5_0",
-        Some(BlockFormat::Q4_K) => "rows_dot_q4_k",
-        Some(BlockFormat::Q6_K) => "rows_dot_q6_k",
-        _ => return ROWS_DECODED.replace("{{DECODE}}", decoder(format)),
+    let Some((block, values, _)) = block_dot(format) else {
+        return ROWS_DECODED.replace("{{DECODE}}", decoder(format));
     };
     format!(
         "{BLOCK_DOT}\nfn rows_dot(rb: array<u32, R>, xb: u32) -> array<f32, R> {{\n    \
-         return {block}(rb, xb);\n}}\n"
+         return {block}(rb, xb, 0u, p.dims.z / {values}u, 1u);\n}}\n"
+    )
+}
+
+/// The WGSL `block_dot(rb, b0, b1)` of the staged GEMV: one thread's share (blocks b0, b0 +
+/// TPR, .. < b1) of the staged row at byte rb, against the staged activations.
+fn gemv_block_dot(block: &str) -> String {
+    format!(
+        "{BLOCK_DOT}\nfn block_dot(rb: u32, b0: u32, b1: u32) -> f32 {{\n    \
+         return {block}(array<u32, 1>(rb), 0u, b0, b1, TPR)[0];\n}}\n"
     )
 }
 
@@ -142,6 +189,9 @@ const ROWS_DECODED: &str = "fn rows_dot(rb: array<u32, R>, xb: u32) -> array<f32
 pub(crate) enum LinearPath {
     /// `M == 1`, many threads per output row and a workgroup reduction ([`GemvKernel::Workgroup`]).
     Gemv,
+    /// `M == 1`, the weights' blocks staged in workgroup memory ([`GemvKernel::Staged`], formats
+    /// with a block dot).
+    Staged,
     /// `M == 1`, one output row per invocation, no barrier ([`GemvKernel::Rows`]).
     Rows,
     /// Output tiles (`M > 1`).
@@ -166,7 +216,7 @@ impl Kernel for LinearKey {
 
     fn invocations(&self) -> u32 {
         match self.path {
-            LinearPath::Gemv => GEMV_TPR * GEMV_ROWS,
+            LinearPath::Gemv | LinearPath::Staged => GEMV_THREADS,
             LinearPath::Rows => ROWS_WG,
             LinearPath::Tiled => TILED_GEOMETRY.0 * TILED_GEOMETRY.1,
         }
@@ -174,7 +224,12 @@ impl Kernel for LinearKey {
 
     fn workgroup_storage_bytes(&self) -> u32 {
         match self.path {
-            LinearPath::Gemv => 4 * (GEMV_KC + GEMV_TPR * GEMV_ROWS),
+            LinearPath::Gemv => 4 * (GEMV_KC + GEMV_THREADS),
+            LinearPath::Staged => {
+                let (_, values, bytes) = block_dot(self.format).unwrap_or(("", 32, 34));
+                let (_, _, _, words, x4) = staged_geometry(values, bytes);
+                4 * (words + 4 * x4 + GEMV_THREADS)
+            }
             LinearPath::Rows => 0,
             LinearPath::Tiled => {
                 let (wgx, wgy, rm) = TILED_GEOMETRY;
@@ -188,7 +243,9 @@ impl Kernel for LinearKey {
             (
                 "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
                 match self.path {
-                    LinearPath::Gemv | LinearPath::Rows => " + bias[p.split.x + row]",
+                    LinearPath::Gemv | LinearPath::Staged | LinearPath::Rows => {
+                        " + bias[p.split.x + row]"
+                    }
                     LinearPath::Tiled => " + bias[p.split.x + gn]",
                 },
             )
@@ -198,10 +255,24 @@ impl Kernel for LinearKey {
         let (wgx, wgy, rm) = TILED_GEOMETRY;
         let template = match self.path {
             LinearPath::Gemv => GEMV,
+            LinearPath::Staged => GEMV_STAGED,
             LinearPath::Rows => ROWS,
             LinearPath::Tiled => TILED,
         };
+        // The staged GEMV's geometry (formats without a block dot never take that path).
+        let (block_name, block_values, block_bytes) =
+            block_dot(self.format).unwrap_or(("", 32, 34));
+        let (tpr, gemv_rows, cb, words, x4) = match self.path {
+            LinearPath::Staged => staged_geometry(block_values, block_bytes),
+            _ => (GEMV_TPR, GEMV_ROWS, 0, 0, 0),
+        };
         template
+            .replace("{{STAGED_BLOCKS}}", &cb.to_string())
+            .replace("{{STAGED_WORDS}}", &words.to_string())
+            .replace("{{STAGED_X4}}", &x4.to_string())
+            .replace("{{BLOCK_DOT}}", &gemv_block_dot(block_name))
+            .replace("{{BLOCK_VALUES}}", &block_values.to_string())
+            .replace("{{BLOCK_BYTES}}", &block_bytes.to_string())
             .replace("{{ROWS_DOT}}", &rows_dot(self.format))
             .replace("{{WG}}", &ROWS_WG.to_string())
             .replace("{{R}}", &ROWS_R.to_string())
@@ -209,9 +280,9 @@ impl Kernel for LinearKey {
             .replace("{{DECODE}}", decoder(self.format))
             .replace("{{BIAS_DECL}}", bias_decl)
             .replace("{{BIAS_ADD}}", bias_add)
-            .replace("{{TPR}}", &GEMV_TPR.to_string())
-            .replace("{{ROWS}}", &GEMV_ROWS.to_string())
-            .replace("{{NT}}", &(GEMV_TPR * GEMV_ROWS).to_string())
+            .replace("{{TPR}}", &tpr.to_string())
+            .replace("{{ROWS}}", &gemv_rows.to_string())
+            .replace("{{NT}}", &GEMV_THREADS.to_string())
             .replace("{{KC}}", &GEMV_KC.to_string())
             .replace("{{KC4}}", &(GEMV_KC / 4).to_string())
             .replace("{{WGX}}", &wgx.to_string())
@@ -222,11 +293,13 @@ impl Kernel for LinearKey {
     }
 }
 
-/// The path of one activation row under `config`.
-fn gemv_path(config: KernelConfig) -> LinearPath {
+/// The path of one activation row of a `format` weight under `config`.
+fn gemv_path(config: KernelConfig, format: WeightFormat) -> LinearPath {
     match config.gemv {
         GemvKernel::Rows => LinearPath::Rows,
         GemvKernel::Workgroup => LinearPath::Gemv,
+        GemvKernel::Staged if block_dot(format).is_some() => LinearPath::Staged,
+        GemvKernel::Staged => LinearPath::Gemv,
     }
 }
 
@@ -269,7 +342,7 @@ impl GpuOp for Linear {
             return Ok(Vec::new());
         }
         let path = if m == 1 {
-            gemv_path(ctx.config)
+            gemv_path(ctx.config, format)
         } else {
             LinearPath::Tiled
         };
@@ -286,9 +359,15 @@ impl GpuOp for Linear {
             // Byte offsets within one binding must fit the kernels' u32 arithmetic.
             to_u32(rows.saturating_mul(row_bytes as usize), "weight bytes")?;
             let workgroups = match path {
-                LinearPath::Gemv => {
+                LinearPath::Gemv | LinearPath::Staged => {
+                    let per_group = match (path, block_dot(format)) {
+                        (LinearPath::Staged, Some((_, values, bytes))) => {
+                            staged_geometry(values, bytes).1
+                        }
+                        _ => GEMV_ROWS,
+                    };
                     let Some(mut grid) =
-                        grid_1d(rows.div_ceil(GEMV_ROWS as usize), ctx.max_workgroups)?
+                        grid_1d(rows.div_ceil(per_group as usize), ctx.max_workgroups)?
                     else {
                         continue;
                     };
@@ -369,7 +448,7 @@ impl GpuOp for Linear {
         else {
             return Vec::new();
         };
-        [gemv_path(config), LinearPath::Tiled]
+        [gemv_path(config, format), LinearPath::Tiled]
             .into_iter()
             .map(|path| {
                 KernelKey::new(LinearKey {
@@ -391,7 +470,15 @@ mod tests {
     fn kernels_fit_the_webgpu_minimum_limits() {
         let formats = std::iter::once(None).chain(BlockFormat::ALL.map(Some));
         for format in formats {
-            for path in [LinearPath::Gemv, LinearPath::Rows, LinearPath::Tiled] {
+            for path in [
+                LinearPath::Gemv,
+                LinearPath::Staged,
+                LinearPath::Rows,
+                LinearPath::Tiled,
+            ] {
+                if path == LinearPath::Staged && block_dot(format).is_none() {
+                    continue;
+                }
                 let key = KernelKey::new(LinearKey {
                     path,
                     format,

@@ -1,20 +1,20 @@
-// Dots of R weight rows with one activation row for the rows GEMV (linear_rows.wgsl, after
-// linear_decode.wgsl): rows_dot_<fmt>(rb, xb)[r] = W[row at byte rb[r]] . x[row at xb], decoded
-// block by block. Each activation vector is loaded once for all R rows; each block's bytes are
-// read once, as whole words: blocks of 34, 22 and 210 bytes lie at 2-byte alignment, so a block
-// at byte bb ≡ 2 (mod 4) takes its fields from pairs of neighbouring words (the `select`s).
-// Every weight is decoded to exactly the value `crate::quant` gives (the same products and
-// differences, in f32), then multiplied by its activation; only the order of the sum differs.
-
-// Activations i .. i + 3 (in range: block formats have K a multiple of 32).
-fn xv(i: u32) -> vec4<f32> {
-    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
-}
+// Block dots of R weight rows with one activation row, for the GEMV kernels (after
+// linear_decode.wgsl): rows_dot_<fmt>(rb, xb, b0, b1, bs)[r] sums, over the blocks
+// b = b0, b0 + bs, .. < b1 of the row whose byte 0 is rb[r], each block's dot with activations
+// xv(xb + values of block b ..). The kernel including this file defines `xv(i)`, activations
+// i .. i + 3 (i a multiple of 4), and `ww(i)`, word i of the weights: both from storage in the
+// rows GEMV (linear_rows.wgsl), both from workgroup memory in the blocks GEMV
+// (linear_gemv_blocks.wgsl, where ww(i) is word i of the staged rows). Each activation vector is
+// loaded once for all R rows; each block's bytes are read once, as whole words: blocks of 34,
+// 22 and 210 bytes lie at 2-byte alignment, so a block at byte bb ≡ 2 (mod 4) takes its fields
+// from pairs of neighbouring words (the `select`s). Every weight is decoded to exactly the
+// value `crate::quant` gives (the same products and differences, in f32), then multiplied by
+// its activation; only the order of the sum differs.
 
 // Word t of the field starting at word i (a: aligned) or half a word past it (not a).
 fn w2(i: u32, t: u32, a: bool) -> u32 {
-    let lo = w[i + t];
-    return select((lo >> 16u) | (w[i + t + 1u] << 16u), lo, a);
+    let lo = ww(i + t);
+    return select((lo >> 16u) | (ww(i + t + 1u) << 16u), lo, a);
 }
 
 // The four bytes of v.
@@ -23,10 +23,9 @@ fn bytes4(v: u32) -> vec4<u32> {
 }
 
 // Q8_0: d (f16) then 32 int8 quants; value = q * d.
-fn rows_dot_q8_0(rb: array<u32, R>, xb: u32) -> array<f32, R> {
+fn rows_dot_q8_0(rb: array<u32, R>, xb: u32, b0: u32, b1: u32, bs: u32) -> array<f32, R> {
     var acc: array<f32, R>;
-    let blocks = p.dims.z / 32u;
-    for (var b = 0u; b < blocks; b = b + 1u) {
+    for (var b = b0; b < b1; b = b + bs) {
         let xo = xb + 32u * b;
         var i: array<u32, R>;
         var a: array<bool, R>;
@@ -38,13 +37,13 @@ fn rows_dot_q8_0(rb: array<u32, R>, xb: u32) -> array<f32, R> {
             // a: d is the low half of word i and the quants start half a word later; else d
             // is its high half and the quants are the aligned words i + 1 ..
             a[r] = (bb & 2u) == 0u;
-            prev[r] = w[i[r]];
+            prev[r] = ww(i[r]);
             d[r] = unpack2x16float(select(prev[r] >> 16u, prev[r] & 0xffffu, a[r])).x;
         }
         for (var t = 0u; t < 8u; t = t + 1u) {
             let xt = xv(xo + 4u * t);
             for (var r = 0u; r < R; r = r + 1u) {
-                let next = w[i[r] + 1u + t];
+                let next = ww(i[r] + 1u + t);
                 let q = select(next, (prev[r] >> 16u) | (next << 16u), a[r]);
                 acc[r] = acc[r] + dot(d[r] * i8x4(q), xt);
                 prev[r] = next;
@@ -55,10 +54,9 @@ fn rows_dot_q8_0(rb: array<u32, R>, xb: u32) -> array<f32, R> {
 }
 
 // Q5_0: d (f16), qh (32 fifth bits), 16 bytes of nibbles; value = d * (q - 16).
-fn rows_dot_q5_0(rb: array<u32, R>, xb: u32) -> array<f32, R> {
+fn rows_dot_q5_0(rb: array<u32, R>, xb: u32, b0: u32, b1: u32, bs: u32) -> array<f32, R> {
     var acc: array<f32, R>;
-    let blocks = p.dims.z / 32u;
-    for (var b = 0u; b < blocks; b = b + 1u) {
+    for (var b = b0; b < b1; b = b + bs) {
         let xo = xb + 32u * b;
         var i: array<u32, R>;
         var a: array<bool, R>;
@@ -69,8 +67,8 @@ fn rows_dot_q5_0(rb: array<u32, R>, xb: u32) -> array<f32, R> {
             let bb = rb[r] + 22u * b;
             i[r] = bb >> 2u;
             a[r] = (bb & 2u) == 0u;
-            let w0 = w[i[r]];
-            prev[r] = w[i[r] + 1u];
+            let w0 = ww(i[r]);
+            prev[r] = ww(i[r] + 1u);
             d[r] = unpack2x16float(select(w0 >> 16u, w0 & 0xffffu, a[r])).x;
             qh[r] = select(prev[r], (w0 >> 16u) | (prev[r] << 16u), a[r]);
         }
@@ -79,7 +77,7 @@ fn rows_dot_q5_0(rb: array<u32, R>, xb: u32) -> array<f32, R> {
             let x_lo = xv(xo + 4u * t);
             let x_hi = xv(xo + 16u + 4u * t);
             for (var r = 0u; r < R; r = r + 1u) {
-                let next = w[i[r] + 2u + t];
+                let next = ww(i[r] + 2u + t);
                 let qs = select(next, (prev[r] >> 16u) | (next << 16u), a[r]);
                 prev[r] = next;
                 let lo = (qs & 0x0f0f0f0fu) | fifth_bits(qh[r] >> (4u * t));
@@ -94,10 +92,9 @@ fn rows_dot_q5_0(rb: array<u32, R>, xb: u32) -> array<f32, R> {
 
 // Q4_K: d, dmin (f16), 12 bytes of 6-bit scales and mins, 128 bytes of nibbles (always
 // 4-aligned: 144-byte blocks); value = (d * sc) * q - dmin * m per 32-value sub-block.
-fn rows_dot_q4_k(rb: array<u32, R>, xb: u32) -> array<f32, R> {
+fn rows_dot_q4_k(rb: array<u32, R>, xb: u32, b0: u32, b1: u32, bs: u32) -> array<f32, R> {
     var acc: array<f32, R>;
-    let blocks = p.dims.z / 256u;
-    for (var b = 0u; b < blocks; b = b + 1u) {
+    for (var b = b0; b < b1; b = b + bs) {
         let xo = xb + 256u * b;
         var i: array<u32, R>;
         var dd: array<vec2<f32>, R>;
@@ -106,10 +103,10 @@ fn rows_dot_q4_k(rb: array<u32, R>, xb: u32) -> array<f32, R> {
         var s2: array<vec4<u32>, R>;
         for (var r = 0u; r < R; r = r + 1u) {
             i[r] = (rb[r] + 144u * b) >> 2u;
-            dd[r] = unpack2x16float(w[i[r]]);
-            s0[r] = bytes4(w[i[r] + 1u]);
-            s1[r] = bytes4(w[i[r] + 2u]);
-            s2[r] = bytes4(w[i[r] + 3u]);
+            dd[r] = unpack2x16float(ww(i[r]));
+            s0[r] = bytes4(ww(i[r] + 1u));
+            s1[r] = bytes4(ww(i[r] + 2u));
+            s2[r] = bytes4(ww(i[r] + 3u));
         }
         for (var c = 0u; c < 4u; c = c + 1u) {
             // Chunk c: 32 bytes whose low nibbles are sub-block 2c, high nibbles 2c + 1
@@ -135,7 +132,7 @@ fn rows_dot_q4_k(rb: array<u32, R>, xb: u32) -> array<f32, R> {
                 let x_lo = xv(xc + 4u * t);
                 let x_hi = xv(xc + 32u + 4u * t);
                 for (var r = 0u; r < R; r = r + 1u) {
-                    let q = w[i[r] + 4u + 8u * c + t];
+                    let q = ww(i[r] + 4u + 8u * c + t);
                     let lo = u8x4(q & 0x0f0f0f0fu);
                     let hi = u8x4((q >> 4u) & 0x0f0f0f0fu);
                     acc[r] = acc[r] + dot(sc[r].x * lo - mn[r].x, x_lo)
@@ -154,10 +151,9 @@ fn i8_at(v: u32, n: u32) -> f32 {
 
 // Q6_K: 128 bytes of low nibbles, 64 bytes of 2-bit highs, 16 int8 scales, d (f16); value =
 // (d * sc) * (q - 32) per 16 values.
-fn rows_dot_q6_k(rb: array<u32, R>, xb: u32) -> array<f32, R> {
+fn rows_dot_q6_k(rb: array<u32, R>, xb: u32, b0: u32, b1: u32, bs: u32) -> array<f32, R> {
     var acc: array<f32, R>;
-    let blocks = p.dims.z / 256u;
-    for (var b = 0u; b < blocks; b = b + 1u) {
+    for (var b = b0; b < b1; b = b + bs) {
         let xo = xb + 256u * b;
         var i: array<u32, R>;
         var a: array<bool, R>;
@@ -166,7 +162,7 @@ fn rows_dot_q6_k(rb: array<u32, R>, xb: u32) -> array<f32, R> {
             let bb = rb[r] + 210u * b;
             i[r] = bb >> 2u;
             a[r] = (bb & 2u) == 0u;
-            let dw = w[i[r] + 52u];
+            let dw = ww(i[r] + 52u);
             d[r] = unpack2x16float(select(dw >> 16u, dw & 0xffffu, a[r])).x;
         }
         for (var h = 0u; h < 2u; h = h + 1u) {

@@ -43,6 +43,16 @@ fn x4(xb: u32, e: u32) -> vec4<f32> {
     return v;
 }
 
+// Activations i .. i + 3 (in range: block formats have K a multiple of 32).
+fn xv(i: u32) -> vec4<f32> {
+    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+}
+
+// Word i of the weight binding.
+fn ww(i: u32) -> u32 {
+    return w[i];
+}
+
 {{ROWS_DOT}}
 
 @compute @workgroup_size({{WG}})

@@ -64,6 +64,10 @@ pub(crate) enum GemvKernel {
     /// Many threads per output row, the activation staged in workgroup memory and a workgroup
     /// reduction (for real GPUs).
     Workgroup,
+    /// As `Workgroup`, the weights' blocks first copied into workgroup memory by neighbouring
+    /// threads reading neighbouring words, then dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; other
+    /// formats run `Workgroup`). Chosen only by compile spec: not yet measured on a GPU.
+    Staged,
 }
 
 /// One op's WebGPU planning: implemented in the op's kernel file, dispatched from `Op` by
