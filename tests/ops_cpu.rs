@@ -1,5 +1,7 @@
 //! The op suite on the CPU backend: natively, and inside headless Chromium (wasm32, simd128)
-//! with the suite's small shapes (`bash scripts/test-wasm.sh --test ops_cpu`).
+//! with the suite's small shapes (`bash scripts/test-wasm.sh --test ops_cpu`); and the kernels'
+//! vector lanes checked against their scalar definitions on both (in the browser they are
+//! simd128 instructions, natively arrays).
 
 mod common;
 
@@ -207,5 +209,46 @@ mod cpu_specific {
         });
         assert!(samples::encoder(samples::EncoderShape { heads: 5, ..shape }).is_err());
         samples::encoder(samples::EncoderShape::default()).unwrap();
+    }
+}
+
+/// Every f16 bit pattern widened four at a time (`F32x4::from_halves`) equals the scalar
+/// `half_to_f32` (itself checked against the `half` crate for all patterns in the kernels'
+/// unit tests), bit for bit; NaN stays NaN.
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn vector_half_widening_matches_the_scalar_one_for_every_pattern() {
+    use webdelegate_kernels::math::{F32x4, half_to_f32};
+    for h in (0..=u16::MAX).step_by(4) {
+        let halves = [h, h + 1, h + 2, h + 3];
+        let got = F32x4::from_halves(halves).to_array();
+        for (&half, value) in halves.iter().zip(got) {
+            let want = half_to_f32(half);
+            if want.is_nan() {
+                assert!(value.is_nan(), "{half:#06x}");
+            } else {
+                assert_eq!(value.to_bits(), want.to_bits(), "{half:#06x}");
+            }
+        }
+    }
+}
+
+/// `I32x4::lane_sums` puts each of four vectors' lane sums in its lane.
+#[cfg_attr(target_arch = "wasm32", wasm_bindgen_test::wasm_bindgen_test)]
+#[cfg_attr(not(target_arch = "wasm32"), test)]
+fn lane_sums_transpose_four_vectors() {
+    use webdelegate_kernels::math::{I32x4, U8x16};
+    // I32x4 values from integer dots of bytes with i16 quants (the way the kernels build them),
+    // small enough that every sum is exact in f32.
+    let bytes: Vec<u8> = (0..64u32).map(|i| (i * 37 + 11) as u8).collect();
+    let quants: Vec<i16> = (0..64i16).map(|i| i * 7 - 200).collect();
+    let vectors: [I32x4; 4] =
+        std::array::from_fn(|v| U8x16::load(&bytes[16 * v..]).dot_i16(&quants[16 * v..]));
+    let sums = I32x4::lane_sums(vectors).to_f32().to_array();
+    for (v, sum) in sums.into_iter().enumerate() {
+        let want: i32 = (0..16)
+            .map(|i| i32::from(bytes[16 * v + i] as i8) * i32::from(quants[16 * v + i]))
+            .sum();
+        assert_eq!(sum, want as f32, "vector {v}");
     }
 }

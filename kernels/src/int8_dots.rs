@@ -14,7 +14,7 @@
 
 use crate::KernelError;
 use crate::blocks::{RowFormat, k_scale_min, q5_0_quants, q6_k_quants};
-use crate::math::{F32x4, I32x4, U8x16, floor};
+use crate::math::{F32x4, I32x4, U8x16, floor, half_to_f32};
 
 /// Values per activation block.
 pub const BLOCK: usize = 32;
@@ -181,21 +181,11 @@ pub fn dot_rows_each(
 /// One weight row of `format` (whole blocks) dotted with one quantized activation row of as
 /// many values (blocks beyond the shorter of the two are not read).
 fn dot_row(format: RowFormat, row: &[u8], x: &Int8Rows<'_>) -> f32 {
-    let mut acc = F32x4::splat(0.0);
     let bytes = format.block_bytes();
+    let mut acc = F32x4::splat(0.0);
     match format {
-        RowFormat::Q8_0 => {
-            let quants = x.quants.chunks_exact(BLOCK).zip(x.scales);
-            for (block, (q, &d)) in row.chunks_exact(bytes).zip(quants) {
-                block_q8_0(block, q, d, &mut acc);
-            }
-        }
-        RowFormat::Q5_0 => {
-            let quants = x.quants.chunks_exact(BLOCK).zip(x.scales);
-            for (block, (q, &d)) in row.chunks_exact(bytes).zip(quants) {
-                block_q5_0(block, q, d, &mut acc);
-            }
-        }
+        RowFormat::Q8_0 => scaled_blocks(row, bytes, x, q8_0_isum),
+        RowFormat::Q5_0 => scaled_blocks(row, bytes, x, q5_0_isum),
         RowFormat::Q4_K => {
             let mut minimums = 0.0f32;
             let quants = x.quants.chunks_exact(256);
@@ -203,36 +193,28 @@ fn dot_row(format: RowFormat, row: &[u8], x: &Int8Rows<'_>) -> f32 {
             for (block, (q, (d, sums))) in row.chunks_exact(bytes).zip(quants.zip(parts)) {
                 minimums += block_q4_k(block, q, (d, sums), &mut acc);
             }
-            return acc.sum() - minimums;
+            acc.sum() - minimums
         }
         RowFormat::Q6_K => {
             let quants = x.quants.chunks_exact(256).zip(x.scales.chunks_exact(8));
             for (block, (q, d)) in row.chunks_exact(bytes).zip(quants) {
                 block_q6_k(block, q, d, &mut acc);
             }
+            acc.sum()
         }
     }
-    acc.sum()
 }
 
-/// An f16 bit pattern widened to f32 exactly: normals and subnormals by one multiply by
-/// `2^112` (exact: a power of two), infinities and NaN by their exponent.
+/// The f16 bit pattern at `at` of a block.
 #[inline(always)]
-pub fn half_to_f32(h: u16) -> f32 {
-    let sign = u32::from(h & 0x8000) << 16;
-    let rest = u32::from(h & 0x7fff);
-    let magnitude = if rest >= 0x7c00 {
-        f32::from_bits(0x7f80_0000 | ((rest & 0x3ff) << 13))
-    } else {
-        f32::from_bits(rest << 13) * f32::from_bits((127 + 112) << 23)
-    };
-    f32::from_bits(magnitude.to_bits() | sign)
+fn half_bits(block: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([block[at], block[at + 1]])
 }
 
 /// The f16 at `at` of a block.
 #[inline(always)]
 fn half_at(block: &[u8], at: usize) -> f32 {
-    half_to_f32(u16::from_le_bytes([block[at], block[at + 1]]))
+    half_to_f32(half_bits(block, at))
 }
 
 /// `acc += f32(isum) * scale`.
@@ -241,21 +223,56 @@ fn scale_add(acc: &mut F32x4, isum: I32x4, scale: f32) {
     *acc = acc.add(isum.to_f32().mul(F32x4::splat(scale)));
 }
 
-/// Q8_0: `d_w * d_x * sum(q_w * q_x)`.
+/// The dot of a row of one-scale blocks (Q8_0, Q5_0: an f16 scale at 0, then the quants)
+/// with `x`: `sum(d_w * d_x * isum(block, q_x))` over the blocks. Four blocks at a time,
+/// their integer sums are gathered into one vector (a block's sum is exact in f32: at most
+/// `32 * 127 * 127`) and scaled by their four `d_w * d_x` at once; a tail of fewer than four
+/// blocks is scaled one by one.
 #[inline(always)]
-fn block_q8_0(block: &[u8], q: &[i16], dx: f32, acc: &mut F32x4) {
-    let lo = U8x16::load(&block[2..]).dot_i16(&q[..16]);
-    let hi = U8x16::load(&block[18..]).dot_i16(&q[16..]);
-    scale_add(acc, lo.add(hi), half_at(block, 0) * dx);
+fn scaled_blocks(
+    row: &[u8],
+    bytes: usize,
+    x: &Int8Rows<'_>,
+    isum: impl Fn(&[u8], &[i16]) -> I32x4,
+) -> f32 {
+    let mut acc = F32x4::splat(0.0);
+    let mut blocks = row
+        .chunks_exact(bytes)
+        .zip(x.quants.chunks_exact(BLOCK))
+        .zip(x.scales);
+    let mut groups = row
+        .chunks_exact(4 * bytes)
+        .zip(x.quants.chunks_exact(4 * BLOCK))
+        .zip(x.scales.chunks_exact(4));
+    for ((w, q), d) in groups.by_ref() {
+        let block = |j: usize| &w[j * bytes..];
+        let sums = [0, 1, 2, 3].map(|j| isum(block(j), &q[j * BLOCK..]));
+        let dw = F32x4::from_halves([0, 1, 2, 3].map(|j| half_bits(block(j), 0)));
+        let scaled = I32x4::lane_sums(sums).to_f32().mul(dw.mul(F32x4::load(d)));
+        acc = acc.add(scaled);
+    }
+    let done = row.len() / (4 * bytes) * 4;
+    for ((w, q), &d) in blocks.by_ref().skip(done) {
+        scale_add(&mut acc, isum(w, q), half_at(w, 0) * d);
+    }
+    acc.sum()
 }
 
-/// Q5_0: `d_w * d_x * sum((q_w - 16) * q_x)`.
+/// Q8_0's integer dot `sum(q_w * q_x)` (lanes to be summed).
 #[inline(always)]
-fn block_q5_0(block: &[u8], q: &[i16], dx: f32, acc: &mut F32x4) {
+fn q8_0_isum(block: &[u8], q: &[i16]) -> I32x4 {
+    let lo = U8x16::load(&block[2..]).dot_i16(&q[..16]);
+    let hi = U8x16::load(&block[18..]).dot_i16(&q[16..]);
+    lo.add(hi)
+}
+
+/// Q5_0's integer dot `sum((q_w - 16) * q_x)` (lanes to be summed).
+#[inline(always)]
+fn q5_0_isum(block: &[u8], q: &[i16]) -> I32x4 {
     let [low, high] = q5_0_quants(block);
     let lo = low.sub(16).dot_i16(&q[..16]);
     let hi = high.sub(16).dot_i16(&q[16..]);
-    scale_add(acc, lo.add(hi), half_at(block, 0) * dx);
+    lo.add(hi)
 }
 
 /// Q4_K: per 32-value sub-block `d * sc * d_x * sum(q * q_x)` into `acc`; returns the

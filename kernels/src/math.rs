@@ -232,6 +232,20 @@ pub fn lane_max(xs: &[f32]) -> f32 {
         .fold(f32::NEG_INFINITY, |m, &x| m.max(x))
 }
 
+/// An f16 bit pattern widened to f32 exactly: normals and subnormals by one multiply by
+/// `2^112` (exact: a power of two), infinities and NaN by their exponent.
+#[inline(always)]
+pub fn half_to_f32(h: u16) -> f32 {
+    let sign = u32::from(h & 0x8000) << 16;
+    let rest = u32::from(h & 0x7fff);
+    let magnitude = if rest >= 0x7c00 {
+        f32::from_bits(0x7f80_0000 | ((rest & 0x3ff) << 13))
+    } else {
+        f32::from_bits(rest << 13) * f32::from_bits((127 + 112) << 23)
+    };
+    f32::from_bits(magnitude.to_bits() | sign)
+}
+
 /// Four `f32` lanes: a simd128 vector in the browser, an array natively.
 #[derive(Clone, Copy, Debug)]
 pub struct F32x4(lanes::F4);
@@ -259,6 +273,12 @@ impl I32x4 {
     pub fn to_f32(self) -> F32x4 {
         F32x4(lanes::i_to_f32(self.0))
     }
+
+    /// Lane `j` is the wrapping sum of `v[j]`'s four lanes (a transpose and three adds).
+    #[inline(always)]
+    pub fn lane_sums(v: [Self; 4]) -> Self {
+        Self(lanes::i_lane_sums(v.map(|v| v.0)))
+    }
 }
 
 // Named lane operations rather than operator traits: the block decoders read as the sequence of
@@ -269,6 +289,12 @@ impl F32x4 {
     #[inline(always)]
     pub fn splat(v: f32) -> Self {
         Self(lanes::f_splat(v))
+    }
+
+    /// Four f16 bit patterns widened to f32 exactly, lane by lane as [`half_to_f32`].
+    #[inline(always)]
+    pub fn from_halves(h: [u16; 4]) -> Self {
+        Self(lanes::f_from_halves(h))
     }
 
     /// `values[0..4]` (`values` must hold at least 4).
@@ -294,6 +320,12 @@ impl F32x4 {
     #[inline(always)]
     pub fn mul(self, o: Self) -> Self {
         Self(lanes::f_mul(self.0, o.0))
+    }
+
+    /// The four lanes.
+    #[inline(always)]
+    pub fn to_array(self) -> [f32; 4] {
+        lanes::f_lanes(self.0)
     }
 
     /// `(l0 + l1) + (l2 + l3)`.
@@ -386,8 +418,9 @@ mod lanes {
         f32x4_sub, i8x16_eq, i8x16_shl, i8x16_splat, i8x16_sub, i8x16_swizzle,
         i16x8_extend_high_i8x16, i16x8_extend_high_u8x16, i16x8_extend_low_i8x16,
         i16x8_extend_low_u8x16, i32x4_extend_high_i16x8, i32x4_extend_high_u16x8,
-        i32x4_extend_low_i16x8, i32x4_extend_low_u16x8, u8x16, u8x16_shr, u8x16_splat, u16x8_splat,
-        v128, v128_and, v128_or,
+        i32x4_extend_low_i16x8, i32x4_extend_low_u16x8, i32x4_gt, i32x4_shl, i32x4_shuffle, u8x16,
+        u8x16_shr, u8x16_splat, u16x8_splat, u32x4, u32x4_splat, v128, v128_and, v128_bitselect,
+        v128_or,
     };
     use core::arch::wasm32::{i32x4_add, i32x4_dot_i16x8, v128_load};
 
@@ -402,6 +435,40 @@ mod lanes {
     #[inline(always)]
     pub fn i_to_f32(a: I4) -> F4 {
         f32x4_convert_i32x4(a)
+    }
+    #[inline(always)]
+    pub fn i_lane_sums([a, b, c, d]: [I4; 4]) -> I4 {
+        // [a0 + a2, b0 + b2, a1 + a3, b1 + b3] and the same for c, d; then their halves.
+        let ab = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(a, b),
+            i32x4_shuffle::<2, 6, 3, 7>(a, b),
+        );
+        let cd = i32x4_add(
+            i32x4_shuffle::<0, 4, 1, 5>(c, d),
+            i32x4_shuffle::<2, 6, 3, 7>(c, d),
+        );
+        i32x4_add(
+            i32x4_shuffle::<0, 1, 4, 5>(ab, cd),
+            i32x4_shuffle::<2, 3, 6, 7>(ab, cd),
+        )
+    }
+    #[inline(always)]
+    pub fn f_from_halves(h: [u16; 4]) -> F4 {
+        // half_to_f32 on four lanes: magnitude bits shifted into an f32's, times 2^112 for
+        // normals and subnormals; the all-ones exponent (infinities, NaN) rebuilt as f32's.
+        let h = u32x4(h[0].into(), h[1].into(), h[2].into(), h[3].into());
+        let rest = v128_and(h, u32x4_splat(0x7fff));
+        let sign = i32x4_shl(v128_and(h, u32x4_splat(0x8000)), 16);
+        let finite = f32x4_mul(
+            i32x4_shl(rest, 13),
+            f32x4_splat(f32::from_bits((127 + 112) << 23)),
+        );
+        let special = v128_or(
+            u32x4_splat(0x7f80_0000),
+            i32x4_shl(v128_and(rest, u32x4_splat(0x3ff)), 13),
+        );
+        let magnitude = v128_bitselect(special, finite, i32x4_gt(rest, u32x4_splat(0x7bff)));
+        v128_or(magnitude, sign)
     }
     #[inline(always)]
     pub fn b_dot_i16(a: B16, q: &[i16; 16]) -> I4 {
@@ -531,6 +598,14 @@ mod lanes {
     #[inline(always)]
     pub fn i_to_f32(a: I4) -> F4 {
         a.map(|v| v as f32)
+    }
+    #[inline(always)]
+    pub fn i_lane_sums(v: [I4; 4]) -> I4 {
+        v.map(|v| v.iter().fold(0i32, |s, &l| s.wrapping_add(l)))
+    }
+    #[inline(always)]
+    pub fn f_from_halves(h: [u16; 4]) -> F4 {
+        h.map(super::half_to_f32)
     }
     #[inline(always)]
     pub fn b_dot_i16(a: B16, q: &[i16; 16]) -> I4 {
