@@ -6,8 +6,9 @@
 # Nothing depends on this script (CI and `npm test` never run it).
 #
 #   bash scripts/device-bench.sh --build   # here: release-build the three benches into the
-#                                          # git-ignored .device/ (and the Vulkan loader's .deb
-#                                          # into .gl/), check they fit the 64 MiB that travels
+#                                          # git-ignored .device/ (and the Vulkan loader's and
+#                                          # glvnd's .debs into .gl/), check they fit the 64 MiB
+#                                          # that travels
 #   bash scripts/device-bench.sh           # there: run them, write $OUT/device-bench.json
 #                                          # (+ device-bench.log), or without OUT
 #                                          # bench/results/device-latest.json
@@ -81,13 +82,16 @@ for line in sys.stdin:
     echo "rustc $(bash scripts/with-cargo-path.sh rustc --version)"
     echo "lto ${CARGO_PROFILE_BENCH_LTO:-profile default} codegen-units ${CARGO_PROFILE_BENCH_CODEGEN_UNITS:-profile default}"
   } >"$DEVICE_DIR/BUILD"
-  if [ "$fetch_vulkan" = 1 ] && ! ls .gl/libvulkan1_*.deb >/dev/null 2>&1; then
-    # The device machine may lack the Vulkan loader (libvulkan.so.1); Debian's, unpacked there.
-    echo "device-bench: fetching the Vulkan loader's .deb into .gl/"
+  if [ "$fetch_vulkan" = 1 ] && ! ls .gl/libglvnd0_*.deb >/dev/null 2>&1; then
+    # The device machine may lack the Vulkan loader (libvulkan.so.1), and the NVIDIA ICD's
+    # library needs glvnd's dispatch libraries: with the loader alone wgpu finds no adapter
+    # (seen on an H200 machine, 2026-12-04). Debian's packages, unpacked there.
+    echo "device-bench: fetching the Vulkan loader's and glvnd's .debs into .gl/"
     mkdir -p .gl /tmp/amd64/partial
     local o=(-oAPT::Architecture=amd64 -oAPT::Architectures=amd64 -oDir::State::Lists=/tmp/amd64)
-    if ! { apt-get "${o[@]}" update >/dev/null && (cd .gl && apt-get "${o[@]}" download libvulkan1); }; then
-      echo "device-bench: warning: could not fetch libvulkan1; the run needs a loader there" >&2
+    if ! { apt-get "${o[@]}" update >/dev/null && (cd .gl && apt-get "${o[@]}" download \
+      libvulkan1 libegl1 libglvnd0 libopengl0 libgl1 libglx0 libgles2); }; then
+      echo "device-bench: warning: could not fetch the loaders; the run needs them there" >&2
     fi
   fi
   ls -l "$DEVICE_DIR/bin" .gl 2>/dev/null
@@ -150,16 +154,18 @@ run() {
   done
   [ -f "$DEVICE_DIR/BUILD" ] && say "build: $(tr '\n' ';' <"$DEVICE_DIR/BUILD")"
 
-  # The Vulkan loader: unpack the carried Debian packages when the machine has none.
+  # The Vulkan loader and glvnd: unpack the carried Debian packages when the machine lacks
+  # either (the NVIDIA ICD's library needs libGLdispatch.so.0 beside the loader).
   local loader=system
-  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1'; then
+  if ! ldconfig -p 2>/dev/null | grep -q 'libvulkan\.so\.1' ||
+    ! ldconfig -p 2>/dev/null | grep -q 'libGLdispatch\.so\.0'; then
     if ls .gl/*.deb >/dev/null 2>&1; then
-      say "no libvulkan.so.1 here: unpacking .gl/*.deb into /"
+      say "no libvulkan.so.1 or libGLdispatch.so.0 here: unpacking .gl/*.deb into /"
       for f in .gl/*.deb; do dpkg -x "$f" / || say "warning: dpkg -x $f failed"; done
       ldconfig
       loader="unpacked from .gl"
     else
-      say "warning: no libvulkan.so.1 here and no .gl/*.deb to unpack"
+      say "warning: no libvulkan.so.1 or libGLdispatch.so.0 here and no .gl/*.deb to unpack"
       loader=missing
     fi
   fi

@@ -43,6 +43,11 @@ const WEBGPU: SuiteConfig = SuiteConfig {
         &[("gemv_kernel", "workgroup")],
         &[("gemv_kernel", "staged")],
     ],
+    attention_specs: &[
+        &[("attention_splits", "1")],
+        &[("attention_splits", "3")],
+        &[("attention_splits", "64")],
+    ],
     int8_activations: false,
 };
 

@@ -40,6 +40,10 @@ pub struct SuiteConfig {
     /// init per variant, so that a backend with several GEMV kernels has each tested whatever
     /// its adapter would pick (`[[]]`: the backend's defaults only).
     pub gemv_specs: &'static [&'static [(&'static str, &'static str)]],
+    /// The compile-spec variants the attention cases run under, one init per variant (a
+    /// backend that splits attention across workgroups has both ways tested whatever its
+    /// adapter would pick; `[[]]`: the backend's defaults only).
+    pub attention_specs: &'static [&'static [(&'static str, &'static str)]],
     /// Whether the backend takes the compile spec `activations = "int8"` (the CPU backend's
     /// int8 activation rows for block-format `linear`s); a backend that does not must refuse
     /// it.
@@ -67,6 +71,7 @@ impl SuiteConfig {
         },
         small: false,
         gemv_specs: &[&[]],
+        attention_specs: &[&[]],
         int8_activations: true,
     };
 

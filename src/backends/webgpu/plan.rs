@@ -354,6 +354,16 @@ pub(crate) fn plan(
         .iter()
         .flat_map(|o| &o.dispatches)
         .any(|d| d.bindings.contains(&kernels::Binding::Status));
+    let scratch_bytes = ops
+        .iter()
+        .flat_map(|o| &o.dispatches)
+        .flat_map(|d| &d.bindings)
+        .filter_map(|b| match b {
+            kernels::Binding::Scratch { bytes } => Some(*bytes),
+            _ => None,
+        })
+        .max()
+        .unwrap_or(0);
     Ok(ShapePlan {
         shapes,
         placements,
@@ -361,6 +371,7 @@ pub(crate) fn plan(
         activation_bytes,
         ops,
         uses_status,
+        scratch_bytes,
     })
 }
 

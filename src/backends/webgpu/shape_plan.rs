@@ -67,6 +67,8 @@ pub(crate) struct ShapePlan {
     pub ops: Vec<OpDispatches>,
     /// Whether a dispatch reports into the status word.
     pub uses_status: bool,
+    /// Bytes of the plan's scratch buffer: the largest `Binding::Scratch` (0: none).
+    pub scratch_bytes: u64,
 }
 
 impl ShapePlan {

@@ -6,6 +6,7 @@
 //! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
 //! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
+//! | `attention_splits` | `auto` (default), 1..=64    | attention over few (head, row) pairs (fewer than 64 workgroups: decode) splits each pair's visible positions across this many workgroups and combines them in a second dispatch; `auto` is 32 on a real GPU and 1 (no split) on a fallback (CPU) adapter |
 //! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup`, `staged` | the `linear` GEMV (one activation row): `rows` is barrier-free, one output row per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `staged` is `workgroup` with the weights' blocks staged in workgroup memory by coalesced word loads and dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; the other formats run `workgroup`; not yet measured on a GPU, so never chosen by `auto`); `auto` picks `rows` on a fallback (CPU) adapter, else `workgroup` |
 //!
 //! Compile spec values are UTF-8 text; runtime specs may also be integers (`workgroup_size`).
@@ -30,16 +31,24 @@ pub const SPEC_WORKGROUP_SIZE: &str = "workgroup_size";
 pub const SPEC_PRECISION: &str = PRECISION;
 /// Spec key: `tiled` or `naive`.
 pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
-/// Spec key: `auto`, `rows` or `workgroup` (the `linear` GEMV kernel).
+/// Spec key: `auto`, `rows`, `workgroup` or `staged` (the `linear` GEMV kernel).
 pub const SPEC_GEMV_KERNEL: &str = "gemv_kernel";
+/// Spec key: `auto` or a count 1..=64 (attention's split of the visible positions).
+pub const SPEC_ATTENTION_SPLITS: &str = "attention_splits";
 
 /// Every spec key the backend reads.
-pub const SPEC_KEYS: [&str; 4] = [
+pub const SPEC_KEYS: [&str; 5] = [
     SPEC_WORKGROUP_SIZE,
     SPEC_PRECISION,
     SPEC_MATMUL_KERNEL,
     SPEC_GEMV_KERNEL,
+    SPEC_ATTENTION_SPLITS,
 ];
+
+/// Most workgroups one (head, row) pair of attention is split across.
+pub const MAX_ATTENTION_SPLITS: u32 = 64;
+/// Splits under `attention_splits = auto` on a real GPU.
+const AUTO_ATTENTION_SPLITS: u32 = 32;
 
 /// The specs given for one program, parsed but not yet fitted to a device.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -49,6 +58,8 @@ pub(crate) struct Specs {
     naive_matmul: bool,
     /// The GEMV kernel, or `None` for the adapter's choice.
     gemv: Option<GemvKernel>,
+    /// Attention splits, or `None` for the adapter's choice.
+    attention_splits: Option<u32>,
 }
 
 fn bad_value(key: &str, value: &str, expected: &str) -> Error {
@@ -81,6 +92,18 @@ fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
                 "workgroup" => Some(GemvKernel::Workgroup),
                 "staged" => Some(GemvKernel::Staged),
                 _ => return Err(bad_value(key, text, "auto, rows, workgroup or staged")),
+            }
+        }
+        SPEC_ATTENTION_SPLITS => {
+            specs.attention_splits = if text == "auto" {
+                None
+            } else {
+                let splits = text
+                    .parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=MAX_ATTENTION_SPLITS).contains(n))
+                    .ok_or_else(|| bad_value(key, text, "auto or a count from 1 to 64"))?;
+                Some(splits)
             }
         }
         _ => return Err(Error::internal(format!("unhandled spec key {key}"))),
@@ -179,11 +202,20 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
     } else {
         GemvKernel::Workgroup
     });
+    // A decode step's attention is a few (head, row) pairs, one workgroup each: on a GPU of
+    // many compute units most would idle, so their positions are split (see
+    // kernels/attention.rs); an emulating adapter has a few CPU cores, which those pairs fill.
+    let attention_splits = specs.attention_splits.unwrap_or(if ctx.adapter.fallback {
+        1
+    } else {
+        AUTO_ATTENTION_SPLITS
+    });
     Ok(KernelConfig {
         workgroup_size,
         matmul,
         f16: specs.f16,
         gemv,
+        attention_splits,
     })
 }
 
@@ -261,6 +293,21 @@ mod tests {
             err.message().contains("auto, rows, workgroup or staged"),
             "{err}"
         );
+        for (text, want) in [
+            ("auto", None),
+            ("1", Some(1)),
+            ("64", Some(64)),
+            ("7", Some(7)),
+        ] {
+            let spec = [CompileSpec::new(SPEC_ATTENTION_SPLITS, text)];
+            let got = parse_specs(&spec, &[]).unwrap().attention_splits;
+            assert_eq!(got, want, "{text}");
+        }
+        for text in ["0", "65", "-1", "many"] {
+            let spec = [CompileSpec::new(SPEC_ATTENTION_SPLITS, text)];
+            let err = parse_specs(&spec, &[]).unwrap_err();
+            assert!(err.message().contains("from 1 to 64"), "{text}: {err}");
+        }
     }
 
     #[test]

@@ -18,7 +18,9 @@ use webdelegate::backends::webgpu::WebGpuBackend;
 use webdelegate::lifecycle::Signal;
 use webdelegate::program::ops::Attention;
 use webdelegate::program::{DType, Dim, ProgramBuilder};
-use webdelegate::registry::{BackendOption, BackendOptionContext, LoadedDelegate, SharedBackend};
+use webdelegate::registry::{
+    BackendOption, BackendOptionContext, CompileSpec, LoadedDelegate, SharedBackend,
+};
 use webdelegate::{ErrorCode, Tensor};
 
 /// The shape and attributes of one attention under test.
@@ -72,6 +74,19 @@ fn model(spec: Spec) -> Model {
         .unwrap();
     m.b.output(out);
     m
+}
+
+/// `m` initialised on `backend` under one of the suite's attention spec variants.
+async fn init_variant(
+    m: &Model,
+    backend: &SharedBackend,
+    specs: &[(&str, &str)],
+) -> LoadedDelegate {
+    let specs: Vec<CompileSpec> = specs.iter().map(|&(k, v)| CompileSpec::new(k, v)).collect();
+    match m.init_with(backend, &specs).await {
+        Ok(delegate) => delegate,
+        Err(error) => panic!("init failed ({specs:?}): {error}"),
+    }
 }
 
 /// The op's semantics in f64, with its own cache.
@@ -202,6 +217,7 @@ op_case! {
 /// [0, 6].
 pub async fn attention_by_hand(backend: SharedBackend, config: SuiteConfig) {
     let ln3 = 3f32.ln();
+    for &variant in config.attention_specs {
     for (window, want) in [(0u32, [0.8, 4.8]), (2, [0.0, 6.0])] {
         let spec = Spec { window, ..TINY };
         let m = model(spec);
@@ -210,7 +226,7 @@ pub async fn attention_by_hand(backend: SharedBackend, config: SuiteConfig) {
             "{}",
             m.dump()
         );
-        let mut delegate = m.init(&backend).await.unwrap();
+        let mut delegate = init_variant(&m, &backend, variant).await;
         let first = step(
             &mut delegate,
             spec,
@@ -229,11 +245,12 @@ pub async fn attention_by_hand(backend: SharedBackend, config: SuiteConfig) {
             .await
             .unwrap();
         assert_close(
-            &format!("window {window}, decode"),
+            &format!("window {window}, decode, {variant:?}"),
             &second,
             &Ref::from_f64(&[1, 1, 2], want.to_vec()),
             config.reduction,
         );
+    }
     }
 }
 }
@@ -252,9 +269,9 @@ pub async fn attention_random_against_f64(backend: SharedBackend, config: SuiteC
         Spec { heads: 4, kv_heads: 1, d: big, dv: big, cache: 80, scale: 1.0 / 16.0, window: 64, softcap: 0.0 },
         Spec { heads: 3, kv_heads: 3, d: 32, dv: 40, cache: 12, scale: 1.5, window: 0, softcap: 5.0 },
     ];
-    for spec in specs {
+    for (spec, &variant) in specs.into_iter().flat_map(|s| config.attention_specs.iter().map(move |v| (s, v))) {
         let m = model(spec);
-        let mut delegate = m.init(&backend).await.unwrap();
+        let mut delegate = init_variant(&m, &backend, variant).await;
         let mut reference = Reference::new(spec);
         let prefill: Vec<i32> = (0..(spec.cache as i32 * 2 / 3)).collect();
         let mut schedule = vec![prefill.clone()];
@@ -267,7 +284,7 @@ pub async fn attention_random_against_f64(backend: SharedBackend, config: SuiteC
             let got = step(&mut delegate, spec, (&q, &k, &v), &positions).await.unwrap();
             let want = reference.step(&q, &k, &v, &positions);
             assert_close(
-                &format!("{spec:?} at {positions:?}"),
+                &format!("{spec:?} {variant:?} at {positions:?}"),
                 &got,
                 &want,
                 config.reduction,
@@ -289,10 +306,11 @@ pub async fn attention_decode_steps_equal_one_prefill(backend: SharedBackend, co
     let (q, k, v) = rows(&mut rng, spec, steps);
     let positions: Vec<i32> = (0..steps as i32).collect();
     let m = model(spec);
-    let mut prefill = m.init(&backend).await.unwrap();
+    for &variant in config.attention_specs {
+    let mut prefill = init_variant(&m, &backend, variant).await;
     let all = step(&mut prefill, spec, (&q, &k, &v), &positions).await.unwrap();
     let all = Ref::from_tensor(&all);
-    let mut decode = m.init(&backend).await.unwrap();
+    let mut decode = init_variant(&m, &backend, variant).await;
     let (qd, kd, vd) = (spec.heads * spec.d, spec.kv_heads * spec.d, spec.kv_heads * spec.dv);
     let mut after_first = None;
     for s in 0..steps {
@@ -309,7 +327,7 @@ pub async fn attention_decode_steps_equal_one_prefill(backend: SharedBackend, co
             &[1, spec.heads, spec.dv],
             all.data[s * row..][..row].to_vec(),
         );
-        assert_close(&format!("step {s}"), &got, &want, config.reduction);
+        assert_close(&format!("step {s} {variant:?}"), &got, &want, config.reduction);
         let stats = gpu_stats(&decode);
         if s == 0 {
             after_first = stats;
@@ -328,6 +346,7 @@ pub async fn attention_decode_steps_equal_one_prefill(backend: SharedBackend, co
             "{first:?}"
         );
     }
+    }
 }
 }
 
@@ -338,7 +357,8 @@ op_case! {
 pub async fn attention_bad_positions_and_reset(backend: SharedBackend, config: SuiteConfig) {
     let spec = TINY;
     let m = model(spec);
-    let mut delegate = m.init(&backend).await.unwrap();
+    for &variant in config.attention_specs {
+    let mut delegate = init_variant(&m, &backend, variant).await;
     let mut reference = Reference::new(spec);
     let (q, k, v) = ([1.0, 2.0], [0.5, -1.0], [3.0, 4.0]);
     let want = reference.step(&q, &k, &v, &[0]);
@@ -368,6 +388,7 @@ pub async fn attention_bad_positions_and_reset(backend: SharedBackend, config: S
     assert_close("after reset", &got, &want, config.reduction);
     if let Some(stats) = gpu_stats(&delegate) {
         assert_eq!(stats.state_resets, 1);
+    }
     }
 }
 }

@@ -1,10 +1,20 @@
-//! `Attention` on the GPU, two dispatches: `KvStoreKey` writes this execution's keys and
-//! values into the cache (state buffers; a position outside the cache is never written and
-//! raises the op's tag in the status word), then `AttendKey` runs one workgroup per (head,
-//! row): the query in workgroup memory, the visible cache positions in tiles of `wg` keys (one
-//! per thread), an online softmax (running max and sum, the accumulator rescaled per tile) and
-//! `ceil(Dv / wg)` output dims per thread. A dispatch boundary orders the two: WebGPU makes a
-//! dispatch's storage writes visible to the next one in the pass.
+//! `Attention` on the GPU: `KvStoreKey` writes this execution's keys and values into the cache
+//! (state buffers; a position outside the cache is never written and raises the op's tag in
+//! the status word), then `AttendKey` runs one workgroup per (head, row): the query in
+//! workgroup memory, the visible cache positions in tiles of `wg` keys (one per thread), an
+//! online softmax (running max and sum, the accumulator rescaled per tile) and `ceil(Dv / wg)`
+//! output dims per thread. Dispatch boundaries order them: WebGPU makes a dispatch's storage
+//! writes visible to the next one in the pass.
+//!
+//! A decode step has few (head, row) pairs (Gemma 3 270M: 4), so one workgroup each leaves
+//! most of a GPU idle (an H200 spent 150 us per layer there). With fewer than
+//! [`SPLIT_BELOW`] pairs and `attention_splits` > 1 (the config: 32 on real GPUs), each pair's
+//! visible positions are cut into that many equal runs (at least [`MIN_SPLIT_RUN`] positions
+//! each, so short contexts use fewer workgroups), each run attended by its own workgroup into a
+//! partial result in the plan's scratch buffer (its running max, sum and unnormalised
+//! accumulator), and `AttendCombineKey` merges a pair's partials: `out = sum_i acc_i *
+//! exp(m_i - M) / sum_i l_i * exp(m_i - M)`, `M = max_i m_i` (flash decoding). The runs are cut
+//! on the device from the live positions, so the plan does not depend on them.
 //!
 //! Positions are read on the device (`workgroupUniformLoad`, so the tile loop is uniform):
 //! a decode step reads `p + 1` cache rows, and nothing is planned from them, so every step of a
@@ -80,6 +90,9 @@ const WG: u32 = {{WG}}u;
 const D: u32 = {{D}}u;
 const DV: u32 = {{DV}}u;
 const PER: u32 = {{PER}}u;
+// Workgroups per (h, s): wid.z is this one's run of the visible positions.
+const SPLITS: u32 = {{SPLITS}}u;
+const MIN_RUN: u32 = {{MIN_RUN}}u;
 const LOWEST: f32 = -3.0e38;
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -87,6 +100,8 @@ const LOWEST: f32 = -3.0e38;
 @group(0) @binding(2) var<storage, read_write> k_cache: array<f32>;
 @group(0) @binding(3) var<storage, read_write> v_cache: array<f32>;
 @group(0) @binding(4) var<storage, read_write> positions: array<u32>;
+// SPLITS == 1: the output [S, Hq, Dv]. Else the partials [S, Hq, SPLITS, Dv + 2]: running max,
+// running sum, then the unnormalised accumulator.
 @group(0) @binding(5) var<storage, read_write> out: array<f32>;
 
 var<workgroup> query: array<f32, D>;
@@ -122,10 +137,19 @@ fn reduce_add(lid: u32, value: f32) -> f32 {
     return result;
 }
 
+// An empty partial (a run with no visible position): max LOWEST, sum 0, accumulator 0.
+fn write_empty_partial(at: u32, lid: u32) {
+    for (var i = lid; i < DV + 2u; i = i + WG) {
+        out[at + i] = select(0.0, LOWEST, i == 0u);
+    }
+}
+
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
     let h = wid.x;
     let s = wid.y;
+    let split = wid.z;
+    let partial = ((s * p.head.x + h) * SPLITS + split) * (DV + 2u);
     let heads = p.head.x;
     let kv_heads = p.head.y;
     let cache = p.head.z;
@@ -140,6 +164,10 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let at = workgroupUniformLoad(&position);
     if (at < 0 || u32(at) >= cache) {
         // The store dispatch flagged it; the execution fails. Write zeros, read nothing.
+        if (SPLITS > 1u) {
+            write_empty_partial(partial, lid);
+            return;
+        }
         for (var t = 0u; t < PER; t = t + 1u) {
             let d = lid + t * WG;
             if (d < DV) {
@@ -148,10 +176,21 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         return;
     }
-    let last = u32(at);
+    var last = u32(at);
     var first = 0u;
     if (window > 0u && last + 1u > window) {
         first = last + 1u - window;
+    }
+    if (SPLITS > 1u) {
+        // This workgroup's run: equal runs of at least MIN_RUN positions (later ones empty).
+        let run = max(MIN_RUN, (last - first) / SPLITS + 1u);
+        let start = first + split * run;
+        if (split * run > last - first) {
+            write_empty_partial(partial, lid);
+            return;
+        }
+        first = start;
+        last = min(last, start + run - 1u);
     }
     for (var i = lid; i < D; i = i + WG) {
         query[i] = q[(s * heads + h) * D + i];
@@ -200,11 +239,77 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         workgroupBarrier();
     }
+    if (SPLITS > 1u) {
+        if (lid == 0u) {
+            out[partial] = running_max;
+            out[partial + 1u] = running_sum;
+        }
+        for (var t = 0u; t < PER; t = t + 1u) {
+            let d = lid + t * WG;
+            if (d < DV) {
+                out[partial + 2u + d] = acc[t];
+            }
+        }
+        return;
+    }
     for (var t = 0u; t < PER; t = t + 1u) {
         let d = lid + t * WG;
         if (d < DV) {
             out[out_base + d] = acc[t] / running_sum;
         }
+    }
+}
+";
+
+const COMBINE: &str = r"
+// out[s, h] from the SPLITS partials of (h, s) (attend with SPLITS > 1): with M the largest
+// running max, out = sum_i acc_i * exp(m_i - M) / sum_i l_i * exp(m_i - M). One workgroup per
+// (h, s); every thread merges the maxima and sums itself (SPLITS <= 64), then its dims.
+struct Params {
+    // x: Hq, y: C, z: S
+    head: vec4<u32>,
+}
+
+const WG: u32 = {{WG}}u;
+const DV: u32 = {{DV}}u;
+const SPLITS: u32 = {{SPLITS}}u;
+const LOWEST: f32 = -3.0e38;
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> positions: array<u32>;
+@group(0) @binding(2) var<storage, read_write> partials: array<f32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+    let h = wid.x;
+    let s = wid.y;
+    let out_base = (s * p.head.x + h) * DV;
+    let at = bitcast<i32>(positions[s]);
+    if (at < 0 || u32(at) >= p.head.y) {
+        // The store dispatch flagged it; the execution fails. Zeros, as unsplit.
+        for (var d = lid; d < DV; d = d + WG) {
+            out[out_base + d] = 0.0;
+        }
+        return;
+    }
+    let base = (s * p.head.x + h) * SPLITS * (DV + 2u);
+    var m = LOWEST;
+    for (var i = 0u; i < SPLITS; i = i + 1u) {
+        m = max(m, partials[base + i * (DV + 2u)]);
+    }
+    var l = 0.0;
+    for (var i = 0u; i < SPLITS; i = i + 1u) {
+        let at_i = base + i * (DV + 2u);
+        l = l + partials[at_i + 1u] * exp(partials[at_i] - m);
+    }
+    for (var d = lid; d < DV; d = d + WG) {
+        var a = 0.0;
+        for (var i = 0u; i < SPLITS; i = i + 1u) {
+            let at_i = base + i * (DV + 2u);
+            a = a + partials[at_i + 2u + d] * exp(partials[at_i] - m);
+        }
+        out[out_base + d] = a / l;
     }
 }
 ";
@@ -239,7 +344,43 @@ pub(crate) struct AttendKey {
     pub d: u32,
     /// Value head dim.
     pub dv: u32,
+    /// Workgroups per (head, row), writing partials (1: the output itself).
+    pub splits: u32,
 }
+
+/// The kernel merging the partials of a split attention.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct AttendCombineKey {
+    /// Invocations per workgroup.
+    pub wg: u32,
+    /// Value head dim.
+    pub dv: u32,
+    /// Partials per (head, row).
+    pub splits: u32,
+}
+
+impl Kernel for AttendCombineKey {
+    fn storage_bindings(&self) -> u32 {
+        3
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn body(&self) -> String {
+        COMBINE
+            .replace("{{WG}}", &self.wg.to_string())
+            .replace("{{DV}}", &self.dv.to_string())
+            .replace("{{SPLITS}}", &self.splits.to_string())
+    }
+}
+
+/// Attention splits its (head, row) pairs' positions only when there are fewer pairs than this
+/// (a decode step; prefill has enough pairs to fill a GPU).
+pub(crate) const SPLIT_BELOW: usize = 64;
+/// The shortest run of positions a split workgroup attends (shorter contexts split less).
+pub(crate) const MIN_SPLIT_RUN: u32 = 16;
 
 impl Kernel for AttendKey {
     fn storage_bindings(&self) -> u32 {
@@ -260,6 +401,8 @@ impl Kernel for AttendKey {
             .replace("{{D}}", &self.d.max(1).to_string())
             .replace("{{DV}}", &self.dv.to_string())
             .replace("{{PER}}", &self.dv.div_ceil(self.wg).max(1).to_string())
+            .replace("{{SPLITS}}", &self.splits.max(1).to_string())
+            .replace("{{MIN_RUN}}", &MIN_SPLIT_RUN.to_string())
     }
 }
 
@@ -298,18 +441,36 @@ fn extents(op: &Attention, ctx: &PlanContext<'_>) -> Result<Extents> {
     })
 }
 
-fn attend_key(tensors: &[TensorDecl], op: &Attention) -> Option<AttendKey> {
+/// The attend kernels `op` may dispatch under `config` (unsplit, and split with its combine
+/// when the config splits), where its head dims are fixed.
+fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> Vec<KernelKey> {
     let dim = |id: u32| -> Option<u32> {
         match tensors.get(id as usize)?.shape.get(2)? {
             crate::program::Dim::Fixed(n) => u32::try_from(*n).ok(),
             crate::program::Dim::Symbol(_) => None,
         }
     };
-    Some(AttendKey {
-        wg: ATTEND_WG,
-        d: dim(op.q)?,
-        dv: dim(op.v_cache)?,
-    })
+    let (Some(d), Some(dv)) = (dim(op.q), dim(op.v_cache)) else {
+        return Vec::new();
+    };
+    let attend = |splits| {
+        KernelKey::new(AttendKey {
+            wg: ATTEND_WG,
+            d,
+            dv,
+            splits,
+        })
+    };
+    let mut keys = vec![attend(1)];
+    if config.attention_splits > 1 {
+        keys.push(attend(config.attention_splits));
+        keys.push(KernelKey::new(AttendCombineKey {
+            wg: ATTEND_WG,
+            dv,
+            splits: config.attention_splits,
+        }));
+    }
+    keys
 }
 
 impl GpuOp for Attention {
@@ -360,11 +521,26 @@ impl GpuOp for Attention {
                 e.rows, e.heads, ctx.max_workgroups
             )));
         }
+        let pairs = e.heads.saturating_mul(e.rows);
+        let splits = if pairs < SPLIT_BELOW {
+            ctx.config.attention_splits.max(1)
+        } else {
+            1
+        };
+        let dv = to_u32(e.value_dim, "value head dim")?;
+        // Split: partials [S, Hq, splits, Dv + 2] in the scratch buffer, merged into out.
+        let partials = Binding::Scratch {
+            bytes: (pairs as u64)
+                .saturating_mul(u64::from(splits))
+                .saturating_mul(u64::from(dv) + 2)
+                .saturating_mul(4),
+        };
         dispatches.push(Dispatch {
             key: KernelKey::new(AttendKey {
                 wg: ATTEND_WG,
                 d: to_u32(e.head_dim, "head dim")?,
-                dv: to_u32(e.value_dim, "value head dim")?,
+                dv,
+                splits,
             }),
             uniforms: Uniforms::new()
                 .vec4([
@@ -380,10 +556,32 @@ impl GpuOp for Attention {
                 Binding::Tensor(self.k_cache),
                 Binding::Tensor(self.v_cache),
                 Binding::Tensor(self.positions),
-                Binding::Tensor(self.out),
+                if splits > 1 {
+                    partials
+                } else {
+                    Binding::Tensor(self.out)
+                },
             ],
-            workgroups: [heads, rows, 1],
+            workgroups: [heads, rows, splits],
         });
+        if splits > 1 {
+            dispatches.push(Dispatch {
+                key: KernelKey::new(AttendCombineKey {
+                    wg: ATTEND_WG,
+                    dv,
+                    splits,
+                }),
+                uniforms: Uniforms::new()
+                    .vec4([heads, to_u32(e.cache, "cache length")?, rows, 0])
+                    .finish(),
+                bindings: vec![
+                    Binding::Tensor(self.positions),
+                    partials,
+                    Binding::Tensor(self.out),
+                ],
+                workgroups: [heads, rows, 1],
+            });
+        }
         Ok(dispatches)
     }
 
@@ -391,7 +589,7 @@ impl GpuOp for Attention {
         let mut keys = vec![KernelKey::new(KvStoreKey {
             wg: config.workgroup_size,
         })];
-        keys.extend(attend_key(tensors, self).map(KernelKey::new));
+        keys.extend(attend_keys(tensors, self, config));
         keys
     }
 }

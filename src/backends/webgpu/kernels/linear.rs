@@ -36,6 +36,22 @@ const DECODE: &str = include_str!("linear_decode.wgsl");
 const GEMV: &str = include_str!("linear_gemv.wgsl");
 const GEMV_STAGED: &str = include_str!("linear_gemv_staged.wgsl");
 
+/// What every linear kernel binds: the uniforms and the activations, weight (raw words), output
+/// and (where `{{BIAS_DECL}}` declares it) bias.
+const LINEAR_INTERFACE: &str = "struct Params {
+    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
+    dims: vec4<u32>,
+    // x: first output row of this dispatch (a weight larger than one binding is bound and run
+    // by row ranges), y: the output's full row length
+    split: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> w: array<u32>;
+@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+{{BIAS_DECL}}";
+
 /// Staged GEMV: (threads per row, rows, blocks staged per row and pass, staged words, staged
 /// activation vec4s) for a block of `values` values in `bytes` bytes: the most blocks whose
 /// workgroup memory (weights, activations, partial sums) fits 16 KiB.
@@ -267,6 +283,7 @@ impl Kernel for LinearKey {
             _ => (GEMV_TPR, GEMV_ROWS, 0, 0, 0),
         };
         template
+            .replace("{{LINEAR_INTERFACE}}", LINEAR_INTERFACE)
             .replace("{{STAGED_BLOCKS}}", &cb.to_string())
             .replace("{{STAGED_WORDS}}", &words.to_string())
             .replace("{{STAGED_X4}}", &x4.to_string())

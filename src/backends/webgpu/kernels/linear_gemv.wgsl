@@ -7,19 +7,8 @@
 // units t, t + TPR, ...: neighbouring threads read neighbouring bytes), each decoding 8 weights
 // and dotting them with 8 staged activations; a plain workgroup reduction sums the TPR partial
 // sums. The memory-bound part, the weight bytes, is read exactly once.
-struct Params {
-    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
-    dims: vec4<u32>,
-    // x: first output row of this dispatch (a weight larger than one binding is bound and run
-    // by row ranges), y: the output's full row length
-    split: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> w: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}
+// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
+{{LINEAR_INTERFACE}}
 
 const TPR: u32 = {{TPR}}u;
 const ROWS: u32 = {{ROWS}}u;

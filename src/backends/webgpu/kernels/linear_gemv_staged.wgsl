@@ -10,19 +10,8 @@
 // dot the staged blocks (thread t takes blocks t, t + TPR, ..), reading the weights' words from
 // workgroup memory; a plain workgroup reduction sums a row's partial sums. Each weight byte is
 // read from storage exactly once.
-struct Params {
-    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
-    dims: vec4<u32>,
-    // x: first output row of this dispatch (a weight larger than one binding is bound and run
-    // by row ranges), y: the output's full row length
-    split: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> w: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}
+// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
+{{LINEAR_INTERFACE}}
 
 const TPR: u32 = {{TPR}}u;
 const ROWS: u32 = {{ROWS}}u;

@@ -9,19 +9,8 @@
 // * r of its workgroup's WG * R) at once, each activation loaded once for all R. Each weight row
 // is read block by block as whole words (linear_block_dot.wgsl for the formats it has, else
 // the 8-value decoders). Workgroup column m = wid.z is the activation row.
-struct Params {
-    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
-    dims: vec4<u32>,
-    // x: first output row of this dispatch (a weight larger than one binding is bound and run
-    // by row ranges), y: the output's full row length
-    split: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> w: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}
+// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
+{{LINEAR_INTERFACE}}
 
 const WG: u32 = {{WG}}u;
 const R: u32 = {{R}}u;

@@ -6,19 +6,8 @@
 // TK activations and a TK x TN tile of weights *decoded once* into workgroup memory (zero past
 // the edges), which all TM rows then reuse; each thread accumulates RM rows x 4 columns in vec4
 // registers (thread (lx, ly) owns rows ly + i * WGY and columns 4 lx .. 4 lx + 3).
-struct Params {
-    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
-    dims: vec4<u32>,
-    // x: first output row of this dispatch (a weight larger than one binding is bound and run
-    // by row ranges), y: the output's full row length
-    split: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> w: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}
+// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
+{{LINEAR_INTERFACE}}
 
 const WGX: u32 = {{WGX}}u;
 const WGY: u32 = {{WGY}}u;

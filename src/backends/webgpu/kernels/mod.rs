@@ -179,6 +179,9 @@ pub(crate) struct KernelConfig {
     pub f16: bool,
     /// The `linear` GEMV kernel.
     pub gemv: GemvKernel,
+    /// Attention with few (head, row) pairs splits each pair's visible positions across this
+    /// many workgroups, combined by a second dispatch (1: never split).
+    pub attention_splits: u32,
 }
 
 /// A storage binding of one dispatch.
@@ -199,6 +202,13 @@ pub(crate) enum Binding {
     },
     /// The plan's status word (gather range errors).
     Status,
+    /// The plan's scratch buffer, at least `bytes` long: one buffer shared by every dispatch
+    /// that binds it (the largest request sets its size), for an op's intermediate results
+    /// between its own dispatches; its contents do not outlive the op.
+    Scratch {
+        /// Bytes the dispatch needs.
+        bytes: u64,
+    },
 }
 
 /// Row ranges `(first, count)` of a `rows x row_bytes` weight, each at most `max_binding`

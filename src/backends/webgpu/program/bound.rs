@@ -1,6 +1,6 @@
 //! The GPU side of a plan ([`BoundPlan`]): one uniform buffer holding every dispatch's
-//! parameters (written once), a bind group per dispatch, the status word and the read-back
-//! buffer. A bound plan stays valid while the arena it was bound to does (its `generation`);
+//! parameters (written once), a bind group per dispatch, the status word, the ops' scratch
+//! buffer and the read-back buffer. A bound plan stays valid while the arena it was bound to does (its `generation`);
 //! when a larger plan grows the arena, older plans are rebound on their next use (the cache of
 //! bound plans is the program's resident state: `residency`).
 
@@ -29,6 +29,7 @@ pub(crate) struct BoundPlan {
     pub(crate) generation: u64,
     pub(crate) ops: Vec<Vec<BoundDispatch>>,
     _uniforms: Option<GpuBuffer>,
+    _scratch: Option<GpuBuffer>,
     pub(crate) status: Option<GpuBuffer>,
     pub(crate) readback: GpuBuffer,
     /// (offset in `readback`, bytes) of each output.
@@ -48,6 +49,7 @@ struct Placements<'a> {
     params: Option<&'a [ParamStorage]>,
     states: Option<&'a [GpuBuffer]>,
     status: Option<&'a GpuBuffer>,
+    scratch: Option<&'a GpuBuffer>,
 }
 
 impl Placements<'_> {
@@ -59,6 +61,13 @@ impl Placements<'_> {
                     .status
                     .ok_or_else(|| Error::internal("plan has no status word"))?;
                 (status, 0, 4)
+            }
+            Binding::Scratch { bytes } => {
+                let scratch = self
+                    .scratch
+                    .filter(|s| s.allocated() >= bytes)
+                    .ok_or_else(|| Error::internal("plan has no scratch buffer that large"))?;
+                (scratch, 0, bytes)
             }
             Binding::Slice {
                 tensor,
@@ -176,11 +185,25 @@ impl BoundPlan {
         } else {
             None
         };
+        let scratch = if plan.scratch_bytes > 0 {
+            Some(
+                GpuBuffer::new(
+                    ctx,
+                    plan.scratch_bytes,
+                    wgpu::BufferUsages::STORAGE,
+                    "op scratch",
+                )
+                .map_err(|s| allocation_error(&s))?,
+            )
+        } else {
+            None
+        };
         let placements = Placements {
             arena,
             params,
             states,
             status: status.as_ref(),
+            scratch: scratch.as_ref(),
         };
         let mut ops = Vec::with_capacity(plan.ops.len());
         let mut offsets = uniform_offsets.into_iter();
@@ -252,6 +275,7 @@ impl BoundPlan {
             generation,
             ops,
             _uniforms: uniforms,
+            _scratch: scratch,
             status,
             readback,
             outputs,

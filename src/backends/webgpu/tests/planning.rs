@@ -15,6 +15,7 @@ const CONFIG: KernelConfig = KernelConfig {
     matmul: MatMulKernel::Tiled64,
     f16: false,
     gemv: kernels::GemvKernel::Rows,
+    attention_splits: 1,
 };
 
 const LIMITS: PlanLimits = PlanLimits {
