@@ -17,9 +17,11 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 /// What the WebGPU backend is held to. Element-wise ops as the CPU backend (GELU's erf is
 /// within 1.5e-7 absolute, tanh within ~2e-7); reductions and matmuls sum in a different order
 /// (workgroup trees, 4-wide fused multiply-adds) than the CPU's loops: the CPU's bounds hold.
-/// In Chromium the shapes are the suite's small ones. The GEMV cases run under both GEMV kernels
-/// (`gemv_kernel=rows`, what CPU-emulated adapters such as lavapipe and SwiftShader get, and
-/// `workgroup`, what real GPUs get), whichever this adapter would pick.
+/// In Chromium the shapes are the suite's small ones. The GEMV cases run under every GEMV kernel
+/// (`gemv_kernel=rows`, what CPU-emulated adapters such as lavapipe and SwiftShader get,
+/// `workgroup`, what real GPUs get, and `staged`, chosen only by spec), and the attention cases
+/// unsplit, in 3 and in 64 splits (`attention_splits`: real GPUs split a decode step's
+/// attention in 32), whichever this adapter would pick.
 const WEBGPU: SuiteConfig = SuiteConfig {
     elementwise: Tol {
         rel: 1e-5,
