@@ -383,12 +383,23 @@ fn state_step(
 
 #[test]
 fn state_survives_signals_is_lost_with_the_device_and_reset_brings_it_back() {
+    state_across_signals(&[]);
+}
+
+/// The same with the attention split (the plan's scratch buffer and a combine dispatch): the
+/// scratch follows the plan through the signals and the device loss, and destroy frees it.
+#[test]
+fn split_attention_state_across_signals_and_its_scratch_is_freed() {
+    state_across_signals(&[crate::registry::CompileSpec::new("attention_splits", "4")]);
+}
+
+fn state_across_signals(specs: &[crate::registry::CompileSpec]) {
     let backend = new_backend();
     let blob = encode(&state_program()).unwrap();
     let mut handle = pollster::block_on(backend.init(
         &BackendInitContext::new(),
         FreeableBuffer::new(blob),
-        &[],
+        specs,
     ))
     .unwrap();
     let state_bytes = stats(&backend, &handle).state_bytes;
