@@ -21,7 +21,9 @@
 //! one profiled step's GPU time (timestamp queries, where the adapter has them) summed by op.
 //! Run with `cargo bench --bench decode_step` (for a quicker build without LTO:
 //! `CARGO_PROFILE_BENCH_LTO=false CARGO_PROFILE_BENCH_CODEGEN_UNITS=16`); `--json FILE` writes
-//! the numbers as JSON (`decode_step_*`). Absolute numbers depend on the machine and its load.
+//! the numbers as JSON (`decode_step_*`); `--spec KEY=VALUE` (repeatable) passes a WebGPU
+//! compile spec (e.g. `attention_splits=1`, `gemv_kernel=staged`), recorded as
+//! `decode_step_specs`. Absolute numbers depend on the machine and its load.
 
 #[cfg(not(target_arch = "wasm32"))]
 mod common;
@@ -41,8 +43,8 @@ mod native {
     use webdelegate::program::{self, BlockFormat};
     use webdelegate::quant::{random_blocks, random_bytes};
     use webdelegate::registry::{
-        BackendInitContext, BackendInterface, BackendOption, BackendOptionContext, FreeableBuffer,
-        LoadedDelegate, SharedBackend,
+        BackendInitContext, BackendInterface, BackendOption, BackendOptionContext, CompileSpec,
+        FreeableBuffer, LoadedDelegate, SharedBackend,
     };
 
     const SCOPE: &str = "gemma-3-270m";
@@ -264,11 +266,22 @@ mod native {
         let blob = program::encode(&program).expect("encode");
         let init = BackendInitContext::new().with_parameters(Arc::new(provider));
         let t0 = Instant::now();
+        let specs: Vec<CompileSpec> = args
+            .values("--spec")
+            .into_iter()
+            .map(|spec| {
+                let (key, value) = spec
+                    .split_once('=')
+                    .unwrap_or_else(|| panic!("--spec {spec}: expected KEY=VALUE"));
+                CompileSpec::new(key, value)
+            })
+            .collect();
+        record.set("decode_step_specs", args.values("--spec").join(","));
         let delegate = pollster::block_on(LoadedDelegate::init_with_backend(
             "webgpu",
             Arc::clone(&backend) as SharedBackend,
             FreeableBuffer::new(blob),
-            &[],
+            &specs,
             &init,
         ))
         .expect("init");

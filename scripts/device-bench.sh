@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The native WebGPU (Vulkan) kernel benchmarks on a borrowed GPU machine, in under 5 minutes,
-# offline, from binaries built beforehand: matmul GFLOP/s, quantized GEMV GB/s (qmatvec) and the
-# Gemma 3 270M decode step (benches/decode_step.rs), recorded as one JSON with the adapter, the
-# card's name and its vendor peak figures, and every measured number as a fraction of them.
+# offline, from binaries built beforehand: matmul GFLOP/s, quantized GEMV GB/s (qmatvec, every
+# GEMV kernel, per execute and per kernel GPU time) and the Gemma 3 270M decode step
+# (benches/decode_step.rs) as configured, with unsplit attention and with the staged GEMV,
+# recorded as one JSON with the adapter, the card's name and its vendor peak figures, and every
+# measured number as a fraction of them.
 # Nothing depends on this script (CI and `npm test` never run it).
 #
 #   bash scripts/device-bench.sh --build   # here: release-build the three benches into the
@@ -217,11 +219,16 @@ run() {
     fi
     local decode_args=("${q[@]}")
     [ -n "$gguf" ] && decode_args+=(--gguf "$gguf")
-    # bench | its own limit in seconds | its arguments
-    local plan=("matmul|75|${matmul_args[*]}" "qmatvec|100|webgpu ${q[*]}" "decode_step|90|${decode_args[*]}")
-    local entry name limit bench_args left rc
+    # run name | bench binary | its own limit in seconds | its arguments. The decode step runs
+    # as configured (real GPUs split attention, workgroup GEMV) and twice more, each with one
+    # choice changed: unsplit attention, and the staged GEMV (not yet auto's choice).
+    local plan=("matmul|matmul|75|${matmul_args[*]}" "qmatvec|qmatvec|100|webgpu ${q[*]}"
+      "decode_step|decode_step|60|${decode_args[*]}"
+      "decode_step_unsplit|decode_step|45|${decode_args[*]} --spec attention_splits=1"
+      "decode_step_staged|decode_step|45|${decode_args[*]} --spec gemv_kernel=staged")
+    local entry name binary limit bench_args left rc
     for entry in "${plan[@]}"; do
-      IFS='|' read -r name limit bench_args <<<"$entry"
+      IFS='|' read -r name binary limit bench_args <<<"$entry"
       left=$((budget - (SECONDS - start) - 10))
       [ "$left" -lt "$limit" ] && limit=$left
       if [ "$limit" -lt 15 ]; then
@@ -231,7 +238,7 @@ run() {
       fi
       say "== $name $bench_args (limit ${limit} s)"
       # shellcheck disable=SC2086 # bench_args is a list of words
-      timeout --kill-after=5 "$limit" "$DEVICE_DIR/bin/$name" $bench_args "${gpu_flag[@]}" \
+      timeout --kill-after=5 "$limit" "$DEVICE_DIR/bin/$binary" $bench_args "${gpu_flag[@]}" \
         --json "$work/$name.json" 2>&1 | grep -v XDG_RUNTIME_DIR | tee -a "$log"
       rc=${PIPESTATUS[0]}
       case "$rc" in
@@ -299,10 +306,13 @@ except OSError:
 result["status"] = statuses
 
 measured = {}
-for name in ("matmul", "qmatvec", "decode_step"):
+for name in ("matmul", "qmatvec", "decode_step", "decode_step_unsplit", "decode_step_staged"):
     values = load(name + ".json")
     for key, value in values.items():
         if key != "bench" and not key.startswith(("adapter.", "limits.", "features.")):
+            # A variant's decode_step_* keys are named after the run (decode_step_unsplit_*).
+            if name != "decode_step" and key.startswith("decode_step_"):
+                key = name + key[len("decode_step"):]
             measured[key] = value
 result["measured"] = measured
 
