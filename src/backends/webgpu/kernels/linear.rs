@@ -52,19 +52,6 @@ const LINEAR_INTERFACE: &str = "struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 {{BIAS_DECL}}";
 
-/// Staged GEMV: (threads per row, rows, blocks staged per row and pass, staged words, staged
-/// activation vec4s) for a block of `values` values in `bytes` bytes: the most blocks whose
-/// workgroup memory (weights, activations, partial sums) fits 16 KiB.
-fn staged_geometry(values: u32, bytes: u32) -> (u32, u32, u32, u32, u32) {
-    let tpr = if values >= 256 { 16 } else { 8 };
-    let rows = GEMV_THREADS / tpr;
-    let fits = |cb: u32| {
-        let words = rows * (cb * bytes / 4 + 2);
-        4 * words + 4 * cb * values + 4 * GEMV_THREADS <= 16384
-    };
-    let cb = (1..64).take_while(|&cb| fits(cb)).last().unwrap_or(1);
-    (tpr, rows, cb, rows * (cb * bytes / 4 + 2), cb * values / 4)
-}
 const ROWS: &str = include_str!("linear_rows.wgsl");
 const BLOCK_DOT: &str = include_str!("linear_block_dot.wgsl");
 const TILED: &str = include_str!("linear_tiled.wgsl");
@@ -84,6 +71,48 @@ const GEMV_KC: u32 = 2048;
 const GEMV_THREADS: u32 = GEMV_TPR * GEMV_ROWS;
 /// Tiled path: threads x, threads y, rows per thread (4 columns per thread).
 const TILED_GEOMETRY: (u32, u32, u32) = (8, 8, 4);
+
+/// The shape of the staged GEMV for one block format.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct StagedGeometry {
+    /// Threads per output row.
+    threads_per_row: u32,
+    /// Output rows per workgroup.
+    rows: u32,
+    /// Blocks of each row staged per pass.
+    blocks: u32,
+    /// Words of workgroup memory for the staged rows.
+    words: u32,
+    /// `vec4`s of workgroup memory for the staged activations.
+    x4: u32,
+}
+
+impl StagedGeometry {
+    /// The geometry for `format`'s block dot (`None` for formats without one): 8 threads per
+    /// row for 32-value blocks, 16 for 256-value ones, and the most blocks per pass whose
+    /// workgroup memory (staged rows, activations, partial sums) fits 16 KiB, WebGPU's floor.
+    fn of(format: WeightFormat) -> Option<Self> {
+        let (_, values, bytes) = block_dot(format)?;
+        let threads_per_row = if values >= 256 { 16 } else { 8 };
+        let rows = GEMV_THREADS / threads_per_row;
+        // A row's staged span starts on a 2-byte boundary: one word more than its bytes fill.
+        let words = |blocks: u32| rows * (blocks * bytes / 4 + 2);
+        let fits = |blocks: u32| 4 * (words(blocks) + blocks * values + GEMV_THREADS) <= 16384;
+        let blocks = (1..64).take_while(|&b| fits(b)).last().unwrap_or(1);
+        Some(Self {
+            threads_per_row,
+            rows,
+            blocks,
+            words: words(blocks),
+            x4: blocks * values / 4,
+        })
+    }
+
+    /// Workgroup memory in bytes.
+    fn workgroup_bytes(self) -> u32 {
+        4 * (self.words + 4 * self.x4 + GEMV_THREADS)
+    }
+}
 
 /// How a weight is stored: f32 (`None`) or a block format.
 pub(crate) type WeightFormat = Option<BlockFormat>;
@@ -144,14 +173,14 @@ pub(crate) const fn decode_library() -> &'static str {
 /// The block dot of `linear_block_dot.wgsl` for `format` (its WGSL name, values and bytes per
 /// block), where it has one.
 fn block_dot(format: WeightFormat) -> Option<(&'static str, u32, u32)> {
-    let name = match format? {
+    let format = format?;
+    let name = match format {
         BlockFormat::Q8_0 => "rows_dot_q8_0",
         BlockFormat::Q5_0 => "rows_dot_q5_0",
         BlockFormat::Q4_K => "rows_dot_q4_k",
         BlockFormat::Q6_K => "rows_dot_q6_k",
         _ => return None,
     };
-    let format = format?;
     Some((
         name,
         format.block_elements() as u32,
@@ -242,9 +271,7 @@ impl Kernel for LinearKey {
         match self.path {
             LinearPath::Gemv => 4 * (GEMV_KC + GEMV_THREADS),
             LinearPath::Staged => {
-                let (_, values, bytes) = block_dot(self.format).unwrap_or(("", 32, 34));
-                let (_, _, _, words, x4) = staged_geometry(values, bytes);
-                4 * (words + 4 * x4 + GEMV_THREADS)
+                StagedGeometry::of(self.format).map_or(0, StagedGeometry::workgroup_bytes)
             }
             LinearPath::Rows => 0,
             LinearPath::Tiled => {
@@ -276,11 +303,11 @@ impl Kernel for LinearKey {
             LinearPath::Tiled => TILED,
         };
         // The staged GEMV's geometry (formats without a block dot never take that path).
-        let (block_name, block_values, block_bytes) =
-            block_dot(self.format).unwrap_or(("", 32, 34));
-        let (tpr, gemv_rows, cb, words, x4) = match self.path {
-            LinearPath::Staged => staged_geometry(block_values, block_bytes),
-            _ => (GEMV_TPR, GEMV_ROWS, 0, 0, 0),
+        let (block_name, block_values, block_bytes) = block_dot(self.format).unwrap_or_default();
+        let staged = StagedGeometry::of(self.format).filter(|_| self.path == LinearPath::Staged);
+        let (tpr, gemv_rows, cb, words, x4) = match staged {
+            Some(g) => (g.threads_per_row, g.rows, g.blocks, g.words, g.x4),
+            None => (GEMV_TPR, GEMV_ROWS, 0, 0, 0),
         };
         template
             .replace("{{LINEAR_INTERFACE}}", LINEAR_INTERFACE)
@@ -377,9 +404,9 @@ impl GpuOp for Linear {
             to_u32(rows.saturating_mul(row_bytes as usize), "weight bytes")?;
             let workgroups = match path {
                 LinearPath::Gemv | LinearPath::Staged => {
-                    let per_group = match (path, block_dot(format)) {
-                        (LinearPath::Staged, Some((_, values, bytes))) => {
-                            staged_geometry(values, bytes).1
+                    let per_group = match path {
+                        LinearPath::Staged => {
+                            StagedGeometry::of(format).map_or(GEMV_ROWS, |g| g.rows)
                         }
                         _ => GEMV_ROWS,
                     };
