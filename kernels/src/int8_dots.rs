@@ -236,23 +236,24 @@ fn scaled_blocks(
     isum: impl Fn(&[u8], &[i16]) -> I32x4,
 ) -> f32 {
     let mut acc = F32x4::splat(0.0);
-    let mut blocks = row
-        .chunks_exact(bytes)
-        .zip(x.quants.chunks_exact(BLOCK))
-        .zip(x.scales);
-    let mut groups = row
+    let groups = row
         .chunks_exact(4 * bytes)
         .zip(x.quants.chunks_exact(4 * BLOCK))
         .zip(x.scales.chunks_exact(4));
-    for ((w, q), d) in groups.by_ref() {
+    let mut done = 0;
+    for ((w, q), d) in groups {
         let block = |j: usize| &w[j * bytes..];
         let sums = [0, 1, 2, 3].map(|j| isum(block(j), &q[j * BLOCK..]));
         let dw = F32x4::from_halves([0, 1, 2, 3].map(|j| half_bits(block(j), 0)));
         let scaled = I32x4::lane_sums(sums).to_f32().mul(dw.mul(F32x4::load(d)));
         acc = acc.add(scaled);
+        done += 4;
     }
-    let done = row.len() / (4 * bytes) * 4;
-    for ((w, q), &d) in blocks.by_ref().skip(done) {
+    let blocks = row
+        .chunks_exact(bytes)
+        .zip(x.quants.chunks_exact(BLOCK))
+        .zip(x.scales);
+    for ((w, q), &d) in blocks.skip(done) {
         scale_add(&mut acc, isum(w, q), half_at(w, 0) * d);
     }
     acc.sum()

@@ -264,7 +264,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 const COMBINE: &str = r"
 // out[s, h] from the SPLITS partials of (h, s) (attend with SPLITS > 1): with M the largest
 // running max, out = sum_i acc_i * exp(m_i - M) / sum_i l_i * exp(m_i - M). One workgroup per
-// (h, s); every thread merges the maxima and sums itself (SPLITS <= 64), then its dims.
+// (h, s); every thread merges the maxima, weights and sums itself (SPLITS <= 64), then its
+// dims.
 struct Params {
     // x: Hq, y: C, z: S
     head: vec4<u32>,
@@ -298,16 +299,18 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var i = 0u; i < SPLITS; i = i + 1u) {
         m = max(m, partials[base + i * (DV + 2u)]);
     }
+    // Each partial's weight exp(m_i - M), computed once for the sum and every dim.
+    var weight: array<f32, SPLITS>;
     var l = 0.0;
     for (var i = 0u; i < SPLITS; i = i + 1u) {
         let at_i = base + i * (DV + 2u);
-        l = l + partials[at_i + 1u] * exp(partials[at_i] - m);
+        weight[i] = exp(partials[at_i] - m);
+        l = l + partials[at_i + 1u] * weight[i];
     }
     for (var d = lid; d < DV; d = d + WG) {
         var a = 0.0;
         for (var i = 0u; i < SPLITS; i = i + 1u) {
-            let at_i = base + i * (DV + 2u);
-            a = a + partials[at_i + 2u + d] * exp(partials[at_i] - m);
+            a = a + partials[base + i * (DV + 2u) + 2u + d] * weight[i];
         }
         out[out_base + d] = a / l;
     }

@@ -1,8 +1,8 @@
 //! The GPU side of a plan ([`BoundPlan`]): one uniform buffer holding every dispatch's
 //! parameters (written once), a bind group per dispatch, the status word, the ops' scratch
-//! buffer and the read-back buffer. A bound plan stays valid while the arena it was bound to does (its `generation`);
-//! when a larger plan grows the arena, older plans are rebound on their next use (the cache of
-//! bound plans is the program's resident state: `residency`).
+//! buffer and the read-back buffer. A bound plan stays valid while the arena it was bound to
+//! does (its `generation`); when a larger plan grows the arena, older plans are rebound on
+//! their next use (the cache of bound plans is the program's resident state: `residency`).
 
 use crate::backends::webgpu::buffers::GpuBuffer;
 use crate::backends::webgpu::device::GpuContext;
