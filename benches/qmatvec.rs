@@ -51,8 +51,9 @@ mod native {
         (BlockFormat::Q6_K, 2048, 640),
         (BlockFormat::Q5_0, 2048, 640),
     ];
-    /// The WebGPU GEMV kernels compared (values of the `gemv_kernel` compile spec).
-    const GEMV_KERNELS: [&str; 4] = ["auto", "rows", "workgroup", "staged"];
+    /// The WebGPU GEMV kernels compared (values of the `gemv_kernel` compile spec; `subgroup`
+    /// only where the device has subgroup operations).
+    const GEMV_KERNELS: [&str; 5] = ["auto", "rows", "workgroup", "staged", "subgroup"];
     const BASELINE_BYTES: usize = 256 << 20;
     /// Profiled executes (or baseline passes) whose median GPU time is a kernel figure.
     const KERNEL_RUNS: usize = 9;
@@ -439,11 +440,16 @@ mod native {
             };
             // The CPU backend has one GEMV; the WebGPU one is measured under each kernel.
             let kernels: &[&str] = if name == "cpu" { &[""] } else { &GEMV_KERNELS };
+            let subgroups =
+                record.get("features.subgroups") == Some(&serde_json::Value::Bool(true));
             for (format, k, n) in MATRICES {
                 if !wanted(format.name()) {
                     continue;
                 }
                 for &kernel in kernels {
+                    if kernel == "subgroup" && !subgroups {
+                        continue;
+                    }
                     let specs: Vec<CompileSpec> = (!kernel.is_empty())
                         .then(|| CompileSpec::new("gemv_kernel", kernel))
                         .into_iter()

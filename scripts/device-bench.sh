@@ -2,7 +2,8 @@
 # The native WebGPU (Vulkan) kernel benchmarks on a borrowed GPU machine, in under 5 minutes,
 # offline, from binaries built beforehand: matmul GFLOP/s, quantized GEMV GB/s (qmatvec, every
 # GEMV kernel, per execute and per kernel GPU time) and the Gemma 3 270M decode step
-# (benches/decode_step.rs) as configured, with unsplit attention and with the staged GEMV,
+# (benches/decode_step.rs) as configured, with unsplit attention, with the staged GEMV and
+# with the workgroup GEMV,
 # recorded as one JSON with the adapter, the card's name and its vendor peak figures, and every
 # measured number as a fraction of them.
 # Nothing depends on this script (CI and `npm test` never run it).
@@ -220,12 +221,14 @@ run() {
     local decode_args=("${q[@]}")
     [ -n "$gguf" ] && decode_args+=(--gguf "$gguf")
     # run name | bench binary | its own limit in seconds | its arguments. The decode step runs
-    # as configured (real GPUs split attention, workgroup GEMV) and twice more, each with one
-    # choice changed: unsplit attention, and the staged GEMV (not yet auto's choice).
+    # as configured (real GPUs split attention; the subgroup GEMV where the device has
+    # subgroups, else the workgroup one) and three times more, each with one choice changed:
+    # unsplit attention, the staged GEMV (not yet auto's choice) and the workgroup GEMV.
     local plan=("matmul|matmul|75|${matmul_args[*]}" "qmatvec|qmatvec|100|webgpu ${q[*]}"
-      "decode_step|decode_step|60|${decode_args[*]}"
-      "decode_step_unsplit|decode_step|45|${decode_args[*]} --spec attention_splits=1"
-      "decode_step_staged|decode_step|45|${decode_args[*]} --spec gemv_kernel=staged")
+      "decode_step|decode_step|50|${decode_args[*]}"
+      "decode_step_unsplit|decode_step|40|${decode_args[*]} --spec attention_splits=1"
+      "decode_step_staged|decode_step|40|${decode_args[*]} --spec gemv_kernel=staged"
+      "decode_step_workgroup|decode_step|40|${decode_args[*]} --spec gemv_kernel=workgroup")
     local entry name binary limit bench_args left rc
     for entry in "${plan[@]}"; do
       IFS='|' read -r name binary limit bench_args <<<"$entry"
@@ -306,7 +309,8 @@ except OSError:
 result["status"] = statuses
 
 measured = {}
-for name in ("matmul", "qmatvec", "decode_step", "decode_step_unsplit", "decode_step_staged"):
+for name in ("matmul", "qmatvec", "decode_step", "decode_step_unsplit", "decode_step_staged",
+             "decode_step_workgroup"):
     values = load(name + ".json")
     for key, value in values.items():
         if key != "bench" and not key.startswith(("adapter.", "limits.", "features.")):

@@ -19,7 +19,9 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 /// (workgroup trees, 4-wide fused multiply-adds) than the CPU's loops: the CPU's bounds hold.
 /// In Chromium the shapes are the suite's small ones. The GEMV cases run under every GEMV kernel
 /// (`gemv_kernel=rows`, what CPU-emulated adapters such as lavapipe and SwiftShader get,
-/// `workgroup`, what real GPUs get, and `staged`, chosen only by spec), and the attention cases
+/// `subgroup`, what real GPUs with subgroups get (lavapipe's subgroups have 8 invocations,
+/// SwiftShader's 4: the suite needs an adapter with subgroups), `workgroup`, what the others
+/// get, and `staged`, chosen only by spec), and the attention cases
 /// unsplit, in 3 and in 64 splits (`attention_splits`: real GPUs split a decode step's
 /// attention in 32), whichever this adapter would pick.
 const WEBGPU: SuiteConfig = SuiteConfig {
@@ -44,6 +46,7 @@ const WEBGPU: SuiteConfig = SuiteConfig {
         &[("gemv_kernel", "rows")],
         &[("gemv_kernel", "workgroup")],
         &[("gemv_kernel", "staged")],
+        &[("gemv_kernel", "subgroup")],
     ],
     attention_specs: &[
         &[("attention_splits", "1")],

@@ -94,6 +94,11 @@ impl Record {
         }
     }
 
+    /// The value recorded under `key`, if any.
+    pub fn get(&self, key: &str) -> Option<&Value> {
+        self.values.get(key)
+    }
+
     /// Records a timing under `{key}_ms`, `{key}_spread` and `{key}_runs`.
     pub fn timing(&mut self, key: &str, t: &Timing) {
         self.set(&format!("{key}_ms"), t.median * 1e3);

@@ -14,6 +14,10 @@
 //!   follows reports it), and the pipelines wgpu creates afterwards from the same WGSL and
 //!   layout are found in the browser's pipeline cache.
 //! - [`mapped_bytes`]: the bytes of a mapped read-back range, copied out of its `Uint8Array`.
+//! - [`with_subgroups_requested`] and [`has_subgroups`]: wgpu's WebGPU backend maps only the
+//!   features it knows to `requiredFeatures` (not `"subgroups"`), so the device request it
+//!   makes inside the closure gets `"subgroups"` added where the adapter has it, and the raw
+//!   device then says whether it has it.
 //!
 //! Natively the same API is `gpu_stub` (no background compiler, no browser facts).
 
@@ -90,9 +94,54 @@ export function precompile_kernel(device, code, storage) {
     return Promise.resolve(false);
   }
 }
+let original = null;
+export function request_subgroups(on) {
+  const proto = globalThis.GPUAdapter && GPUAdapter.prototype;
+  if (!proto) return;
+  if (on && original === null) {
+    original = proto.requestDevice;
+    proto.requestDevice = function (descriptor) {
+      const wanted = descriptor ?? {};
+      if (this.features.has('subgroups')) {
+        wanted.requiredFeatures = [...(wanted.requiredFeatures ?? []), 'subgroups'];
+      }
+      return original.call(this, wanted);
+    };
+  } else if (!on && original !== null) {
+    proto.requestDevice = original;
+    original = null;
+  }
+}
+export function device_has_subgroups(device) {
+  return !!(device && device.features && device.features.has('subgroups'));
+}
 "#)]
 extern "C" {
     fn precompile_kernel(device: &JsValue, code: &str, storage: u32) -> Promise;
+    fn request_subgroups(on: bool);
+    fn device_has_subgroups(device: &JsValue) -> bool;
+}
+
+/// Runs `request` (which must call wgpu's `Adapter::request_device`: wgpu calls the browser's
+/// `GPUAdapter.requestDevice` synchronously inside it) with `"subgroups"` added to the
+/// request's `requiredFeatures` when the adapter has that feature. The browser's
+/// `requestDevice` is wrapped only for the duration of the call (JavaScript runs nothing else
+/// meanwhile), so no other device request on the page is touched.
+pub(crate) fn with_subgroups_requested<R>(request: impl FnOnce() -> R) -> R {
+    request_subgroups(true);
+    let result = request();
+    request_subgroups(false);
+    result
+}
+
+/// Whether the browser's device behind `device` has the `"subgroups"` feature (`Some` in the
+/// browser).
+pub(crate) fn has_subgroups(device: &wgpu::Device) -> Option<bool> {
+    Some(
+        device
+            .as_webgpu()
+            .is_some_and(|d| device_has_subgroups(d.as_ref())),
+    )
 }
 
 /// Kernel compiles running in the GPU process's background.

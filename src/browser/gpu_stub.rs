@@ -53,3 +53,13 @@ pub(crate) fn compile_in_background(
 pub(crate) fn mapped_bytes(view: &wgpu::BufferView) -> Vec<u8> {
     view.to_vec()
 }
+
+/// Runs `request`: natively wgpu requests every feature asked of it, subgroups included.
+pub(crate) fn with_subgroups_requested<R>(request: impl FnOnce() -> R) -> R {
+    request()
+}
+
+/// `None`: natively wgpu's `Device::features` tells.
+pub(crate) fn has_subgroups(_device: &wgpu::Device) -> Option<bool> {
+    None
+}

@@ -89,7 +89,7 @@ impl AdapterReport {
 }
 
 /// The `get_option` keys that describe the adapter and device, in documentation order.
-pub const ADAPTER_KEYS: [&str; 18] = [
+pub const ADAPTER_KEYS: [&str; 19] = [
     "adapter.vendor",
     "adapter.architecture",
     "adapter.device",
@@ -108,6 +108,7 @@ pub const ADAPTER_KEYS: [&str; 18] = [
     "limits.max_storage_buffers_per_shader_stage",
     "features.shader_f16",
     "features.timestamp_query",
+    "features.subgroups",
 ];
 
 /// The value of adapter/limit/feature `key` for a device, or `None` for another key.
@@ -149,6 +150,7 @@ pub(crate) fn adapter_option(
         "features.timestamp_query" => {
             OptionValue::Bool(features.contains(wgpu::Features::TIMESTAMP_QUERY))
         }
+        "features.subgroups" => OptionValue::Bool(features.contains(wgpu::Features::SUBGROUP)),
         _ => return None,
     })
 }

@@ -152,8 +152,12 @@ pub(crate) struct GpuContext {
     pub adapter_limits: wgpu::Limits,
     /// The caps the device was acquired with.
     pub caps: LimitCaps,
-    /// The optional features the device has.
+    /// The optional features the device has (`SUBGROUP` included in the browser, where wgpu
+    /// does not request or report it: see `browser::gpu`).
     pub features: wgpu::Features,
+    /// With subgroup operations (`features` has `SUBGROUP`), the adapter's smallest subgroup
+    /// size (1..=128); `None` without them.
+    pub subgroup_min_size: Option<u32>,
     /// Live GPU buffers of this device.
     pub live: LiveBuffers,
     /// Compiled pipelines, shared by every program.
@@ -195,19 +199,30 @@ impl GpuContext {
             })
             .await
             .map_err(|e| format!("no GPU adapter: {e}"))?;
-        let wanted = wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16;
+        let wanted =
+            wgpu::Features::TIMESTAMP_QUERY | wgpu::Features::SHADER_F16 | wgpu::Features::SUBGROUP;
         let features = adapter.features() & wanted;
         let adapter_limits = adapter.limits();
-        let (device, queue) = adapter
-            .request_device(&wgpu::DeviceDescriptor {
+        let request = gpu::with_subgroups_requested(|| {
+            adapter.request_device(&wgpu::DeviceDescriptor {
                 label: Some("webdelegate"),
                 required_features: features,
                 required_limits: caps.requested(adapter_limits.clone()),
                 ..Default::default()
             })
+        });
+        let (device, queue) = request
             .await
             .map_err(|e| format!("the adapter refused a device: {e}"))?;
         let info = adapter.get_info();
+        // In the browser wgpu does not know "subgroups" (see `browser::gpu`): the raw device tells.
+        let mut features = device.features();
+        if gpu::has_subgroups(&device) == Some(true) {
+            features |= wgpu::Features::SUBGROUP;
+        }
+        let subgroup_min_size = features
+            .contains(wgpu::Features::SUBGROUP)
+            .then_some(info.subgroup_min_size.clamp(1, 128));
         let report = AdapterReport::of(&info, &device);
         let events = DeviceEvents::default();
         let sink = events.clone();
@@ -222,7 +237,8 @@ impl GpuContext {
             limits: caps.effective(device.limits()),
             adapter_limits,
             caps,
-            features: device.features(),
+            features,
+            subgroup_min_size,
             device,
             queue,
             adapter: report,

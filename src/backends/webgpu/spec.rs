@@ -7,7 +7,7 @@
 //! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
 //! | `attention_splits` | `auto` (default), 1..=64    | attention over few (head, row) pairs (fewer than 64 workgroups: decode) splits each pair's visible positions across this many workgroups and combines them in a second dispatch; `auto` is 32 on a real GPU and 1 (no split) on a fallback (CPU) adapter |
-//! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup`, `staged` | the `linear` GEMV (one activation row): `rows` is barrier-free, one output row per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `staged` is `workgroup` with the weights' blocks staged in workgroup memory by coalesced word loads and dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; the other formats run `workgroup`; not yet measured on a GPU, so never chosen by `auto`); `auto` picks `rows` on a fallback (CPU) adapter, else `workgroup` |
+//! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup`, `staged`, `subgroup` | the `linear` GEMV (one activation row): `rows` is barrier-free, one output row per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `subgroup` gives each subgroup whole rows summed by `subgroupAdd` (`NotSupported` on a device without subgroup operations); `staged` is `workgroup` with the weights' blocks staged in workgroup memory by coalesced word loads and dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; the other formats run `workgroup`; not yet measured on a GPU, so never chosen by `auto`); `auto` picks `rows` on a fallback (CPU) adapter, else `subgroup` where the device has subgroups, else `workgroup` |
 //!
 //! Compile spec values are UTF-8 text; runtime specs may also be integers (`workgroup_size`).
 //! Runtime specs override compile specs. Keys are checked as every backend checks them
@@ -31,7 +31,7 @@ pub const SPEC_WORKGROUP_SIZE: &str = "workgroup_size";
 pub const SPEC_PRECISION: &str = PRECISION;
 /// Spec key: `tiled` or `naive`.
 pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
-/// Spec key: `auto`, `rows`, `workgroup` or `staged` (the `linear` GEMV kernel).
+/// Spec key: `auto`, `rows`, `workgroup`, `staged` or `subgroup` (the `linear` GEMV kernel).
 pub const SPEC_GEMV_KERNEL: &str = "gemv_kernel";
 /// Spec key: `auto` or a count 1..=64 (attention's split of the visible positions).
 pub const SPEC_ATTENTION_SPLITS: &str = "attention_splits";
@@ -91,7 +91,14 @@ fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
                 "rows" => Some(GemvKernel::Rows),
                 "workgroup" => Some(GemvKernel::Workgroup),
                 "staged" => Some(GemvKernel::Staged),
-                _ => return Err(bad_value(key, text, "auto, rows, workgroup or staged")),
+                "subgroup" => Some(GemvKernel::Subgroup),
+                _ => {
+                    return Err(bad_value(
+                        key,
+                        text,
+                        "auto, rows, workgroup, staged or subgroup",
+                    ));
+                }
             }
         }
         SPEC_ATTENTION_SPLITS => {
@@ -156,7 +163,8 @@ fn fits(ctx: &GpuContext, key: &KernelKey, wgx: u32, wgy: u32) -> bool {
 /// Fits `specs` to the device of `ctx`.
 ///
 /// # Errors
-/// `NotSupported` for `precision=f16` on a device without shader-f16, or a device too small
+/// `NotSupported` for `precision=f16` on a device without shader-f16,
+/// `gemv_kernel=subgroup` on a device without subgroup operations, or a device too small
 /// for even the smallest matmul tiling.
 pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelConfig> {
     let limits = &ctx.limits;
@@ -197,11 +205,20 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
         })?;
     // A fallback adapter emulates the GPU on the CPU (SwiftShader, lavapipe): there a workgroup
     // barrier is a switch between the invocations' fibers, so the GEMV avoids them.
+    // A real GPU with subgroup operations sums each output row within one subgroup.
+    let subgroups = ctx.subgroup_min_size.is_some();
     let gemv = specs.gemv.unwrap_or(if ctx.adapter.fallback {
         GemvKernel::Rows
+    } else if subgroups {
+        GemvKernel::Subgroup
     } else {
         GemvKernel::Workgroup
     });
+    if gemv == GemvKernel::Subgroup && !subgroups {
+        return Err(Error::not_supported(
+            "gemv_kernel=subgroup needs subgroup operations, which this device lacks",
+        ));
+    }
     // A decode step's attention is a few (head, row) pairs, one workgroup each: on a GPU of
     // many compute units most would idle, so their positions are split (see
     // kernels/attention.rs); an emulating adapter has a few CPU cores, which those pairs fill.
@@ -215,6 +232,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
         matmul,
         f16: specs.f16,
         gemv,
+        subgroup_min_size: ctx.subgroup_min_size,
         attention_splits,
     })
 }
@@ -282,15 +300,17 @@ mod tests {
             ("rows", Some(GemvKernel::Rows)),
             ("workgroup", Some(GemvKernel::Workgroup)),
             ("staged", Some(GemvKernel::Staged)),
+            ("subgroup", Some(GemvKernel::Subgroup)),
             ("auto", None),
         ] {
             let spec = [CompileSpec::new(SPEC_GEMV_KERNEL, text)];
             assert_eq!(parse_specs(&spec, &[]).unwrap().gemv, want, "{text}");
         }
-        let spec = [CompileSpec::new(SPEC_GEMV_KERNEL, "subgroup")];
+        let spec = [CompileSpec::new(SPEC_GEMV_KERNEL, "warp")];
         let err = parse_specs(&spec, &[]).unwrap_err();
         assert!(
-            err.message().contains("auto, rows, workgroup or staged"),
+            err.message()
+                .contains("auto, rows, workgroup, staged or subgroup"),
             "{err}"
         );
         for (text, want) in [

@@ -11,6 +11,13 @@
 //!   blocks, 32 rows) or 16 (256-value blocks, 16 rows) threads per row dot whole staged blocks
 //!   (`linear_block_dot.wgsl`). Written after an H200 showed the workgroup GEMV at 0.24 of the
 //!   card's read bandwidth; not yet measured on a GPU (see ARCHITECTURE.md).
+//! - **GEMV, subgroup** (`linear_gemv_subgroup.wgsl`, `M == 1` on real GPUs with subgroup
+//!   operations): as the workgroup GEMV, but each subgroup owns whole output rows, its lanes
+//!   striding over a row's 8-value units, and sums a row with `subgroupAdd`: no reduction
+//!   through workgroup memory. The kernel numbers subgroups and lanes itself (WGSL does not say
+//!   which invocations share a subgroup); a workgroup of 256 computes `256 / s` rows for the
+//!   adapter's smallest subgroup size `s` (8 to 64 rows), so even the smallest subgroups each
+//!   own a row.
 //! - **GEMV, rows** (`linear_rows.wgsl`, `M == 1` on adapters that emulate the GPU on the
 //!   CPU): one output row per invocation, no workgroup memory, no barrier; each invocation
 //!   reads its weight row block by block as whole words (`linear_block_dot.wgsl`: a dot per
@@ -35,6 +42,7 @@ use crate::quant::BlockFormat;
 const DECODE: &str = include_str!("linear_decode.wgsl");
 const GEMV: &str = include_str!("linear_gemv.wgsl");
 const GEMV_STAGED: &str = include_str!("linear_gemv_staged.wgsl");
+const GEMV_SUBGROUP: &str = include_str!("linear_gemv_subgroup.wgsl");
 
 /// What every linear kernel binds: the uniforms and the activations, weight (raw words), output
 /// and (where `{{BIAS_DECL}}` declares it) bias.
@@ -67,8 +75,14 @@ const GEMV_TPR: u32 = 16;
 const GEMV_ROWS: u32 = 16;
 /// Activations staged per GEMV pass (a multiple of 256, the largest block).
 const GEMV_KC: u32 = 2048;
-/// Threads per GEMV workgroup (both GEMV kernels).
+/// Threads per GEMV workgroup (all three workgroup GEMV kernels).
 const GEMV_THREADS: u32 = GEMV_TPR * GEMV_ROWS;
+/// Output rows per workgroup of the subgroup GEMV on an adapter whose subgroups have at least
+/// `min_size` invocations: one row per subgroup of that size (clamped to 8..=64 rows).
+fn subgroup_rows(min_size: u32) -> u32 {
+    (GEMV_THREADS / min_size.max(1)).clamp(8, 64)
+}
+
 /// Tiled path: threads x, threads y, rows per thread (4 columns per thread).
 const TILED_GEOMETRY: (u32, u32, u32) = (8, 8, 4);
 
@@ -237,6 +251,12 @@ pub(crate) enum LinearPath {
     /// `M == 1`, the weights' blocks staged in workgroup memory ([`GemvKernel::Staged`], formats
     /// with a block dot).
     Staged,
+    /// `M == 1`, whole output rows per subgroup, summed by `subgroupAdd`
+    /// ([`GemvKernel::Subgroup`]); `rows` output rows per workgroup.
+    Subgroup {
+        /// Output rows per workgroup.
+        rows: u32,
+    },
     /// `M == 1`, one output row per invocation, no barrier ([`GemvKernel::Rows`]).
     Rows,
     /// Output tiles (`M > 1`).
@@ -259,9 +279,18 @@ impl Kernel for LinearKey {
         3 + u32::from(self.bias)
     }
 
+    /// The subgroup GEMV's `enable subgroups;`, which browsers require; naga (natively) does
+    /// not implement the directive and takes subgroup operations on devices that have them.
+    fn enable(&self) -> &'static str {
+        match self.path {
+            LinearPath::Subgroup { .. } if cfg!(target_arch = "wasm32") => "enable subgroups;\n",
+            _ => "",
+        }
+    }
+
     fn invocations(&self) -> u32 {
         match self.path {
-            LinearPath::Gemv | LinearPath::Staged => GEMV_THREADS,
+            LinearPath::Gemv | LinearPath::Staged | LinearPath::Subgroup { .. } => GEMV_THREADS,
             LinearPath::Rows => ROWS_WG,
             LinearPath::Tiled => TILED_GEOMETRY.0 * TILED_GEOMETRY.1,
         }
@@ -270,6 +299,8 @@ impl Kernel for LinearKey {
     fn workgroup_storage_bytes(&self) -> u32 {
         match self.path {
             LinearPath::Gemv => 4 * (GEMV_KC + GEMV_THREADS),
+            // The staged activations, the ticket counter and the team count.
+            LinearPath::Subgroup { .. } => 4 * (GEMV_KC + 2),
             LinearPath::Staged => {
                 StagedGeometry::of(self.format).map_or(0, StagedGeometry::workgroup_bytes)
             }
@@ -286,9 +317,10 @@ impl Kernel for LinearKey {
             (
                 "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
                 match self.path {
-                    LinearPath::Gemv | LinearPath::Staged | LinearPath::Rows => {
-                        " + bias[p.split.x + row]"
-                    }
+                    LinearPath::Gemv
+                    | LinearPath::Staged
+                    | LinearPath::Subgroup { .. }
+                    | LinearPath::Rows => " + bias[p.split.x + row]",
                     LinearPath::Tiled => " + bias[p.split.x + gn]",
                 },
             )
@@ -299,15 +331,17 @@ impl Kernel for LinearKey {
         let template = match self.path {
             LinearPath::Gemv => GEMV,
             LinearPath::Staged => GEMV_STAGED,
+            LinearPath::Subgroup { .. } => GEMV_SUBGROUP,
             LinearPath::Rows => ROWS,
             LinearPath::Tiled => TILED,
         };
         // The staged GEMV's geometry (formats without a block dot never take that path).
         let (block_name, block_values, block_bytes) = block_dot(self.format).unwrap_or_default();
         let staged = StagedGeometry::of(self.format).filter(|_| self.path == LinearPath::Staged);
-        let (tpr, gemv_rows, cb, words, x4) = match staged {
-            Some(g) => (g.threads_per_row, g.rows, g.blocks, g.words, g.x4),
-            None => (GEMV_TPR, GEMV_ROWS, 0, 0, 0),
+        let (tpr, gemv_rows, cb, words, x4) = match (staged, self.path) {
+            (Some(g), _) => (g.threads_per_row, g.rows, g.blocks, g.words, g.x4),
+            (None, LinearPath::Subgroup { rows }) => (0, rows, 0, 0, 0),
+            (None, _) => (GEMV_TPR, GEMV_ROWS, 0, 0, 0),
         };
         template
             .replace("{{LINEAR_INTERFACE}}", LINEAR_INTERFACE)
@@ -344,6 +378,13 @@ fn gemv_path(config: KernelConfig, format: WeightFormat) -> LinearPath {
         GemvKernel::Workgroup => LinearPath::Gemv,
         GemvKernel::Staged if block_dot(format).is_some() => LinearPath::Staged,
         GemvKernel::Staged => LinearPath::Gemv,
+        // `kernel_config` picks the subgroup GEMV only on devices with subgroups.
+        GemvKernel::Subgroup => match config.subgroup_min_size {
+            Some(min_size) => LinearPath::Subgroup {
+                rows: subgroup_rows(min_size),
+            },
+            None => LinearPath::Gemv,
+        },
     }
 }
 
@@ -403,11 +444,12 @@ impl GpuOp for Linear {
             // Byte offsets within one binding must fit the kernels' u32 arithmetic.
             to_u32(rows.saturating_mul(row_bytes as usize), "weight bytes")?;
             let workgroups = match path {
-                LinearPath::Gemv | LinearPath::Staged => {
+                LinearPath::Gemv | LinearPath::Staged | LinearPath::Subgroup { .. } => {
                     let per_group = match path {
                         LinearPath::Staged => {
                             StagedGeometry::of(format).map_or(GEMV_ROWS, |g| g.rows)
                         }
+                        LinearPath::Subgroup { rows } => rows,
                         _ => GEMV_ROWS,
                     };
                     let Some(mut grid) =
@@ -511,12 +553,27 @@ mod tests {
     use crate::backends::webgpu::kernels::source::{source, workgroup_storage_bytes};
 
     #[test]
+    fn subgroup_rows_give_every_smallest_subgroup_a_row() {
+        assert_eq!(subgroup_rows(4), 64);
+        assert_eq!(subgroup_rows(8), 32);
+        assert_eq!(subgroup_rows(32), 8);
+        assert_eq!(subgroup_rows(128), 8);
+        assert_eq!(subgroup_rows(0), 64);
+    }
+
+    #[test]
     fn kernels_fit_the_webgpu_minimum_limits() {
         let formats = std::iter::once(None).chain(BlockFormat::ALL.map(Some));
         for format in formats {
             for path in [
                 LinearPath::Gemv,
                 LinearPath::Staged,
+                LinearPath::Subgroup {
+                    rows: subgroup_rows(4),
+                },
+                LinearPath::Subgroup {
+                    rows: subgroup_rows(128),
+                },
                 LinearPath::Rows,
                 LinearPath::Tiled,
             ] {
@@ -535,6 +592,9 @@ mod tests {
                 assert!(text.contains(decoder(format)));
                 if path == LinearPath::Rows {
                     assert!(!text.contains("workgroupBarrier"), "{key:?}: a barrier");
+                }
+                if let LinearPath::Subgroup { .. } = path {
+                    assert!(text.contains("subgroupAdd(acc)"), "{key:?}");
                 }
             }
         }

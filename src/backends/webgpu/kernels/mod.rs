@@ -62,12 +62,15 @@ pub(crate) enum GemvKernel {
     /// emulate the GPU on the CPU, where a barrier switches between every invocation's fiber).
     Rows,
     /// Many threads per output row, the activation staged in workgroup memory and a workgroup
-    /// reduction (for real GPUs).
+    /// reduction (for real GPUs without subgroup operations).
     Workgroup,
     /// As `Workgroup`, the weights' blocks first copied into workgroup memory by neighbouring
     /// threads reading neighbouring words, then dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; other
     /// formats run `Workgroup`). Chosen only by compile spec: not yet measured on a GPU.
     Staged,
+    /// As `Workgroup`, but each subgroup owns whole output rows and sums them with
+    /// `subgroupAdd` (devices with subgroup operations; no workgroup reduction).
+    Subgroup,
 }
 
 /// One op's WebGPU planning: implemented in the op's kernel file, dispatched from `Op` by
@@ -179,6 +182,9 @@ pub(crate) struct KernelConfig {
     pub f16: bool,
     /// The `linear` GEMV kernel.
     pub gemv: GemvKernel,
+    /// The adapter's smallest subgroup size, where the device has subgroup operations (the
+    /// subgroup GEMV sizes its workgroups' rows by it).
+    pub subgroup_min_size: Option<u32>,
     /// Attention with few (head, row) pairs splits each pair's visible positions across this
     /// many workgroups, combined by a second dispatch (1: never split).
     pub attention_splits: u32,

@@ -251,7 +251,7 @@ fn a_weight_larger_than_one_binding_runs_by_row_ranges() {
     };
     let gpu = new_backend();
     let cpu = CpuBackend::new();
-    let kernels = ["rows", "workgroup"].map(|k| [CompileSpec::new("gemv_kernel", k)]);
+    let kernels = ["rows", "workgroup", "subgroup"].map(|k| [CompileSpec::new("gemv_kernel", k)]);
     for (ids, specs) in [&[699][..], &[0, 350, 699][..]]
         .into_iter()
         .flat_map(|ids| kernels.iter().map(move |specs| (ids, specs)))

@@ -15,6 +15,7 @@ const CONFIG: KernelConfig = KernelConfig {
     matmul: MatMulKernel::Tiled64,
     f16: false,
     gemv: kernels::GemvKernel::Rows,
+    subgroup_min_size: None,
     attention_splits: 1,
 };
 
