@@ -1,8 +1,8 @@
 //! What is particular to the WebGPU backend, inside headless Chromium (SwiftShader's WebGPU, on
 //! the CPU): the device and adapter report, the 32 x 32 matmul tiling (the op suite in
 //! ops_webgpu.rs runs the default one), gather range checks on host and GPU, the life cycle
-//! through the registry with live buffers back to zero, profiling, and unaligned parameter
-//! writes, and the device's limits (the adapter's own, as the page's `GPUAdapter.limits` says;
+//! through the registry with live buffers back to zero, profiling, unaligned parameter
+//! writes, subgroups requested for our device only, and the device's limits (the adapter's own, as the page's `GPUAdapter.limits` says;
 //! a forced smaller binding cap enforced). Small shapes: SwiftShader is slow; big shapes live
 //! in the benchmarks.
 //!
@@ -34,18 +34,34 @@ async function adapterLimits() {
           l.maxComputeWorkgroupSizeX, l.maxComputeWorkgroupSizeY,
           l.maxComputeWorkgroupStorageSize, l.maxStorageBuffersPerShaderStage];
 }
+// Whether the adapter has "subgroups", whether GPUAdapter.requestDevice is the browser's own
+// again, and whether a device the page requests without asking for subgroups got them.
+async function subgroupFacts() {
+  const adapter = await navigator.gpu.requestAdapter();
+  const device = await adapter.requestDevice();
+  const facts = [adapter.features.has('subgroups'),
+                 String(GPUAdapter.prototype.requestDevice).includes('[native code]'),
+                 device.features.has('subgroups')];
+  device.destroy();
+  return facts;
+}
 "#;
 
 thread_local! {
-    static JS: web_script::Script = web_script::Script::new(SCRIPT, &["adapterLimits"]);
+    static JS: web_script::Script = web_script::Script::new(SCRIPT, &["adapterLimits", "subgroupFacts"]);
 }
 
 async fn adapter_limits() -> wasm_bindgen::JsValue {
-    let js = JS.with(|js| js.call("adapterLimits", &[]));
+    call_async("adapterLimits").await
+}
+
+/// The resolved value of the script's async function `name` (no arguments).
+async fn call_async(name: &str) -> wasm_bindgen::JsValue {
+    let js = JS.with(|js| js.call(name, &[]));
     let promise: js_sys::Promise = wasm_bindgen::JsCast::dyn_into(js).expect("a promise");
     wasm_bindgen_futures::JsFuture::from(promise)
         .await
-        .expect("adapterLimits resolves")
+        .unwrap_or_else(|e| panic!("{name} rejected: {e:?}"))
 }
 
 fn dims(shape: &[usize]) -> Vec<Dim> {
@@ -405,6 +421,32 @@ async fn profiling_times_each_op_when_timestamps_exist() {
         assert!(profile.ops[1].gpu_ns.is_some());
     }
     backend.destroy(handle);
+}
+
+/// The device has subgroups where the page's adapter has them (SwiftShader's has, subgroups of
+/// 4), although wgpu does not request the feature itself: `features.subgroups` says so; the
+/// wrapper that added it to wgpu's `requestDevice` call is gone afterwards, so a device the
+/// page requests without asking gets no subgroups.
+#[wasm_bindgen_test]
+async fn subgroups_are_requested_for_our_device_only() {
+    let backend = backend().await;
+    let facts = js_sys::Array::from(&call_async("subgroupFacts").await);
+    let fact = |i: u32| facts.get(i).as_bool().expect("a bool");
+    let (adapter_has, restored, page_device_has) = (fact(0), fact(1), fact(2));
+    let mut option = [BackendOption::new("features.subgroups", false).unwrap()];
+    backend
+        .get_option(&mut BackendOptionContext::default(), &mut option)
+        .unwrap();
+    assert_eq!(option[0].value(), &OptionValue::Bool(adapter_has));
+    assert!(adapter_has, "Chromium's SwiftShader adapter has subgroups");
+    assert!(
+        restored,
+        "GPUAdapter.prototype.requestDevice is the browser's own again"
+    );
+    assert!(
+        !page_device_has,
+        "a device requested without subgroups has none"
+    );
 }
 
 #[wasm_bindgen_test]
