@@ -5,7 +5,8 @@
 //! block's dot instead) and multiplied into four-lane accumulators, so each weight byte is
 //! read once and nothing is written. [`dot_rows`] is the decode step's matrix-vector product
 //! over a run of rows (a worker's share is a run of rows); [`dot_rows_each`] the same for
-//! several activation rows, each weight row read once for all of them.
+//! several activation rows, each weight row read once for all of them. Q8_0 rows go two at a
+//! time (each activation load serves both; each row's dot is exactly its one-row dot).
 
 use crate::KernelError;
 use crate::math::{F32x4, U8x16};
@@ -113,13 +114,63 @@ pub fn dot_rows_each(
         return Err(KernelError("a bias does not match the block-format rows"));
     }
     let row_bytes = rows.len() / count.max(1);
-    for (r, row) in rows.chunks_exact(row_bytes.max(1)).take(count).enumerate() {
-        let b = bias.map_or(0.0, |b| b[r]);
+    let b = |r: usize| bias.map_or(0.0, |b| b[r]);
+    // Q8_0 rows two at a time: both rows' dots share each activation load, and their
+    // independent chains keep more of the CPU busy (each row is summed exactly as alone).
+    // Measured in Chromium (2 Intel cores, 2026-12-04): +20% on Gemma's Q8_0 lm_head; no
+    // change for Q5_0, Q4_K or Q6_K rows, which stay one at a time.
+    let pairs = if format == RowFormat::Q8_0 {
+        count / 2
+    } else {
+        0
+    };
+    for (p, two) in rows
+        .chunks_exact(2 * row_bytes.max(1))
+        .take(pairs)
+        .enumerate()
+    {
+        let (first, second) = two.split_at(row_bytes);
         for (i, x) in xs.chunks_exact(k).enumerate() {
-            store(i, r, dot_row(format, row, x) + b);
+            let [d0, d1] = dot_rows_q8_0([first, second], x);
+            store(i, 2 * p, d0 + b(2 * p));
+            store(i, 2 * p + 1, d1 + b(2 * p + 1));
+        }
+    }
+    for (r, row) in rows
+        .chunks_exact(row_bytes.max(1))
+        .take(count)
+        .enumerate()
+        .skip(2 * pairs)
+    {
+        for (i, x) in xs.chunks_exact(k).enumerate() {
+            store(i, r, dot_row(format, row, x) + b(r));
         }
     }
     Ok(())
+}
+
+/// `R` Q8_0 rows (whole blocks) each dotted with `x`, interleaved block by block; each row's
+/// dot is exactly [`dot_row`]'s.
+#[inline(always)]
+fn dot_rows_q8_0<const R: usize>(rows: [&[u8]; R], x: &[f32]) -> [f32; R] {
+    let (bytes, elements) = (
+        RowFormat::Q8_0.block_bytes(),
+        RowFormat::Q8_0.block_elements(),
+    );
+    let blocks = rows
+        .map(|row| row.len() / bytes)
+        .into_iter()
+        .min()
+        .unwrap_or(0)
+        .min(x.len() / elements);
+    let mut acc = [[F32x4::splat(0.0); 4]; R];
+    for b in 0..blocks {
+        let x = &x[b * elements..(b + 1) * elements];
+        for (row, acc) in rows.iter().zip(acc.iter_mut()) {
+            block_q8_0(&row[b * bytes..(b + 1) * bytes], x, acc);
+        }
+    }
+    acc.map(|acc| acc[0].add(acc[1]).add(acc[2].add(acc[3])).sum())
 }
 
 /// How many rows of `k` values `rows` holds in `format`.
@@ -303,5 +354,37 @@ mod tests {
             assert_eq!(RowFormat::from_code(format.code()), Some(format));
         }
         assert_eq!(RowFormat::from_code(4), None);
+    }
+
+    #[test]
+    fn paired_q8_0_rows_are_each_the_one_row_dot() {
+        // 5 rows (two pairs and one alone) of 3 blocks, two activation rows: bit for bit.
+        let (k, n, m) = (96, 5, 2);
+        let bytes = RowFormat::Q8_0.block_bytes();
+        let mut state = 0x0bad_cafe_u32;
+        let mut rows: std::vec::Vec<u8> = (0..n * k / 32 * bytes)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 17;
+                state ^= state << 5;
+                state as u8
+            })
+            .collect();
+        for (i, block) in rows.chunks_exact_mut(bytes).enumerate() {
+            let h = half::f16::from_f32(0.02 + i as f32 * 0.001);
+            block[..2].copy_from_slice(&h.to_bits().to_le_bytes());
+        }
+        let x: std::vec::Vec<f32> = (0..m * k).map(|i| ((i as f32) * 0.53).sin()).collect();
+        let mut out = std::vec![f32::NAN; m * n];
+        dot_rows_each(RowFormat::Q8_0, &rows, k, &x, None, |i, r, v| {
+            out[i * n + r] = v;
+        })
+        .unwrap();
+        for (r, row) in rows.chunks_exact(rows.len() / n).enumerate() {
+            for i in 0..m {
+                let alone = dot_row(RowFormat::Q8_0, row, &x[i * k..(i + 1) * k]);
+                assert_eq!(out[i * n + r].to_bits(), alone.to_bits(), "[{i}, {r}]");
+            }
+        }
     }
 }
