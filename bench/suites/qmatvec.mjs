@@ -10,8 +10,11 @@
 // WGSL read-and-sum (vec4<u32> loads, grid-stride) over a buffer of the same 256 MB (or the
 // adapter's binding limit) on a device of its own from the same adapter. Each figure is the
 // median of >= 7 timed runs after 2 warm-ups (>= 3 runs and 20 s at most for the slowest), the
-// spread (max - min) / median reported beside it. In CI the WebGPU adapter is SwiftShader
-// (WebGPU on the CPU): its figures measure that emulator, not a GPU.
+// spread (max - min) / median reported beside it; a run is as many calls in a row as last
+// >= 20 ms (the page's clock is coarsened to 0.1 ms; a small GEMV takes ~0.3 ms). The CPU
+// baseline is timed before and after the GEMVs, its figure the median of both series (on a
+// shared machine the page's bandwidth drifts during the run). In CI the WebGPU adapter is
+// SwiftShader (WebGPU on the CPU): its figures measure that emulator, not a GPU.
 // The CPU runs twice: its default f32 activations (`cpu`) and the compile spec
 // activations = "int8" (`cpu_int8`: the activation row quantized to int8 blocks, as llama.cpp's
 // CPU backend does), both against the CPU baseline.
@@ -34,30 +37,38 @@ export async function run(ctx) {
     async ({ matrices, baselineBytes, runs, maxMs }) => {
       const wd = window.wd;
       if (!(await wd.ready())) throw new Error('no WebGPU device in the benchmark browser');
-      // Median and spread of `runs` timings of `once` (after 2 warm-ups), in bytes / s.
+      // Median and spread of `runs` timings of `once` (after 2 warm-ups), in bytes / s. A page
+      // that is not cross-origin isolated reads a clock coarsened to 0.1 ms, so a timing is of
+      // as many calls in a row as make it last >= 20 ms (a small GEMV takes ~0.3 ms).
       async function rate(bytes, once) {
         await once();
+        const w0 = performance.now();
         await once();
+        const reps = Math.max(1, Math.min(1000, Math.ceil(20 / Math.max(performance.now() - w0, 0.01))));
         const times = [];
         const start = performance.now();
         while (times.length < runs && (times.length < 3 || performance.now() - start < maxMs)) {
           const t0 = performance.now();
-          await once();
-          times.push(performance.now() - t0);
+          for (let i = 0; i < reps; i++) await once();
+          times.push((performance.now() - t0) / reps);
         }
+        return summary(bytes, times);
+      }
+      // GB/s of the median of `times` (ms per call), with their spread.
+      function summary(bytes, times) {
         times.sort((a, b) => a - b);
         const median = times[Math.floor(times.length / 2)];
         const gbps = (t) => bytes / (t / 1000) / 1e9;
-        return { gbps: gbps(median), spread: (times.at(-1) - times[0]) / median, runs: times.length };
+        return { gbps: gbps(median), spread: (times.at(-1) - times[0]) / median, runs: times.length, times };
       }
 
-      // CPU baseline: wasm simd128 sum.
+      // CPU baseline: wasm simd128 sum (timed again after the GEMVs, below).
       const cpuBaseline = new wd.BandwidthBench(baselineBytes);
       let sink = 0;
-      const cpu = await rate(cpuBaseline.bytes, async () => {
+      const cpuSum = async () => {
         sink ^= cpuBaseline.sum();
-      });
-      cpuBaseline.free();
+      };
+      const cpuBefore = await rate(cpuBaseline.bytes, cpuSum);
 
       // WebGPU baseline: a plain WGSL read-and-sum on a device of its own.
       const adapter = await navigator.gpu.requestAdapter();
@@ -122,13 +133,17 @@ export async function run(ctx) {
               first = await bench.run();
             });
             if (!Number.isFinite(first)) throw new Error(`${format} on ${name}: output ${first}`);
-            rows.push({ format, backend: name, baseline: backend, ...r });
+            const { gbps, spread, runs: timed } = r;
+            rows.push({ format, backend: name, baseline: backend, gbps, spread, runs: timed });
           } finally {
             bench.destroy();
             bench.free();
           }
         }
       }
+      const cpuAfter = await rate(cpuBaseline.bytes, cpuSum);
+      const cpu = summary(cpuBaseline.bytes, [...cpuBefore.times, ...cpuAfter.times]);
+      cpuBaseline.free();
       return { baseline: { cpu, webgpu, gpuBytes, sink }, rows };
     },
     { matrices: MATRICES, baselineBytes: BASELINE_BYTES, runs: RUNS, maxMs: MAX_MS },
