@@ -360,20 +360,7 @@ mod tests {
     fn paired_q8_0_rows_are_each_the_one_row_dot() {
         // 5 rows (two pairs and one alone) of 3 blocks, two activation rows: bit for bit.
         let (k, n, m) = (96, 5, 2);
-        let bytes = RowFormat::Q8_0.block_bytes();
-        let mut state = 0x0bad_cafe_u32;
-        let mut rows: std::vec::Vec<u8> = (0..n * k / 32 * bytes)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                state as u8
-            })
-            .collect();
-        for (i, block) in rows.chunks_exact_mut(bytes).enumerate() {
-            let h = half::f16::from_f32(0.02 + i as f32 * 0.001);
-            block[..2].copy_from_slice(&h.to_bits().to_le_bytes());
-        }
+        let rows = crate::test_rows::random_rows(RowFormat::Q8_0, n, k, 0x0bad_cafe);
         let x: std::vec::Vec<f32> = (0..m * k).map(|i| ((i as f32) * 0.53).sin()).collect();
         let mut out = std::vec![f32::NAN; m * n];
         dot_rows_each(RowFormat::Q8_0, &rows, k, &x, None, |i, r, v| {

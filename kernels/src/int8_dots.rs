@@ -368,6 +368,7 @@ fn block_q6_k(block: &[u8], quants: &[i16], dx: &[f32], acc: &mut F32x4) {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::test_rows::random_rows;
     use std::vec::Vec;
 
     #[test]
@@ -404,44 +405,49 @@ mod tests {
         assert!(quantize_rows(&x[..40], &mut q[..40], &mut d, &mut s).is_err());
     }
 
-    #[test]
-    fn interleaved_rows_are_each_the_one_row_dot() {
-        // Q8_0 rows go INTERLEAVED at a time: 5 rows of 5 blocks (one group of four and a
-        // tail of one), two activation rows, each dot bit for bit the one-row dot.
-        let (k, n, m) = (160, 5, 2);
-        let bytes = RowFormat::Q8_0.block_bytes();
-        let mut state = 0x1234_5678_u32;
-        let mut rows: Vec<u8> = (0..n * k / 32 * bytes)
-            .map(|_| {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                state as u8
-            })
-            .collect();
-        for (i, block) in rows.chunks_exact_mut(bytes).enumerate() {
-            let h = half::f16::from_f32(0.01 + i as f32 * 0.003);
-            block[..2].copy_from_slice(&h.to_bits().to_le_bytes());
-        }
-        let x: Vec<f32> = (0..m * k)
-            .map(|i| ((i as f32) * 0.31).cos() * 3.0)
-            .collect();
+    /// `x` (rows of `k` values) quantized (quants, scales, sums) and every dot of the `format`
+    /// `rows` with its rows, as `out[i * n + r]` for activation row `i` and weight row `r`.
+    fn quantized_dots(
+        format: RowFormat,
+        rows: &[u8],
+        k: usize,
+        x: &[f32],
+    ) -> (Vec<i16>, Vec<f32>, Vec<f32>, Vec<f32>) {
+        let (m, n) = (
+            x.len() / k,
+            rows.len() / (k / format.block_elements() * format.block_bytes()),
+        );
         let (mut q, mut d, mut s) = (
             std::vec![0i16; m * k],
             std::vec![0f32; m * k / 32],
             std::vec![0f32; m * k / 32],
         );
-        quantize_rows(&x, &mut q, &mut d, &mut s).unwrap();
+        quantize_rows(x, &mut q, &mut d, &mut s).unwrap();
         let xs = Int8Rows {
             quants: &q,
             scales: &d,
             sums: &s,
         };
         let mut out = std::vec![f32::NAN; m * n];
-        dot_rows_each(RowFormat::Q8_0, &rows, k, &xs, None, |i, r, v| {
-            out[i * n + r] = v;
-        })
-        .unwrap();
+        dot_rows_each(format, rows, k, &xs, None, |i, r, v| out[i * n + r] = v).unwrap();
+        (q, d, s, out)
+    }
+
+    #[test]
+    fn interleaved_rows_are_each_the_one_row_dot() {
+        // Q8_0 rows go INTERLEAVED at a time: 5 rows of 5 blocks (one group of four and a
+        // tail of one), two activation rows, each dot bit for bit the one-row dot.
+        let (k, n, m) = (160, 5, 2);
+        let rows = random_rows(RowFormat::Q8_0, n, k, 0x1234_5678);
+        let x: Vec<f32> = (0..m * k)
+            .map(|i| ((i as f32) * 0.31).cos() * 3.0)
+            .collect();
+        let (q, d, s, out) = quantized_dots(RowFormat::Q8_0, &rows, k, &x);
+        let xs = Int8Rows {
+            quants: &q,
+            scales: &d,
+            sums: &s,
+        };
         for (r, row) in rows.chunks_exact(rows.len() / n).enumerate() {
             for i in 0..m {
                 let alone = dot_row(RowFormat::Q8_0, row, &xs.row(i, k));
@@ -461,45 +467,11 @@ mod tests {
             RowFormat::Q6_K,
         ] {
             let (k, n, m) = (512, 3, 2);
-            let mut state = 0x9e37_79b9_u32 + format.code();
-            let mut byte = || {
-                state ^= state << 13;
-                state ^= state >> 17;
-                state ^= state << 5;
-                state as u8
-            };
-            let mut rows: Vec<u8> = (0..n * k / format.block_elements() * format.block_bytes())
-                .map(|_| byte())
-                .collect();
-            // Ordinary f16 scales.
-            let scale_at: &[usize] = match format {
-                RowFormat::Q4_K => &[0, 2],
-                RowFormat::Q6_K => &[208],
-                _ => &[0],
-            };
-            for block in rows.chunks_exact_mut(format.block_bytes()) {
-                for &at in scale_at {
-                    let h =
-                        half::f16::from_f32(0.001 + f32::from(block[(at + 4) % 200] % 50) * 0.0007);
-                    block[at..at + 2].copy_from_slice(&h.to_bits().to_le_bytes());
-                }
-            }
+            let rows = random_rows(format, n, k, 0x9e37_79b9 + format.code());
             let x: Vec<f32> = (0..m * k)
                 .map(|i| ((i as f32) * 0.77).sin() * 2.5)
                 .collect();
-            let (mut q, mut d, mut s) = (
-                std::vec![0i16; m * k],
-                std::vec![0f32; m * k / 32],
-                std::vec![0f32; m * k / 32],
-            );
-            quantize_rows(&x, &mut q, &mut d, &mut s).unwrap();
-            let xs = Int8Rows {
-                quants: &q,
-                scales: &d,
-                sums: &s,
-            };
-            let mut out = std::vec![f32::NAN; m * n];
-            dot_rows_each(format, &rows, k, &xs, None, |i, r, v| out[i * n + r] = v).unwrap();
+            let (q, d, _, out) = quantized_dots(format, &rows, k, &x);
             let mut dense = std::vec![0f32; k];
             for r in 0..n {
                 let row = &rows[r * rows.len() / n..(r + 1) * rows.len() / n];

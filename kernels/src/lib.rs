@@ -26,6 +26,8 @@ pub mod int8_dots;
 pub mod layout;
 pub mod math;
 pub mod rows;
+#[cfg(test)]
+mod test_rows;
 
 #[cfg(all(target_arch = "wasm32", feature = "module"))]
 pub mod exports;

@@ -60,6 +60,23 @@ const LINEAR_INTERFACE: &str = "struct Params {
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 {{BIAS_DECL}}";
 
+/// The two GEMVs' activation staging (they declare `xs: array<vec4<f32>, KC / 4>`, `KC` and
+/// `NT`): x[xb + k0 ..][.. min(KC, K - k0)], zero-padded to a multiple of 8, into `xs`.
+const STAGE_X: &str = "fn stage_x(xb: u32, k0: u32, lid: u32) {
+    let k_len = p.dims.z;
+    let padded = (min(KC, k_len - k0) + 7u) / 8u * 8u;
+    for (var i = lid; i * 4u < padded; i = i + NT) {
+        let e = k0 + 4u * i;
+        var v = vec4<f32>(0.0);
+        for (var c = 0u; c < 4u; c = c + 1u) {
+            if (e + c < k_len) {
+                v[c] = x[xb + e + c];
+            }
+        }
+        xs[i] = v;
+    }
+}";
+
 const ROWS: &str = include_str!("linear_rows.wgsl");
 const BLOCK_DOT: &str = include_str!("linear_block_dot.wgsl");
 const TILED: &str = include_str!("linear_tiled.wgsl");
@@ -345,6 +362,7 @@ impl Kernel for LinearKey {
         };
         template
             .replace("{{LINEAR_INTERFACE}}", LINEAR_INTERFACE)
+            .replace("{{STAGE_X}}", STAGE_X)
             .replace("{{STAGED_BLOCKS}}", &cb.to_string())
             .replace("{{STAGED_WORDS}}", &words.to_string())
             .replace("{{STAGED_X4}}", &x4.to_string())

@@ -20,6 +20,8 @@ var<workgroup> partial: array<f32, {{NT}}>;
 
 {{DECODE_LIB}}
 
+{{STAGE_X}}
+
 @compute @workgroup_size({{NT}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -34,17 +36,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     var acc = 0.0;
     for (var k0 = 0u; k0 < k_len; k0 = k0 + KC) {
         let span = min(KC, k_len - k0);
-        let padded = (span + 7u) / 8u * 8u;
-        for (var i = lid; i * 4u < padded; i = i + NT) {
-            let e = k0 + 4u * i;
-            var v = vec4<f32>(0.0);
-            for (var c = 0u; c < 4u; c = c + 1u) {
-                if (e + c < k_len) {
-                    v[c] = x[xb + e + c];
-                }
-            }
-            xs[i] = v;
-        }
+        stage_x(xb, k0, lid);
         workgroupBarrier();
         if (live) {
             for (var u = t; u * 8u < span; u = u + TPR) {

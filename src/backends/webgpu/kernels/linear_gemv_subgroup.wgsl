@@ -27,21 +27,7 @@ var<workgroup> team_total: u32;
 
 {{DECODE_LIB}}
 
-// Stages x[xb + k0 ..][.. min(KC, K - k0), zero-padded to a multiple of 8] into xs.
-fn stage_x(xb: u32, k0: u32, lid: u32) {
-    let k_len = p.dims.z;
-    let padded = (min(KC, k_len - k0) + 7u) / 8u * 8u;
-    for (var i = lid; i * 4u < padded; i = i + NT) {
-        let e = k0 + 4u * i;
-        var v = vec4<f32>(0.0);
-        for (var c = 0u; c < 4u; c = c + 1u) {
-            if (e + c < k_len) {
-                v[c] = x[xb + e + c];
-            }
-        }
-        xs[i] = v;
-    }
-}
+{{STAGE_X}}
 
 @compute @workgroup_size({{NT}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
