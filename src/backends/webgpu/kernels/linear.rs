@@ -1,10 +1,11 @@
 //! `Linear` on the GPU: f32 or block-format weights decoded inside the kernels
 //! (`linear_decode.wgsl`), paths chosen by the number of activation rows `M` and, for `M == 1`,
 //! by the program's [`GemvKernel`] (compile spec `gemv_kernel`, else the adapter):
-//! - **GEMV, workgroup** (`linear_gemv.wgsl`, `M == 1`, decode on real GPUs): memory-bound, so
-//!   each weight byte is read once: a workgroup of 256 threads computes 16 output rows, 16
-//!   threads per row striding over the row's 8-value units, the activation row staged in
-//!   workgroup memory (2048 values per pass), a plain workgroup reduction.
+//! - **GEMV, workgroup** (`linear_gemv.wgsl`, `M == 1`, decode on real GPUs without subgroup
+//!   operations): memory-bound, so each weight byte is read once: a workgroup of 256 threads
+//!   computes 16 output rows, 16 threads per row striding over the row's 8-value units, the
+//!   activation row staged in workgroup memory (2048 values per pass), a plain workgroup
+//!   reduction.
 //! - **GEMV, staged** (`linear_gemv_staged.wgsl`, compile spec only, Q8_0, Q5_0, Q4_K and Q6_K;
 //!   the other formats run the workgroup GEMV): a workgroup copies its rows' next blocks into
 //!   workgroup memory, neighbouring threads reading neighbouring words, then 8 (32-value
