@@ -9,7 +9,7 @@
 //! time (each activation load serves both; each row's dot is exactly its one-row dot).
 
 use crate::KernelError;
-use crate::math::{F32x4, U8x16};
+use crate::math::{F32x4, U8x16, half_to_f32};
 
 /// The block formats with a register row dot (the decode step's weights in the GGUF files
 /// the runtime serves).
@@ -211,10 +211,16 @@ fn mul_add16(acc: &mut [F32x4; 4], w: [F32x4; 4], x: &[f32]) {
     }
 }
 
-/// The f16 at `at` of a block, widened exactly.
+/// The f16 bit pattern at `at` of a block.
 #[inline(always)]
-fn half_at(block: &[u8], at: usize) -> f32 {
-    half::f16::from_bits(u16::from_le_bytes([block[at], block[at + 1]])).to_f32()
+pub(crate) fn half_bits(block: &[u8], at: usize) -> u16 {
+    u16::from_le_bytes([block[at], block[at + 1]])
+}
+
+/// The f16 at `at` of a block, widened exactly ([`half_to_f32`]).
+#[inline(always)]
+pub(crate) fn half_at(block: &[u8], at: usize) -> f32 {
+    half_to_f32(half_bits(block, at))
 }
 
 /// Q8_0 (34 bytes: d, 32 int8 quants): value `q * d`, taken as `d * sum(q * x)` per block (the

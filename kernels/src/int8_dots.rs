@@ -14,8 +14,8 @@
 //! most `d / 2` per value.
 
 use crate::KernelError;
-use crate::blocks::{RowFormat, k_scale_min, q5_0_quants, q6_k_quants};
-use crate::math::{F32x4, I32x4, U8x16, floor, half_to_f32};
+use crate::blocks::{RowFormat, half_at, half_bits, k_scale_min, q5_0_quants, q6_k_quants};
+use crate::math::{F32x4, I32x4, U8x16, floor};
 
 /// Values per activation block.
 pub const BLOCK: usize = 32;
@@ -238,18 +238,6 @@ fn dot_row(format: RowFormat, row: &[u8], x: &Int8Rows<'_>) -> f32 {
     }
 }
 
-/// The f16 bit pattern at `at` of a block.
-#[inline(always)]
-fn half_bits(block: &[u8], at: usize) -> u16 {
-    u16::from_le_bytes([block[at], block[at + 1]])
-}
-
-/// The f16 at `at` of a block.
-#[inline(always)]
-fn half_at(block: &[u8], at: usize) -> f32 {
-    half_to_f32(half_bits(block, at))
-}
-
 /// `acc += f32(isum) * scale`.
 #[inline(always)]
 fn scale_add(acc: &mut F32x4, isum: I32x4, scale: f32) {
@@ -370,19 +358,6 @@ mod tests {
     use super::*;
     use crate::test_rows::random_rows;
     use std::vec::Vec;
-
-    #[test]
-    fn halves_widen_exactly() {
-        for h in 0..=u16::MAX {
-            let want = half::f16::from_bits(h).to_f32();
-            let got = half_to_f32(h);
-            if want.is_nan() {
-                assert!(got.is_nan(), "{h:#x}");
-            } else {
-                assert_eq!(got.to_bits(), want.to_bits(), "{h:#x}");
-            }
-        }
-    }
 
     #[test]
     fn rounding_is_half_away_from_zero_and_never_carries_a_near_half_up() {

@@ -695,6 +695,19 @@ mod tests {
     use std::vec::Vec;
 
     #[test]
+    fn halves_widen_exactly() {
+        for h in 0..=u16::MAX {
+            let want = half::f16::from_bits(h).to_f32();
+            let got = half_to_f32(h);
+            if want.is_nan() {
+                assert!(got.is_nan(), "{h:#x}");
+            } else {
+                assert_eq!(got.to_bits(), want.to_bits(), "{h:#x}");
+            }
+        }
+    }
+
+    #[test]
     fn floor_is_f32_floor() {
         // Magnitudes from 1e-3 to 1e9, each with neighbours, halves and both signs.
         let mut x = 1.0e-3f32;

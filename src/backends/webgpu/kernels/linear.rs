@@ -281,6 +281,19 @@ pub(crate) enum LinearPath {
     Tiled,
 }
 
+impl LinearPath {
+    /// Output rows per workgroup of the three workgroup GEMVs over `format` weights (the
+    /// dispatch grid and the kernels' `ROWS` both come from here; other paths: the workgroup
+    /// GEMV's, unused).
+    fn gemv_rows(self, format: WeightFormat) -> u32 {
+        match self {
+            LinearPath::Staged => StagedGeometry::of(format).map_or(GEMV_ROWS, |g| g.rows),
+            LinearPath::Subgroup { rows } => rows,
+            LinearPath::Gemv | LinearPath::Rows | LinearPath::Tiled => GEMV_ROWS,
+        }
+    }
+}
+
 /// A linear kernel: its path, the weight format it decodes, and whether a bias is bound.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LinearKey {
@@ -356,10 +369,9 @@ impl Kernel for LinearKey {
         // The staged GEMV's geometry (formats without a block dot never take that path).
         let (block_name, block_values, block_bytes) = block_dot(self.format).unwrap_or_default();
         let staged = StagedGeometry::of(self.format).filter(|_| self.path == LinearPath::Staged);
-        let (tpr, gemv_rows, cb, words, x4) = match (staged, self.path) {
-            (Some(g), _) => (g.threads_per_row, g.rows, g.blocks, g.words, g.x4),
-            (None, LinearPath::Subgroup { rows }) => (0, rows, 0, 0, 0),
-            (None, _) => (GEMV_TPR, GEMV_ROWS, 0, 0, 0),
+        let (tpr, cb, words, x4) = match staged {
+            Some(g) => (g.threads_per_row, g.blocks, g.words, g.x4),
+            None => (GEMV_TPR, 0, 0, 0),
         };
         template
             .replace("{{LINEAR_INTERFACE}}", LINEAR_INTERFACE)
@@ -378,7 +390,7 @@ impl Kernel for LinearKey {
             .replace("{{BIAS_DECL}}", bias_decl)
             .replace("{{BIAS_ADD}}", bias_add)
             .replace("{{TPR}}", &tpr.to_string())
-            .replace("{{ROWS}}", &gemv_rows.to_string())
+            .replace("{{ROWS}}", &self.path.gemv_rows(self.format).to_string())
             .replace("{{NT}}", &GEMV_THREADS.to_string())
             .replace("{{KC}}", &GEMV_KC.to_string())
             .replace("{{KC4}}", &(GEMV_KC / 4).to_string())
@@ -464,13 +476,7 @@ impl GpuOp for Linear {
             to_u32(rows.saturating_mul(row_bytes as usize), "weight bytes")?;
             let workgroups = match path {
                 LinearPath::Gemv | LinearPath::Staged | LinearPath::Subgroup { .. } => {
-                    let per_group = match path {
-                        LinearPath::Staged => {
-                            StagedGeometry::of(format).map_or(GEMV_ROWS, |g| g.rows)
-                        }
-                        LinearPath::Subgroup { rows } => rows,
-                        _ => GEMV_ROWS,
-                    };
+                    let per_group = path.gemv_rows(format);
                     let Some(mut grid) =
                         grid_1d(rows.div_ceil(per_group as usize), ctx.max_workgroups)?
                     else {
