@@ -296,15 +296,6 @@ pub(crate) fn q6_k_quants(block: &[u8], half: usize, l: usize) -> [U8x16; 4] {
     ]
 }
 
-/// `acc[g] += d * sum[g]`.
-#[inline(always)]
-fn scale_add(acc: &mut [F32x4; 4], sum: &[F32x4; 4], d: f32) {
-    let d = F32x4::splat(d);
-    for (a, s) in acc.iter_mut().zip(sum) {
-        *a = a.add(s.mul(d));
-    }
-}
-
 /// Q4_K (144 bytes: d, dmin, 12 bytes of 6-bit scales and mins, 128 bytes of nibbles): value
 /// `(d * sc) * q - dmin * m` per 32-value sub-block.
 #[inline(always)]
