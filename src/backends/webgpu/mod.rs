@@ -24,8 +24,9 @@
 //! counters), `readback` (mapping, waiting for the queue), `buffers` (counted GPU buffers, the
 //! parameter allocator), `direct_write` (the HTTP provider's writes into them); `kernels` (each
 //! op's kernel file: its WGSL, its `Kernel` key and its `GpuOp` planning), `pipelines`, and,
-//! GPU-free: `dispatch` (an `Op` to its `GpuOp`), `shape_plan` (the plan's types), `arena`,
-//! `alias` and `plan` (planning orchestration and the kernels `init` compiles); `spec` (compile
+//! GPU-free: `dispatch` (an `Op` to its `GpuOp`), `fusion` (which neighbouring ops run as one
+//! dispatch), `shape_plan` (the plan's types), `arena`, `alias` and `plan` (planning
+//! orchestration and the kernels `init` compiles); `spec` (compile
 //! specs); `program/` (one initialised program: load, parameters, bound plans, residency,
 //! execution, profiling); `backend` on top. What speaks to the browser's WebGPU directly is
 //! `browser::gpu`, not here.
@@ -38,6 +39,7 @@ mod buffers;
 mod device;
 mod direct_write;
 mod dispatch;
+mod fusion;
 pub(crate) mod kernels;
 mod pipelines;
 mod plan;

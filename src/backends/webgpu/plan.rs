@@ -12,6 +12,7 @@
 use crate::backends::webgpu::alias;
 use crate::backends::webgpu::arena::{Lifetime, plan_arena};
 use crate::backends::webgpu::dispatch::gpu_op;
+use crate::backends::webgpu::fusion;
 use crate::backends::webgpu::kernels::{
     self, KernelConfig, KernelKey, PlanContext, words_per_element,
 };
@@ -249,25 +250,32 @@ pub(crate) fn plan(
         max_binding: limits.max_binding,
         storage_alignment: limits.storage_alignment,
     };
+    let keys = alias::storage_keys(&slots, &roots);
+    // A fused pair runs at its second op's place; its first op plans no dispatch.
+    let fused = fusion::fused_pairs(program, &keys, &ctx)?;
     let mut ops = program
         .ops
         .iter()
         .enumerate()
         .map(|(index, op)| {
-            let dispatches = gpu_op(op).dispatches(&ctx, index).map_err(|e| {
-                Error::new(
-                    e.code(),
-                    format!("op {index} ({}): {}", op.name(), e.message()),
-                )
+            let pair = fused
+                .iter()
+                .find(|p| p.first == index || p.second() == index);
+            let (name, dispatches) = match pair {
+                Some(pair) if pair.first == index => (op.name(), Ok(Vec::new())),
+                Some(pair) => (pair.name(), pair.dispatches(&ctx)),
+                None => (op.name(), gpu_op(op).dispatches(&ctx, index)),
+            };
+            let dispatches = dispatches.map_err(|e| {
+                Error::new(e.code(), format!("op {index} ({name}): {}", e.message()))
             })?;
             Ok(OpDispatches {
                 op_index: index,
-                name: op.name(),
+                name,
                 dispatches,
             })
         })
         .collect::<Result<Vec<_>>>()?;
-    let keys = alias::storage_keys(&slots, &roots);
     let shadows = alias::shadow_repeated_operands(&ctx, &mut ops, &keys, shapes.len())?;
 
     // Live ranges of the storage roots held in the arena.
@@ -290,6 +298,12 @@ pub(crate) fn plan(
             touch(input, index + 1, false);
         }
         touch(op.output(), index + 1, true);
+    }
+    // A fused pair reads its first op's inputs at the second op's step.
+    for pair in &fused {
+        for input in pair.first_inputs() {
+            touch(input, pair.second() + 1, false);
+        }
     }
     for &output in &program.outputs {
         touch(output, steps - 1, false);
@@ -377,7 +391,8 @@ pub(crate) fn plan(
 
 /// Every kernel `program` can dispatch under `config`, whatever the shapes: what `init`
 /// compiles (each op's own list, e.g. row kernels in both their short-row and configured
-/// workgroup sizes, plus the copy kernel when an op reads one storage twice). A unit test
+/// workgroup sizes, the fused kernels of the pairs that may fuse, plus the copy kernel when an
+/// op reads one storage twice). A unit test
 /// checks that plans never use a kernel outside this set.
 pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<KernelKey> {
     let mut keys: Vec<KernelKey> = Vec::new();
@@ -392,17 +407,17 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
             .into_iter()
             .for_each(&mut add);
     }
-    let shadow_copy = param_slots(program)
-        .and_then(|slots| {
-            let roots = storage_roots(program, &slots)?;
-            Ok(alias::shadow_kernel(
-                program,
-                &alias::storage_keys(&slots, &roots),
-                config.workgroup_size,
-            ))
-        })
-        .ok()
-        .flatten();
-    shadow_copy.into_iter().for_each(add);
+    let storage = param_slots(program).and_then(|slots| {
+        let roots = storage_roots(program, &slots)?;
+        Ok(alias::storage_keys(&slots, &roots))
+    });
+    if let Ok(storage) = storage {
+        for pair in fusion::candidate_pairs(program, &storage) {
+            pair.kernels(config).into_iter().for_each(&mut add);
+        }
+        alias::shadow_kernel(program, &storage, config.workgroup_size)
+            .into_iter()
+            .for_each(add);
+    }
     keys
 }

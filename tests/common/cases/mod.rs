@@ -7,6 +7,7 @@ mod activations;
 mod aliasing;
 pub mod argmax;
 mod attention;
+mod chains;
 mod elementwise;
 mod layout;
 mod lifecycle;

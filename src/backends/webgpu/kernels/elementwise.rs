@@ -1,5 +1,7 @@
 //! Element-wise f32 ops on the GPU: `Unary` (GELU, tanh, ReLU, tanh-GELU, SiLU) and `Scale` share one kernel
-//! (`unary.wgsl`), the broadcasting `Binary` ops another (`binary.wgsl`).
+//! (`unary.wgsl`), the broadcasting `Binary` ops another (`binary.wgsl`). The unary kernel's
+//! gated form, `f(x) * gate` in one pass, runs a unary op together with the product that is
+//! its only reader (GeGLU, SwiGLU; the planner decides, see `fusion.rs`).
 
 use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
@@ -61,11 +63,13 @@ pub(crate) struct UnaryKey {
     pub op: UnaryKind,
     /// Invocations per workgroup.
     pub wg: u32,
+    /// Whether each result is multiplied by a third tensor's element (binding 3).
+    pub gated: bool,
 }
 
 impl Kernel for UnaryKey {
     fn storage_bindings(&self) -> u32 {
-        2
+        2 + u32::from(self.gated)
     }
 
     fn invocations(&self) -> u32 {
@@ -73,7 +77,18 @@ impl Kernel for UnaryKey {
     }
 
     fn body(&self) -> String {
-        with_wg(UNARY, self.wg).replace("{{EXPR}}", self.op.expr())
+        let (binding, gate) = if self.gated {
+            (
+                "@group(0) @binding(3) var<storage, read_write> gate: array<f32>;",
+                " * gate[i]",
+            )
+        } else {
+            ("", "")
+        };
+        with_wg(UNARY, self.wg)
+            .replace("{{EXPR}}", self.op.expr())
+            .replace("{{GATE_BINDING}}", binding)
+            .replace("{{GATE}}", gate)
     }
 }
 
@@ -109,13 +124,53 @@ impl Kernel for BinaryKey {
 impl GpuOp for Unary {
     fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
         ctx.require_f32(&[self.x, self.out])?;
-        unary(ctx, UnaryKind::of(self.op), self.x, self.out, 1.0, 0.0)
+        unary(
+            ctx,
+            UnaryKind::of(self.op),
+            (self.x, None),
+            self.out,
+            (1.0, 0.0),
+        )
     }
 
     fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         let (op, wg) = (UnaryKind::of(self.op), config.workgroup_size);
-        vec![KernelKey::new(UnaryKey { op, wg })]
+        vec![KernelKey::new(UnaryKey {
+            op,
+            wg,
+            gated: false,
+        })]
     }
+}
+
+/// `out = f(x) * gate` in one pass: `unary` (`f` of its `x`) fused with the product that
+/// multiplies its result by `gate` (same shape) into `out`.
+///
+/// # Errors
+/// As the unary op's own dispatch; `InvalidProgram` when `gate` differs from `x` in size.
+pub(crate) fn gated_unary(
+    ctx: &PlanContext<'_>,
+    unary_op: &Unary,
+    gate: TensorId,
+    out: TensorId,
+) -> Result<Vec<Dispatch>> {
+    ctx.require_f32(&[unary_op.x, gate, out])?;
+    unary(
+        ctx,
+        UnaryKind::of(unary_op.op),
+        (unary_op.x, Some(gate)),
+        out,
+        (1.0, 0.0),
+    )
+}
+
+/// The kernel of [`gated_unary`] for `unary_op` under `config`.
+pub(crate) fn gated_unary_kernel(unary_op: &Unary, config: KernelConfig) -> KernelKey {
+    KernelKey::new(UnaryKey {
+        op: UnaryKind::of(unary_op.op),
+        wg: config.workgroup_size,
+        gated: true,
+    })
 }
 
 impl GpuOp for Scale {
@@ -124,10 +179,9 @@ impl GpuOp for Scale {
         unary(
             ctx,
             UnaryKind::Scale,
-            self.x,
+            (self.x, None),
             self.out,
-            self.scale,
-            self.bias,
+            (self.scale, self.bias),
         )
     }
 
@@ -136,6 +190,7 @@ impl GpuOp for Scale {
         vec![KernelKey::new(UnaryKey {
             op: UnaryKind::Scale,
             wg,
+            gated: false,
         })]
     }
 }
@@ -152,24 +207,26 @@ impl GpuOp for Binary {
     }
 }
 
-/// `out = f(x)` (with `scale`/`bias` used by [`UnaryKind::Scale`]).
+/// `out = f(x)`, times `gate` where given (with `scale`/`bias` used by [`UnaryKind::Scale`]).
 ///
 /// # Errors
-/// `InvalidProgram` when `x` and `out` differ in size; `OutOfResources` for grids too large.
+/// `InvalidProgram` when `x` (or `gate`) and `out` differ in size; `OutOfResources` for grids
+/// too large.
 fn unary(
     ctx: &PlanContext<'_>,
     op: UnaryKind,
-    x: TensorId,
+    (x, gate): (TensorId, Option<TensorId>),
     out: TensorId,
-    scale: f32,
-    bias: f32,
+    (scale, bias): (f32, f32),
 ) -> Result<Vec<Dispatch>> {
     let n = ctx.numel(out)?;
-    if ctx.numel(x)? != n {
-        return Err(Error::invalid_program(format!(
-            "{op:?}: input has {} elements, output {n}",
-            ctx.numel(x)?
-        )));
+    for input in std::iter::once(x).chain(gate) {
+        if ctx.numel(input)? != n {
+            return Err(Error::invalid_program(format!(
+                "{op:?}: input has {} elements, output {n}",
+                ctx.numel(input)?
+            )));
+        }
     }
     let Some(workgroups) = ctx.grid_for_threads(n)? else {
         return Ok(Vec::new());
@@ -186,9 +243,14 @@ fn unary(
         key: KernelKey::new(UnaryKey {
             op,
             wg: ctx.config.workgroup_size,
+            gated: gate.is_some(),
         }),
         uniforms,
-        bindings: vec![Binding::Tensor(x), Binding::Tensor(out)],
+        bindings: [Some(x), Some(out), gate]
+            .into_iter()
+            .flatten()
+            .map(Binding::Tensor)
+            .collect(),
         workgroups,
     }])
 }

@@ -1,4 +1,6 @@
-// out[i] = f(x[i]) for f32 tensors; apply() is specialised per function (see source.rs).
+// out[i] = f(x[i]) for f32 tensors; apply() is specialised per function (see source.rs). The
+// gated form (a unary op fused with the product that reads it, see fusion.rs) binds a third
+// tensor and writes out[i] = f(x[i]) * gate[i].
 struct Params {
     // x: element count, y: scale (f32 bits), z: bias (f32 bits)
     head: vec4<u32>,
@@ -7,6 +9,7 @@ struct Params {
 @group(0) @binding(0) var<uniform> p: Params;
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> out: array<f32>;
+{{GATE_BINDING}}
 
 // erfc(z) for z >= 0 by Abramowitz & Stegun 7.1.26: absolute error <= 1.5e-7 over [0, inf),
 // before f32 rounding. Used through gelu() so that neither branch cancels catastrophically.
@@ -70,5 +73,5 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (i >= p.head.x) {
         return;
     }
-    out[i] = apply(x[i]);
+    out[i] = apply(x[i]){{GATE}};
 }

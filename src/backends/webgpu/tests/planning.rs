@@ -463,3 +463,99 @@ fn shadows_copy_before_the_op_and_live_one_step() {
     // Three tensors live at the add's step: x, its shadow and the sum.
     assert_eq!(plan.arena_bytes, 3 * 256);
 }
+
+#[test]
+fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
+    // t = x * y; a = rms_norm(t); z = x + a (fused: the norm plans nothing, the add runs both,
+    // and t, last read by the norm, must not share bytes with z); m = up * silu(z) (fused);
+    // then chains that must not fuse: silu(z) read twice, the norm's result an output, a
+    // broadcast add.
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[4, 8]));
+    let y = b.input("y", DType::F32, dims(&[4, 8]));
+    let up = b.input("up", DType::F32, dims(&[4, 8]));
+    let w = b.param("w", DType::F32, dims(&[8]), "s", "w");
+    let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
+    let norm = |b: &mut ProgramBuilder, x| {
+        b.push(|out| ops::RmsNorm {
+            x,
+            weight: Some(w),
+            eps: 1e-6,
+            out,
+        })
+        .unwrap()
+    };
+    let t = b.binary(BinaryOp::Mul, x, y).unwrap();
+    let a = norm(&mut b, t);
+    let z = b.binary(BinaryOp::Add, x, a).unwrap();
+    let g = b.unary(UnaryOp::Silu, z).unwrap();
+    let m = b.binary(BinaryOp::Mul, up, g).unwrap();
+    let g2 = b.unary(UnaryOp::Silu, m).unwrap();
+    let m2 = b.binary(BinaryOp::Mul, g2, up).unwrap();
+    let twice = b.binary(BinaryOp::Add, g2, m2).unwrap();
+    let shown = norm(&mut b, twice);
+    let z2 = b.binary(BinaryOp::Add, shown, x).unwrap();
+    let a3 = norm(&mut b, z2);
+    let broadcast = b.binary(BinaryOp::Add, a3, bias).unwrap();
+    b.output(broadcast).output(shown);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[4, 8], &[4, 8], &[4, 8]]).unwrap();
+    let shape: Vec<(&str, usize)> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("mul", 1),
+            ("rms_norm", 0),
+            ("rms_norm+add", 1),
+            ("silu", 0),
+            ("silu+mul", 1),
+            ("silu", 1),
+            ("mul", 1),
+            ("add", 1),
+            ("rms_norm", 1),
+            ("add", 1),
+            ("rms_norm", 1),
+            ("add", 1),
+        ]
+        .to_vec(),
+        "{:#?}",
+        plan.ops
+    );
+    let range = |id| binding_range(&plan, kernels::Binding::Tensor(id)).unwrap();
+    assert!(!overlap(range(t), range(z)), "t and z share bytes");
+    for (fused, first) in [(2, t), (4, z)] {
+        let dispatch = &plan.ops[fused].dispatches[0];
+        assert!(dispatch.bindings.contains(&kernels::Binding::Tensor(first)));
+        let keys = kernel_keys(&program, CONFIG);
+        assert!(keys.contains(&dispatch.key), "{:?}", dispatch.key);
+    }
+}
+
+#[test]
+fn a_pair_whose_dispatch_would_bind_one_storage_twice_does_not_fuse() {
+    // x + rms_norm(x): the fused dispatch would bind x as the norm's input and as the residual.
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[2, 8]));
+    let a = b
+        .push(|out| ops::RmsNorm {
+            x,
+            weight: None,
+            eps: 1e-6,
+            out,
+        })
+        .unwrap();
+    let z = b.binary(BinaryOp::Add, x, a).unwrap();
+    b.output(z);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[2, 8]]).unwrap();
+    let names: Vec<_> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(names, [("rms_norm", 1), ("add", 1)]);
+}
