@@ -577,17 +577,20 @@ impl Decoder<'_> {
         let mut q = self.heads_view(q, heads, head_dim)?;
         let mut k = self.heads_view(k, kv_heads, head_dim)?;
         let v = self.heads_view(v, kv_heads, value_dim)?;
-        if gemma {
-            // QK-norm per head, before RoPE.
-            q = self.rms_norm(q, &format!("{p}.attn_q_norm.weight"), head_dim)?;
-            k = self.rms_norm(k, &format!("{p}.attn_k_norm.weight"), head_dim)?;
-        }
         let base = if global {
             c.rope_base
         } else {
             c.rope_base_local
         };
+        // Gemma: QK-norm per head, each right before its RoPE (the WebGPU backend then runs the
+        // pair as one pass).
+        if gemma {
+            q = self.rms_norm(q, &format!("{p}.attn_q_norm.weight"), head_dim)?;
+        }
         let q = self.rope(q, positions, base)?;
+        if gemma {
+            k = self.rms_norm(k, &format!("{p}.attn_k_norm.weight"), head_dim)?;
+        }
         let k = self.rope(k, positions, base)?;
 
         let cache = |b: &mut ProgramBuilder, name: String, dim: u64| {

@@ -6,7 +6,9 @@
 //! - **RMSNorm, then `add`** (Gemma's post-attention and post-FFN norms before the residual
 //!   add): `out = residual + rms_norm(x)`, in the norm's kernel (`kernels/rms_norm.rs`);
 //! - **a unary op, then `mul`** (GeGLU, SwiGLU): `out = f(gate) * up`, in the unary kernel
-//!   (`kernels/elementwise.rs`).
+//!   (`kernels/elementwise.rs`);
+//! - **RMSNorm, then `rope`** (QK-norm per head before the rotary embedding: Gemma 3, Qwen 3):
+//!   `out = rope(rms_norm(x))`, one workgroup per head row (`kernels/rope.rs`).
 //!
 //! A pair fuses only when the first op's result is read by the second op alone (not by any
 //! other op, a view, or as a program output), the second op's other operand has exactly the
@@ -18,10 +20,10 @@
 
 use crate::backends::webgpu::alias::StorageKey;
 use crate::backends::webgpu::kernels::{
-    Dispatch, KernelConfig, KernelKey, PlanContext, elementwise, rms_norm,
+    Dispatch, KernelConfig, KernelKey, PlanContext, elementwise, rms_norm, rope,
 };
 use crate::error::Result;
-use crate::program::ops::{Binary, BinaryOp, RmsNorm, Unary};
+use crate::program::ops::{Binary, BinaryOp, RmsNorm, Rope, Unary};
 use crate::program::{Op, Program, TensorId, UnaryOp};
 
 /// How the two ops of a pair combine.
@@ -35,6 +37,13 @@ pub(crate) enum Fusion<'a> {
         residual: TensorId,
         /// The add's output.
         out: TensorId,
+    },
+    /// `out = rope(rms_norm(x))`.
+    NormRope {
+        /// The norm.
+        norm: &'a RmsNorm,
+        /// The rotary embedding.
+        rope: &'a Rope,
     },
     /// `out = f(x) * gate`.
     Gated {
@@ -66,6 +75,7 @@ impl FusedPair<'_> {
     pub(crate) fn name(&self) -> &'static str {
         match self.fusion {
             Fusion::NormAdd { .. } => "rms_norm+add",
+            Fusion::NormRope { .. } => "rms_norm+rope",
             Fusion::Gated { unary, .. } => match unary.op {
                 UnaryOp::Gelu => "gelu+mul",
                 UnaryOp::Tanh => "tanh+mul",
@@ -79,7 +89,9 @@ impl FusedPair<'_> {
     /// Tensors of the first op the fused dispatch reads (alive until the second op's step).
     pub(crate) fn first_inputs(&self) -> Vec<TensorId> {
         match self.fusion {
-            Fusion::NormAdd { norm, .. } => std::iter::once(norm.x).chain(norm.weight).collect(),
+            Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => {
+                std::iter::once(norm.x).chain(norm.weight).collect()
+            }
             Fusion::Gated { unary, .. } => vec![unary.x],
         }
     }
@@ -95,6 +107,7 @@ impl FusedPair<'_> {
                 residual,
                 out,
             } => rms_norm::norm_add(ctx, norm, residual, out),
+            Fusion::NormRope { norm, rope } => rope::norm_rope(ctx, norm, rope),
             Fusion::Gated { unary, gate, out } => elementwise::gated_unary(ctx, unary, gate, out),
         }
     }
@@ -103,6 +116,7 @@ impl FusedPair<'_> {
     pub(crate) fn kernels(&self, config: KernelConfig) -> Vec<KernelKey> {
         match self.fusion {
             Fusion::NormAdd { norm, .. } => rms_norm::norm_add_kernels(norm, config),
+            Fusion::NormRope { norm, rope } => rope::norm_rope_kernels(norm, rope, config),
             Fusion::Gated { unary, .. } => vec![elementwise::gated_unary_kernel(unary, config)],
         }
     }
@@ -126,7 +140,7 @@ pub(crate) fn candidate_pairs<'a>(program: &'a Program, keys: &[StorageKey]) -> 
 }
 
 /// The pairs of `program` fused for the bound shapes of `ctx`: the candidates whose second op's
-/// other operand has exactly the first op's shape.
+/// other operand (if it has one) has exactly the first op's shape.
 ///
 /// # Errors
 /// `InvalidProgram` when a tensor has no bound shape.
@@ -137,11 +151,15 @@ pub(crate) fn fused_pairs<'a>(
 ) -> Result<Vec<FusedPair<'a>>> {
     let mut pairs = Vec::new();
     for pair in candidate_pairs(program, keys) {
-        let (operand, other) = match pair.fusion {
-            Fusion::NormAdd { norm, residual, .. } => (norm.out, residual),
-            Fusion::Gated { unary, gate, .. } => (unary.out, gate),
+        let same_shape = match pair.fusion {
+            Fusion::NormAdd { norm, residual, .. } => {
+                ctx.shape(norm.out)? == ctx.shape(residual)?
+            }
+            Fusion::Gated { unary, gate, .. } => ctx.shape(unary.out)? == ctx.shape(gate)?,
+            // The rope reads the norm's result alone.
+            Fusion::NormRope { .. } => true,
         };
-        if ctx.shape(operand)? == ctx.shape(other)? {
+        if same_shape {
             pairs.push(pair);
         }
     }
@@ -150,6 +168,10 @@ pub(crate) fn fused_pairs<'a>(
 
 /// The fusion of `first` followed by `second`, when they have one of the fused forms.
 fn fusion_of<'a>(first: &'a Op, second: &'a Op) -> Option<Fusion<'a>> {
+    if let (Op::RmsNorm(norm), Op::Rope(rope)) = (first, second) {
+        return (rope.x == norm.out && rope.positions != norm.out)
+            .then_some(Fusion::NormRope { norm, rope });
+    }
     let Op::Binary(Binary { op, a, b, out }) = second else {
         return None;
     };
@@ -178,7 +200,7 @@ fn fusion_of<'a>(first: &'a Op, second: &'a Op) -> Option<Fusion<'a>> {
 /// The first op's result, which the fused dispatch never writes.
 fn intermediate(fusion: &Fusion<'_>) -> TensorId {
     match fusion {
-        Fusion::NormAdd { norm, .. } => norm.out,
+        Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => norm.out,
         Fusion::Gated { unary, .. } => unary.out,
     }
 }
@@ -203,6 +225,7 @@ fn reader_counts(program: &Program) -> Vec<usize> {
 fn distinct_storage(pair: &FusedPair<'_>, keys: &[StorageKey]) -> bool {
     let (other, out) = match pair.fusion {
         Fusion::NormAdd { residual, out, .. } => (residual, out),
+        Fusion::NormRope { rope, .. } => (rope.positions, rope.out),
         Fusion::Gated { gate, out, .. } => (gate, out),
     };
     let bound: Vec<Option<&StorageKey>> = pair

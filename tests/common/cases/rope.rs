@@ -214,3 +214,63 @@ pub async fn rope_refuses_bad_programs(backend: SharedBackend, _config: SuiteCon
     }
 }
 }
+
+op_case! {
+/// QK-norm then RoPE, as Gemma 3 writes them: an RMSNorm over each head's values (with and
+/// without a weight) whose only reader is the rope (the WebGPU backend runs the two as one
+/// pass), both styles, `dims = 8` of `D = 12` (a pass-through tail), positions 0, 5 and 300;
+/// and the same chain with the norm's result also an output (no fusion). Against f64.
+pub async fn rms_norm_then_rope(backend: SharedBackend, config: SuiteConfig) {
+    use webdelegate::program::ops::RmsNorm;
+    let shape = [3usize, 2, 12];
+    let mut rng = Rng::new(83);
+    let x = rng.vec(72, -3.0, 3.0);
+    let weight: Vec<f32> = (0..12).map(|j| 0.6 + 0.1 * j as f32).collect();
+    let positions = vec![0, 5, 300];
+    for style in [RopeStyle::Neox, RopeStyle::GptJ] {
+        for weighted in [true, false] {
+            for also_output in [false, true] {
+                let mut m = Model::new();
+                let xi = m.input("x", &shape);
+                let p = m.b.input("positions", DType::I32, dims(&[3]));
+                let w = weighted.then(|| m.param("w", &[12], &weight));
+                let normed = m
+                    .b
+                    .push(|out| RmsNorm { x: xi, weight: w, eps: 1e-6, out })
+                    .unwrap();
+                let out = m
+                    .b
+                    .push(|out| Rope { x: normed, positions: p, dims: 8, base: 10_000.0, style, out })
+                    .unwrap();
+                m.b.output(out);
+                if also_output {
+                    m.b.output(normed);
+                }
+                let got = m
+                    .run(&backend, vec![f32_tensor(&shape, x.clone()), i32_tensor(&[3], positions.clone())])
+                    .await;
+                let mut norm_data = Vec::with_capacity(72);
+                for row in x.chunks(12) {
+                    let mean_square = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / 12.0;
+                    let inverse = 1.0 / (mean_square + 1e-6).sqrt();
+                    norm_data.extend(row.iter().enumerate().map(|(j, &v)| {
+                        f64::from(v) * inverse * if weighted { f64::from(weight[j]) } else { 1.0 }
+                    }));
+                }
+                let want_norm = Ref::from_f64(&shape, norm_data);
+                let want = reference(&want_norm, &positions, 8, 10_000.0, style);
+                let max_abs = want_norm.data.iter().fold(0f64, |m, v| m.max(v.abs()));
+                // The rope's own bound on values within the norm's rounding, plus that rounding
+                // carried through the rotation.
+                let allowed = tolerance(max_abs, 300.0, config.elementwise.abs)
+                    + 2.0 * max_abs * config.reduction.rel;
+                let what = format!("{style:?} weighted={weighted} also_output={also_output}");
+                assert_within(&what, &got[0], &want, allowed);
+                if also_output {
+                    assert_within(&what, &got[1], &want_norm, max_abs * config.reduction.rel + config.reduction.abs);
+                }
+            }
+        }
+    }
+}
+}

@@ -9,13 +9,15 @@
 //! Bound: the uniform table holds at most [`MAX_PAIRS`] pairs (`dims <= 8192`, 16 KiB of the
 //! 64 KiB uniform binding every device offers); larger `dims` are `NotSupported` here.
 
+use crate::backends::webgpu::kernels::rows::{REDUCE, check_vector, row_workgroup, row_workgroups};
 use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
+    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
+    to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::TensorDecl;
-use crate::program::ops::{Rope, RopeStyle};
+use crate::program::ops::{RmsNorm, Rope, RopeStyle};
 
 /// The most rotated pairs (`dims / 2`) one dispatch's uniform table holds.
 pub(crate) const MAX_PAIRS: usize = 4096;
@@ -35,24 +37,7 @@ struct Params {
 @group(0) @binding(2) var<storage, read_write> positions: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
 
-// (sin t, cos t): t - q pi/2 with pi/2 in three parts, Cephes' sinf/cosf polynomials on
-// [-pi/4, pi/4], then the quadrant q mod 4 (the CPU's webdelegate_kernels::math::sin_cos).
-fn sin_cos(t: f32) -> vec2<f32> {
-    let q = floor(t * 0.63661977236758134 + 0.5);
-    let r = clamp(((t - q * 1.5703125) - q * 4.837513e-4) - q * 7.54979e-8, -0.8, 0.8);
-    let z = r * r;
-    let s = r + r * z * (-1.6666655e-1 + z * (8.332161e-3 + z * -1.9515296e-4));
-    let c = 1.0 - 0.5 * z + z * z * (4.1666646e-2 + z * (-1.3887316e-3 + z * 2.4433157e-5));
-    let quadrant = u32(q - 4.0 * floor(q * 0.25)) & 3u;
-    var v = vec2<f32>(s, c);
-    if ((quadrant & 1u) == 1u) {
-        v = vec2<f32>(c, -s);
-    }
-    if ((quadrant & 2u) == 2u) {
-        v = -v;
-    }
-    return v;
-}
+{{SIN_COS}}
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -82,6 +67,91 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 ";
 
+/// The angle's sine and cosine, shared by both kernels.
+const SIN_COS: &str = r"
+// (sin t, cos t): t - q pi/2 with pi/2 in three parts, Cephes' sinf/cosf polynomials on
+// [-pi/4, pi/4], then the quadrant q mod 4 (the CPU's webdelegate_kernels::math::sin_cos).
+fn sin_cos(t: f32) -> vec2<f32> {
+    let q = floor(t * 0.63661977236758134 + 0.5);
+    let r = clamp(((t - q * 1.5703125) - q * 4.837513e-4) - q * 7.54979e-8, -0.8, 0.8);
+    let z = r * r;
+    let s = r + r * z * (-1.6666655e-1 + z * (8.332161e-3 + z * -1.9515296e-4));
+    let c = 1.0 - 0.5 * z + z * z * (4.1666646e-2 + z * (-1.3887316e-3 + z * 2.4433157e-5));
+    let quadrant = u32(q - 4.0 * floor(q * 0.25)) & 3u;
+    var v = vec2<f32>(s, c);
+    if ((quadrant & 1u) == 1u) {
+        v = vec2<f32>(c, -s);
+    }
+    if ((quadrant & 2u) == 2u) {
+        v = -v;
+    }
+    return v;
+}
+";
+
+/// RMSNorm over each row (one head's `D` values), then the rotary embedding, one workgroup per
+/// row: a per-head norm fused with the `rope` that alone reads it (Gemma's QK-norm; the planner
+/// decides, see `fusion.rs`). Each element is normalised exactly as the norm kernel does
+/// (`x * inv * weight`), then rotated exactly as the rope kernel does.
+const NORM_ROPE: &str = r"
+struct Params {
+    // x: rows, y: D, z: H, w: S
+    head: vec4<u32>,
+    // x: rotated pairs (dims / 2), y: the norm's eps (f32 bits)
+    rot: vec4<u32>,
+    inv_freq: array<vec4<f32>, {{VEC4S}}>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+{{BINDINGS}}
+
+{{SIN_COS}}
+
+// Element e of the row at base, normalised.
+fn normed(base: u32, e: u32, inv: f32) -> f32 {
+    return x[base + e] * inv{{WEIGHT}};
+}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = flat_group(wid, nwg);
+    if (row >= p.head.x) {
+        return;
+    }
+    let h = p.head.y;
+    let base = row * h;
+    var q = 0.0;
+    for (var j = lid; j < h; j = j + {{WG}}u) {
+        let v = x[base + j];
+        q = q + v * v;
+    }
+    let mean_square = reduce_sum(lid, q) / f32(h);
+    let inv_rms = 1.0 / sqrt(mean_square + bitcast<f32>(p.rot.y));
+    let s = (row / p.head.z) % p.head.w;
+    let position = f32(bitcast<i32>(positions[s]));
+    let half = p.rot.x;
+    for (var d = lid; d < h; d = d + {{WG}}u) {
+        let i = base + d;
+        if (d >= 2u * half) {
+            out[i] = normed(base, d, inv_rms);
+            continue;
+        }
+        {{PAIR}}
+        let inv = p.inv_freq[pair / 4u][pair % 4u];
+        let sc = sin_cos(position * inv);
+        let x0 = normed(base, a - base, inv_rms);
+        let x1 = normed(base, a + offset - base, inv_rms);
+        if (first) {
+            out[i] = x0 * sc.y - x1 * sc.x;
+        } else {
+            out[i] = x0 * sc.x + x1 * sc.y;
+        }
+    }
+}
+";
+
 /// Rotary embedding kernel of one style, with a table of `vec4s` inverse-frequency vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct RopeKey {
@@ -103,23 +173,81 @@ impl Kernel for RopeKey {
     }
 
     fn body(&self) -> String {
-        let pair = match self.style {
-            RopeStyle::Neox => {
-                "let first = d < half;
+        with_wg(ROPE, self.wg)
+            .replace("{{SIN_COS}}", SIN_COS)
+            .replace("{{VEC4S}}", &self.vec4s.to_string())
+            .replace("{{PAIR}}", pair_of(self.style))
+    }
+}
+
+/// The WGSL that pairs element `d` (at index `i`) of a row: whether it is its pair's `first`,
+/// the `pair`'s index in the frequency table, the index `a` of the pair's first element and
+/// the `offset` of its second.
+fn pair_of(style: RopeStyle) -> &'static str {
+    match style {
+        RopeStyle::Neox => {
+            "let first = d < half;
     let pair = select(d - half, d, first);
     let a = select(i - half, i, first);
     let offset = half;"
-            }
-            RopeStyle::GptJ => {
-                "let first = (d & 1u) == 0u;
+        }
+        RopeStyle::GptJ => {
+            "let first = (d & 1u) == 0u;
     let pair = d / 2u;
     let a = i - (d & 1u);
     let offset = 1u;"
-            }
-        };
-        with_wg(ROPE, self.wg)
+        }
+    }
+}
+
+/// The per-head RMSNorm fused with the rotary embedding (one workgroup per row).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct NormRopeKey {
+    /// Which elements pair up.
+    pub style: RopeStyle,
+    /// `vec4<f32>`s of the uniform frequency table.
+    pub vec4s: u32,
+    /// Threads per row.
+    pub wg: u32,
+    /// Whether the norm multiplies by a weight (binding 2).
+    pub weighted: bool,
+}
+
+impl Kernel for NormRopeKey {
+    fn storage_bindings(&self) -> u32 {
+        3 + u32::from(self.weighted)
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn workgroup_storage_bytes(&self) -> u32 {
+        self.wg * 4
+    }
+
+    fn body(&self) -> String {
+        let first = 2 + u32::from(self.weighted);
+        let mut bindings = String::new();
+        if self.weighted {
+            bindings
+                .push_str("@group(0) @binding(2) var<storage, read_write> weight: array<f32>;\n");
+        }
+        bindings.push_str(&format!(
+            "@group(0) @binding({first}) var<storage, read_write> positions: array<u32>;\n\
+             @group(0) @binding({}) var<storage, read_write> out: array<f32>;",
+            first + 1
+        ));
+        let body = NORM_ROPE
+            .replace("{{BINDINGS}}", &bindings)
+            .replace(
+                "{{WEIGHT}}",
+                if self.weighted { " * weight[e]" } else { "" },
+            )
+            .replace("{{SIN_COS}}", SIN_COS)
             .replace("{{VEC4S}}", &self.vec4s.to_string())
-            .replace("{{PAIR}}", pair)
+            .replace("{{PAIR}}", pair_of(self.style));
+        with_wg(&format!("{REDUCE}\n{body}"), self.wg)
     }
 }
 
@@ -128,61 +256,68 @@ fn vec4s(dims: u32) -> u32 {
     (dims / 2).div_ceil(4).max(1)
 }
 
+/// A rope's rows and uniform block for the bound shapes: `(rows, head dim, uniforms)` with the
+/// second vector's `y` word left for the fused norm's eps.
+fn rope_uniforms(ctx: &PlanContext<'_>, rope: &Rope, eps: f32) -> Result<(usize, usize, Vec<u32>)> {
+    let shape = ctx.shape(rope.x)?;
+    let rank = shape.len();
+    let n = ctx.numel(rope.x)?;
+    if rank < 3 || ctx.numel(rope.out)? != n {
+        return Err(Error::invalid_program(
+            "rope: x must be [.., S, H, D] and out of its size",
+        ));
+    }
+    let (seq, heads, head_dim) = (shape[rank - 3], shape[rank - 2], shape[rank - 1]);
+    if ctx.shape(rope.positions)? != [seq] {
+        return Err(Error::invalid_program(format!(
+            "rope: positions are {:?}, expected [{seq}]",
+            ctx.shape(rope.positions)?
+        )));
+    }
+    if rope.dims as usize / 2 > MAX_PAIRS {
+        return Err(Error::not_supported(format!(
+            "rope: dims = {} exceeds the WebGPU kernel's {} rotary dims",
+            rope.dims,
+            2 * MAX_PAIRS
+        )));
+    }
+    if rope.dims as usize > head_dim {
+        return Err(Error::invalid_program("rope: dims exceed the head dim"));
+    }
+    let inverse = rope.inverse_frequencies();
+    let mut table = vec![0u32; 4 * vec4s(rope.dims) as usize];
+    for (slot, f) in table.iter_mut().zip(&inverse) {
+        *slot = f.to_bits();
+    }
+    let mut uniforms = Uniforms::new()
+        .vec4([
+            to_u32(n, "element count")?,
+            to_u32(head_dim, "head dim")?,
+            to_u32(heads, "heads")?,
+            to_u32(seq, "sequence length")?,
+        ])
+        .vec4([to_u32(inverse.len(), "rotary pairs")?, eps.to_bits(), 0, 0]);
+    for chunk in table.chunks_exact(4) {
+        uniforms = uniforms.vec4([chunk[0], chunk[1], chunk[2], chunk[3]]);
+    }
+    let rows = n.checked_div(head_dim).unwrap_or(0);
+    Ok((rows, head_dim, uniforms.finish()))
+}
+
 impl GpuOp for Rope {
     fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
         ctx.require_f32(&[self.x, self.out])?;
-        let shape = ctx.shape(self.x)?;
-        let rank = shape.len();
-        let n = ctx.numel(self.x)?;
-        if rank < 3 || ctx.numel(self.out)? != n {
-            return Err(Error::invalid_program(
-                "rope: x must be [.., S, H, D] and out of its size",
-            ));
-        }
-        let (seq, heads, head_dim) = (shape[rank - 3], shape[rank - 2], shape[rank - 1]);
-        if ctx.shape(self.positions)? != [seq] {
-            return Err(Error::invalid_program(format!(
-                "rope: positions are {:?}, expected [{seq}]",
-                ctx.shape(self.positions)?
-            )));
-        }
-        if self.dims as usize / 2 > MAX_PAIRS {
-            return Err(Error::not_supported(format!(
-                "rope: dims = {} exceeds the WebGPU kernel's {} rotary dims",
-                self.dims,
-                2 * MAX_PAIRS
-            )));
-        }
-        if self.dims as usize > head_dim {
-            return Err(Error::invalid_program("rope: dims exceed the head dim"));
-        }
-        let inverse = self.inverse_frequencies();
-        let Some(workgroups) = ctx.grid_for_threads(n)? else {
+        let (_, _, uniforms) = rope_uniforms(ctx, self, 0.0)?;
+        let Some(workgroups) = ctx.grid_for_threads(ctx.numel(self.x)?)? else {
             return Ok(Vec::new());
         };
-        let vec4s = vec4s(self.dims);
-        let mut table = vec![0u32; 4 * vec4s as usize];
-        for (slot, f) in table.iter_mut().zip(&inverse) {
-            *slot = f.to_bits();
-        }
-        let mut uniforms = Uniforms::new()
-            .vec4([
-                to_u32(n, "element count")?,
-                to_u32(head_dim, "head dim")?,
-                to_u32(heads, "heads")?,
-                to_u32(seq, "sequence length")?,
-            ])
-            .vec4([to_u32(inverse.len(), "rotary pairs")?, 0, 0, 0]);
-        for chunk in table.chunks_exact(4) {
-            uniforms = uniforms.vec4([chunk[0], chunk[1], chunk[2], chunk[3]]);
-        }
         Ok(vec![Dispatch {
             key: KernelKey::new(RopeKey {
                 style: self.style,
-                vec4s,
+                vec4s: vec4s(self.dims),
                 wg: ctx.config.workgroup_size,
             }),
-            uniforms: uniforms.finish(),
+            uniforms,
             bindings: vec![
                 Binding::Tensor(self.x),
                 Binding::Tensor(self.positions),
@@ -202,4 +337,72 @@ impl GpuOp for Rope {
             wg: config.workgroup_size,
         })]
     }
+}
+
+/// `out = rope(rms_norm(x))` in one pass: `norm` (over each head's values) fused with the
+/// `rope` that alone reads its result. The uniform block's first word is then the row count.
+///
+/// # Errors
+/// As either op's own dispatch.
+pub(crate) fn norm_rope(
+    ctx: &PlanContext<'_>,
+    norm: &RmsNorm,
+    rope: &Rope,
+) -> Result<Vec<Dispatch>> {
+    ctx.require_f32(&[norm.x, rope.out])?;
+    if ctx.shape(norm.x)? != ctx.shape(rope.x)? {
+        return Err(Error::invalid_program(
+            "rms_norm + rope: the norm's input is not the rope's shape",
+        ));
+    }
+    let (rows, head_dim, mut uniforms) = rope_uniforms(ctx, rope, norm.eps)?;
+    if let Some(weight) = norm.weight {
+        ctx.require_f32(&[weight])?;
+        check_vector(ctx, "rms_norm weight", weight, head_dim)?;
+    }
+    uniforms[0] = to_u32(rows, "rows")?;
+    let Some(workgroups) = grid_1d(rows, ctx.max_workgroups)? else {
+        return Ok(Vec::new());
+    };
+    Ok(vec![Dispatch {
+        key: KernelKey::new(NormRopeKey {
+            style: rope.style,
+            vec4s: vec4s(rope.dims),
+            wg: row_workgroup(ctx, head_dim),
+            weighted: norm.weight.is_some(),
+        }),
+        uniforms,
+        bindings: [
+            Some(norm.x),
+            norm.weight,
+            Some(rope.positions),
+            Some(rope.out),
+        ]
+        .into_iter()
+        .flatten()
+        .map(Binding::Tensor)
+        .collect(),
+        workgroups,
+    }])
+}
+
+/// The kernels of [`norm_rope`] under `config`.
+pub(crate) fn norm_rope_kernels(
+    norm: &RmsNorm,
+    rope: &Rope,
+    config: KernelConfig,
+) -> Vec<KernelKey> {
+    if rope.dims as usize / 2 > MAX_PAIRS {
+        return Vec::new();
+    }
+    row_workgroups(config)
+        .map(|wg| {
+            KernelKey::new(NormRopeKey {
+                style: rope.style,
+                vec4s: vec4s(rope.dims),
+                wg,
+                weighted: norm.weight.is_some(),
+            })
+        })
+        .to_vec()
 }

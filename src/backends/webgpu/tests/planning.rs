@@ -559,3 +559,42 @@ fn a_pair_whose_dispatch_would_bind_one_storage_twice_does_not_fuse() {
         .collect();
     assert_eq!(names, [("rms_norm", 1), ("add", 1)]);
 }
+
+#[test]
+fn a_per_head_norm_and_its_rope_run_as_one_dispatch() {
+    // Gemma's QK-norm: rms_norm over [seq, heads, head_dim] rows, read only by the rope.
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[2, 4, 16]));
+    let positions = b.input("positions", DType::I32, dims(&[2]));
+    let w = b.param("w", DType::F32, dims(&[16]), "s", "w");
+    let normed = b
+        .push(|out| ops::RmsNorm {
+            x,
+            weight: Some(w),
+            eps: 1e-6,
+            out,
+        })
+        .unwrap();
+    let rotated = b
+        .push(|out| ops::Rope {
+            x: normed,
+            positions,
+            dims: 16,
+            base: 10_000.0,
+            style: ops::RopeStyle::Neox,
+            out,
+        })
+        .unwrap();
+    b.output(rotated);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[2, 4, 16], &[2]]).unwrap();
+    let names: Vec<_> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(names, [("rms_norm", 0), ("rms_norm+rope", 1)]);
+    let dispatch = &plan.ops[1].dispatches[0];
+    assert_eq!(dispatch.workgroups, [8, 1, 1], "one workgroup per head row");
+    assert!(kernel_keys(&program, CONFIG).contains(&dispatch.key));
+}
