@@ -222,13 +222,15 @@ run() {
     [ -n "$gguf" ] && decode_args+=(--gguf "$gguf")
     # run name | bench binary | its own limit in seconds | its arguments. The decode step runs
     # as configured (real GPUs split attention; the subgroup GEMV where the device has
-    # subgroups, else the workgroup one) and three times more, each with one choice changed:
-    # unsplit attention, the staged GEMV (not yet auto's choice) and the workgroup GEMV.
+    # subgroups, else the workgroup one; neighbouring ops fused) and four times more, each with
+    # one choice changed: unsplit attention, the staged GEMV (not yet auto's choice), the
+    # workgroup GEMV, and every op dispatched alone (fusion off).
     local plan=("matmul|matmul|75|${matmul_args[*]}" "qmatvec|qmatvec|100|webgpu ${q[*]}"
       "decode_step|decode_step|50|${decode_args[*]}"
       "decode_step_unsplit|decode_step|40|${decode_args[*]} --spec attention_splits=1"
       "decode_step_staged|decode_step|40|${decode_args[*]} --spec gemv_kernel=staged"
-      "decode_step_workgroup|decode_step|40|${decode_args[*]} --spec gemv_kernel=workgroup")
+      "decode_step_workgroup|decode_step|40|${decode_args[*]} --spec gemv_kernel=workgroup"
+      "decode_step_unfused|decode_step|40|${decode_args[*]} --spec fusion=off")
     local entry name binary limit bench_args left rc
     for entry in "${plan[@]}"; do
       IFS='|' read -r name binary limit bench_args <<<"$entry"
@@ -310,7 +312,7 @@ result["status"] = statuses
 
 measured = {}
 for name in ("matmul", "qmatvec", "decode_step", "decode_step_unsplit", "decode_step_staged",
-             "decode_step_workgroup"):
+             "decode_step_workgroup", "decode_step_unfused"):
     values = load(name + ".json")
     for key, value in values.items():
         if key != "bench" and not key.startswith(("adapter.", "limits.", "features.")):

@@ -252,7 +252,11 @@ pub(crate) fn plan(
     };
     let keys = alias::storage_keys(&slots, &roots);
     // A fused pair runs at its second op's place; its first op plans no dispatch.
-    let fused = fusion::fused_pairs(program, &keys, &ctx)?;
+    let fused = if config.fusion {
+        fusion::fused_pairs(program, &keys, &ctx)?
+    } else {
+        Vec::new()
+    };
     let mut ops = program
         .ops
         .iter()
@@ -412,7 +416,12 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
         Ok(alias::storage_keys(&slots, &roots))
     });
     if let Ok(storage) = storage {
-        for pair in fusion::candidate_pairs(program, &storage) {
+        let pairs = if config.fusion {
+            fusion::candidate_pairs(program, &storage)
+        } else {
+            Vec::new()
+        };
+        for pair in pairs {
             pair.kernels(config).into_iter().for_each(&mut add);
         }
         alias::shadow_kernel(program, &storage, config.workgroup_size)

@@ -6,6 +6,7 @@
 //! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
 //! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
+//! | `fusion`         | `on` (default), `off`          | `on` runs neighbouring ops as one dispatch where `fusion.rs` allows it (an RMSNorm with the add or rope that alone reads it, an activation with the product that alone reads it); `off` dispatches every op alone (for A/B measurements) |
 //! | `attention_splits` | `auto` (default), 1..=64    | attention over few (head, row) pairs (fewer than 64 workgroups: decode) splits each pair's visible positions across this many workgroups and combines them in a second dispatch; `auto` is 32 on a real GPU and 1 (no split) on a fallback (CPU) adapter |
 //! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup`, `staged`, `subgroup` | the `linear` GEMV (one activation row): `rows` is barrier-free, one output row per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `subgroup` gives each subgroup whole rows summed by `subgroupAdd` (`NotSupported` on a device without subgroup operations); `staged` is `workgroup` with the weights' blocks staged in workgroup memory by coalesced word loads and dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; the other formats run `workgroup`; not yet measured on a GPU, so never chosen by `auto`); `auto` picks `rows` on a fallback (CPU) adapter, else `subgroup` where the device has subgroups, else `workgroup` |
 //!
@@ -35,14 +36,17 @@ pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
 pub const SPEC_GEMV_KERNEL: &str = "gemv_kernel";
 /// Spec key: `auto` or a count 1..=64 (attention's split of the visible positions).
 pub const SPEC_ATTENTION_SPLITS: &str = "attention_splits";
+/// Spec key: `on` or `off` (neighbouring ops fused into one dispatch).
+pub const SPEC_FUSION: &str = "fusion";
 
 /// Every spec key the backend reads.
-pub const SPEC_KEYS: [&str; 5] = [
+pub const SPEC_KEYS: [&str; 6] = [
     SPEC_WORKGROUP_SIZE,
     SPEC_PRECISION,
     SPEC_MATMUL_KERNEL,
     SPEC_GEMV_KERNEL,
     SPEC_ATTENTION_SPLITS,
+    SPEC_FUSION,
 ];
 
 /// Most workgroups one (head, row) pair of attention is split across.
@@ -60,6 +64,8 @@ pub(crate) struct Specs {
     gemv: Option<GemvKernel>,
     /// Attention splits, or `None` for the adapter's choice.
     attention_splits: Option<u32>,
+    /// Whether fusion is off (`fusion = off`).
+    no_fusion: bool,
 }
 
 fn bad_value(key: &str, value: &str, expected: &str) -> Error {
@@ -99,6 +105,13 @@ fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
                         "auto, rows, workgroup, staged or subgroup",
                     ));
                 }
+            }
+        }
+        SPEC_FUSION => {
+            specs.no_fusion = match text {
+                "on" => false,
+                "off" => true,
+                _ => return Err(bad_value(key, text, "on or off")),
             }
         }
         SPEC_ATTENTION_SPLITS => {
@@ -234,6 +247,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
         gemv,
         subgroup_min_size: ctx.subgroup_min_size,
         attention_splits,
+        fusion: !specs.no_fusion,
     })
 }
 
@@ -328,6 +342,12 @@ mod tests {
             let err = parse_specs(&spec, &[]).unwrap_err();
             assert!(err.message().contains("from 1 to 64"), "{text}: {err}");
         }
+        for (text, off) in [("on", false), ("off", true)] {
+            let spec = [CompileSpec::new(SPEC_FUSION, text)];
+            assert_eq!(parse_specs(&spec, &[]).unwrap().no_fusion, off, "{text}");
+        }
+        let err = parse_specs(&[CompileSpec::new(SPEC_FUSION, "yes")], &[]).unwrap_err();
+        assert!(err.message().contains("on or off"), "{err}");
     }
 
     #[test]

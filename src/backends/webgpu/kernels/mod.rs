@@ -188,6 +188,8 @@ pub(crate) struct KernelConfig {
     /// Attention with few (head, row) pairs splits each pair's visible positions across this
     /// many workgroups, combined by a second dispatch (1: never split).
     pub attention_splits: u32,
+    /// Whether neighbouring ops run as one dispatch where `fusion.rs` allows it.
+    pub fusion: bool,
 }
 
 /// A storage binding of one dispatch.

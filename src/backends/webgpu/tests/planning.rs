@@ -17,6 +17,7 @@ const CONFIG: KernelConfig = KernelConfig {
     gemv: kernels::GemvKernel::Rows,
     subgroup_min_size: None,
     attention_splits: 1,
+    fusion: true,
 };
 
 const LIMITS: PlanLimits = PlanLimits {
@@ -597,4 +598,18 @@ fn a_per_head_norm_and_its_rope_run_as_one_dispatch() {
     let dispatch = &plan.ops[1].dispatches[0];
     assert_eq!(dispatch.workgroups, [8, 1, 1], "one workgroup per head row");
     assert!(kernel_keys(&program, CONFIG).contains(&dispatch.key));
+    // The compile spec fusion = off: every op dispatches alone.
+    let unfused = KernelConfig {
+        fusion: false,
+        ..CONFIG
+    };
+    let bound = bind_shapes(&program, &[&[2, 4, 16], &[2]]).unwrap();
+    let separate =
+        crate::backends::webgpu::plan::plan(&program, bound.shapes, unfused, LIMITS).unwrap();
+    let names: Vec<_> = separate
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(names, [("rms_norm", 1), ("rope", 1)]);
 }
