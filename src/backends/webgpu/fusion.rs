@@ -1,7 +1,7 @@
 //! Which neighbouring ops the WebGPU backend runs as one dispatch.
 //!
 //! A decode step is hundreds of small dispatches (Gemma 3 270M: 386), and on a real GPU each
-//! costs a launch and a barrier whatever its size. Two patterns of a decoder layer are fused
+//! costs a launch and a barrier whatever its size. Three patterns of a decoder layer are fused
 //! here, each an op followed directly by the one op that reads its result:
 //! - **RMSNorm, then `add`** (Gemma's post-attention and post-FFN norms before the residual
 //!   add): `out = residual + rms_norm(x)`, in the norm's kernel (`kernels/rms_norm.rs`);
@@ -10,9 +10,10 @@
 //! - **RMSNorm, then `rope`** (QK-norm per head before the rotary embedding: Gemma 3, Qwen 3):
 //!   `out = rope(rms_norm(x))`, one workgroup per head row (`kernels/rope.rs`).
 //!
-//! A pair fuses only when the first op's result is read by the second op alone (not by any
-//! other op, a view, or as a program output), the second op's other operand has exactly the
-//! same shape (no broadcasting), and no two tensors the fused dispatch binds share storage. The
+//! A pair fuses only when the compile spec `fusion` is on (the default), the first op's result
+//! is read by the second op alone (not by any other op, a view, or as a program output), the
+//! second op's other operand has exactly the same shape (no broadcasting), and no two tensors
+//! the fused dispatch binds share storage. The
 //! first op's result is then never written; the fused dispatch runs at the second op's place,
 //! so the planner keeps the first op's inputs alive until then. The CPU backend runs the ops
 //! as written; results agree within f32 rounding (a GPU compiler may contract the fused
