@@ -68,16 +68,22 @@ pub async fn norm_add_and_gated_chains(backend: SharedBackend, config: SuiteConf
         ]
     };
 
+    // x, y, up, the norm's weight, t = x * y and a = rms_norm(t).
+    let start = || {
+        let mut model = Model::new();
+        let (xi, yi, ui) = (
+            model.input("x", &shape),
+            model.input("y", &shape),
+            model.input("up", &shape),
+        );
+        let w = model.param("w", &[width], &weight);
+        let t = model.b.binary(BinaryOp::Mul, xi, yi).unwrap();
+        let a = model.b.push(|out| RmsNorm { x: t, weight: Some(w), eps: EPS, out }).unwrap();
+        (model, xi, ui, w, t, a)
+    };
+
     // The fusable chains.
-    let mut model = Model::new();
-    let (xi, yi, ui) = (
-        model.input("x", &shape),
-        model.input("y", &shape),
-        model.input("up", &shape),
-    );
-    let w = model.param("w", &[width], &weight);
-    let t = model.b.binary(BinaryOp::Mul, xi, yi).unwrap();
-    let a = model.b.push(|out| RmsNorm { x: t, weight: Some(w), eps: EPS, out }).unwrap();
+    let (mut model, xi, ui, _, _, a) = start();
     let zi = model.b.binary(BinaryOp::Add, xi, a).unwrap();
     let g = model.b.unary(UnaryOp::Silu, zi).unwrap();
     let mi = model.b.binary(BinaryOp::Mul, ui, g).unwrap();
@@ -87,16 +93,8 @@ pub async fn norm_add_and_gated_chains(backend: SharedBackend, config: SuiteConf
     assert_close("up * silu(z)", &got[0], &m, tol);
 
     // The same chains, each intermediate read once more (or broadcast): nothing fuses.
-    let mut model = Model::new();
-    let (xi, yi, ui) = (
-        model.input("x", &shape),
-        model.input("y", &shape),
-        model.input("up", &shape),
-    );
-    let w = model.param("w", &[width], &weight);
+    let (mut model, xi, ui, w, t, a) = start();
     let b = model.param("bias", &[width], &bias);
-    let t = model.b.binary(BinaryOp::Mul, xi, yi).unwrap();
-    let a = model.b.push(|out| RmsNorm { x: t, weight: Some(w), eps: EPS, out }).unwrap();
     let zi = model.b.binary(BinaryOp::Add, a, xi).unwrap();
     let g = model.b.unary(UnaryOp::Silu, zi).unwrap();
     let mi = model.b.binary(BinaryOp::Mul, g, ui).unwrap();

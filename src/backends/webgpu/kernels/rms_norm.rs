@@ -30,6 +30,8 @@ struct Params {
 {{WEIGHT_BINDING}}
 {{RESIDUAL_BINDING}}
 
+{{INVERSE_RMS}}
+
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
@@ -39,18 +41,27 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let h = p.head.y;
     let base = row * h;
+    let inv = inverse_rms(base, h, lid, bitcast<f32>(p.head.z));
+    for (var j = lid; j < h; j = j + {{WG}}u) {
+        out[base + j] = {{RESIDUAL}}x[base + j] * inv{{WEIGHT}};
+    }
+}
+";
+
+/// WGSL `inverse_rms(base, h, lid, eps)`: `1 / sqrt(mean(x^2) + eps)` over the `h` values of
+/// binding `x` from `base`, summed by the workgroup (the shared tree reduction, `REDUCE`;
+/// call it in workgroup-uniform control flow). The norm kernel's and the fused norm-and-rope
+/// kernel's (`rope.rs`).
+pub(crate) const INVERSE_RMS: &str =
+    "fn inverse_rms(base: u32, h: u32, lid: u32, eps: f32) -> f32 {
     var q = 0.0;
     for (var j = lid; j < h; j = j + {{WG}}u) {
         let v = x[base + j];
         q = q + v * v;
     }
     let mean_square = reduce_sum(lid, q) / f32(h);
-    let inv = 1.0 / sqrt(mean_square + bitcast<f32>(p.head.z));
-    for (var j = lid; j < h; j = j + {{WG}}u) {
-        out[base + j] = {{RESIDUAL}}x[base + j] * inv{{WEIGHT}};
-    }
-}
-";
+    return 1.0 / sqrt(mean_square + eps);
+}";
 
 /// The bindings and the scale of the weighted kernel.
 const WEIGHTED: [(&str, &str); 2] = [
@@ -112,6 +123,7 @@ impl Kernel for RmsNormKey {
             .fold(RMS_NORM.to_owned(), |text, (from, to)| {
                 text.replace(from, to)
             })
+            .replace("{{INVERSE_RMS}}", INVERSE_RMS)
             .replace("{{RESIDUAL_BINDING}}", &residual_binding)
             .replace("{{RESIDUAL}}", residual);
         with_wg(&format!("{REDUCE}\n{body}"), self.wg)

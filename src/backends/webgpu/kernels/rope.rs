@@ -9,6 +9,7 @@
 //! Bound: the uniform table holds at most [`MAX_PAIRS`] pairs (`dims <= 8192`, 16 KiB of the
 //! 64 KiB uniform binding every device offers); larger `dims` are `NotSupported` here.
 
+use crate::backends::webgpu::kernels::rms_norm::INVERSE_RMS;
 use crate::backends::webgpu::kernels::rows::{REDUCE, check_vector, row_workgroup, row_workgroups};
 use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
@@ -24,15 +25,7 @@ pub(crate) const MAX_PAIRS: usize = 4096;
 
 const ROPE: &str = r"
 // Rotary embedding over [.., S, H, D] rows, one thread per element.
-struct Params {
-    // x: elements, y: D, z: H, w: S
-    head: vec4<u32>,
-    // x: rotated pairs (dims / 2)
-    rot: vec4<u32>,
-    inv_freq: array<vec4<f32>, {{VEC4S}}>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
+{{PARAMS}}
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> positions: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
@@ -67,6 +60,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 ";
 
+/// Both kernels' uniform block (the table of inverse frequencies last).
+const PARAMS: &str = "struct Params {
+    // x: elements (the fused kernel: rows), y: D, z: H, w: S
+    head: vec4<u32>,
+    // x: rotated pairs (dims / 2), y: the fused norm's eps (f32 bits)
+    rot: vec4<u32>,
+    inv_freq: array<vec4<f32>, {{VEC4S}}>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;";
+
 /// The angle's sine and cosine, shared by both kernels.
 const SIN_COS: &str = r"
 // (sin t, cos t): t - q pi/2 with pi/2 in three parts, Cephes' sinf/cosf polynomials on
@@ -94,17 +98,11 @@ fn sin_cos(t: f32) -> vec2<f32> {
 /// decides, see `fusion.rs`). Each element is normalised exactly as the norm kernel does
 /// (`x * inv * weight`), then rotated exactly as the rope kernel does.
 const NORM_ROPE: &str = r"
-struct Params {
-    // x: rows, y: D, z: H, w: S
-    head: vec4<u32>,
-    // x: rotated pairs (dims / 2), y: the norm's eps (f32 bits)
-    rot: vec4<u32>,
-    inv_freq: array<vec4<f32>, {{VEC4S}}>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
+{{PARAMS}}
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 {{BINDINGS}}
+
+{{INVERSE_RMS}}
 
 {{SIN_COS}}
 
@@ -122,13 +120,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     let h = p.head.y;
     let base = row * h;
-    var q = 0.0;
-    for (var j = lid; j < h; j = j + {{WG}}u) {
-        let v = x[base + j];
-        q = q + v * v;
-    }
-    let mean_square = reduce_sum(lid, q) / f32(h);
-    let inv_rms = 1.0 / sqrt(mean_square + bitcast<f32>(p.rot.y));
+    let inv_rms = inverse_rms(base, h, lid, bitcast<f32>(p.rot.y));
     let s = (row / p.head.z) % p.head.w;
     let position = f32(bitcast<i32>(positions[s]));
     let half = p.rot.x;
@@ -174,6 +166,7 @@ impl Kernel for RopeKey {
 
     fn body(&self) -> String {
         with_wg(ROPE, self.wg)
+            .replace("{{PARAMS}}", PARAMS)
             .replace("{{SIN_COS}}", SIN_COS)
             .replace("{{VEC4S}}", &self.vec4s.to_string())
             .replace("{{PAIR}}", pair_of(self.style))
@@ -239,6 +232,8 @@ impl Kernel for NormRopeKey {
             first + 1
         ));
         let body = NORM_ROPE
+            .replace("{{PARAMS}}", PARAMS)
+            .replace("{{INVERSE_RMS}}", INVERSE_RMS)
             .replace("{{BINDINGS}}", &bindings)
             .replace(
                 "{{WEIGHT}}",
