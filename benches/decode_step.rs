@@ -17,12 +17,14 @@
 //! at least `--steps` (32; 20 with `--quick`), then more up to 4x as many within 10 s (none
 //! with `--quick`). Reported: the median ms per step with its spread `(max - min) / median`,
 //! tokens/s, the weight bytes one step reads (every weight once, the lm_head whole, one
-//! embedding row) and the resulting GB/s, the KV-cache bytes read at the median position, and
-//! one profiled step's GPU time (timestamp queries, where the adapter has them) summed by op.
+//! embedding row) and the resulting GB/s, the KV-cache bytes read at the median position, the
+//! dispatches of one step (`decode_step_dispatches`: fused pairs count once, see the WebGPU
+//! backend's `fusion.rs`), and one profiled step's GPU time (timestamp queries, where the
+//! adapter has them) summed by op (a fused pair `a+b` under the key `..._a_b_ms`).
 //! Run with `cargo bench --bench decode_step` (for a quicker build without LTO:
 //! `CARGO_PROFILE_BENCH_LTO=false CARGO_PROFILE_BENCH_CODEGEN_UNITS=16`); `--json FILE` writes
 //! the numbers as JSON (`decode_step_*`); `--spec KEY=VALUE` (repeatable) passes a WebGPU
-//! compile spec (e.g. `attention_splits=1`, `gemv_kernel=staged`), recorded as
+//! compile spec (e.g. `attention_splits=1`, `gemv_kernel=staged`, `fusion=off`), recorded as
 //! `decode_step_specs`. Absolute numbers depend on the machine and its load.
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -352,9 +354,11 @@ mod native {
             "decode_step_total_gbps",
             (weight_bytes + kv) as f64 / t.median / 1e9,
         );
+        // Dispatches per step, whether or not the adapter can time them.
+        let dispatches: usize = by_op.values().map(|v| v.1).sum();
+        record.set("decode_step_dispatches", dispatches as u64);
         match profile.total_gpu_ns() {
             Some(total) => {
-                let dispatches: usize = by_op.values().map(|v| v.1).sum();
                 println!(
                     "one profiled step (a pass per op): GPU {:.3} ms over {dispatches} dispatches",
                     total as f64 / 1e6
@@ -369,7 +373,9 @@ mod native {
                         ns as f64 / 1e6,
                         ns as f64 / total.max(1) as f64 * 100.0
                     );
-                    record.set(&format!("decode_step_profiled_{name}_ms"), ns as f64 / 1e6);
+                    // A fused pair's name ("rms_norm+add") as a key: rms_norm_add.
+                    let key = name.replace('+', "_");
+                    record.set(&format!("decode_step_profiled_{key}_ms"), ns as f64 / 1e6);
                 }
             }
             None => println!("the adapter has no timestamp queries: no per-op GPU times"),
