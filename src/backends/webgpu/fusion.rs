@@ -127,17 +127,22 @@ impl FusedPair<'_> {
 /// compiles kernels for. `keys`: every tensor's storage (`alias::storage_keys`).
 pub(crate) fn candidate_pairs<'a>(program: &'a Program, keys: &[StorageKey]) -> Vec<FusedPair<'a>> {
     let readers = reader_counts(program);
-    program
-        .ops
-        .windows(2)
-        .enumerate()
-        .filter_map(|(first, ops)| {
-            let fusion = fusion_of(&ops[0], &ops[1])?;
-            let pair = FusedPair { first, fusion };
-            let read_once = readers.get(intermediate(&fusion) as usize) == Some(&1);
-            (read_once && distinct_storage(&pair, keys)).then_some(pair)
-        })
-        .collect()
+    let mut pairs: Vec<FusedPair<'a>> = Vec::new();
+    for (first, ops) in program.ops.windows(2).enumerate() {
+        // An op is in one pair at most (no pattern's second op is another's first today).
+        if pairs.last().is_some_and(|p| p.second() == first) {
+            continue;
+        }
+        let Some(fusion) = fusion_of(&ops[0], &ops[1]) else {
+            continue;
+        };
+        let pair = FusedPair { first, fusion };
+        let read_once = readers.get(intermediate(&fusion) as usize) == Some(&1);
+        if read_once && distinct_storage(&pair, keys) {
+            pairs.push(pair);
+        }
+    }
+    pairs
 }
 
 /// The pairs of `program` fused for the bound shapes of `ctx`: the candidates whose second op's

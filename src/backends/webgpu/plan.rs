@@ -1,6 +1,8 @@
 //! Planning orchestration: from a program and concrete shapes to a [`ShapePlan`] (where every
 //! tensor lives, the activation arena or a parameter buffer, and the dispatches of every op, in
-//! order, each op planned by its own `GpuOp`), and [`kernel_keys`], the kernels `init` compiles.
+//! order, each op planned by its own `GpuOp`, a pair of neighbouring ops that `fusion.rs` fuses
+//! planned as one dispatch at the second op's place), and [`kernel_keys`], the kernels `init`
+//! compiles.
 //! The plan's types are in `shape_plan.rs` (re-exported here).
 //!
 //! Plain Rust with no GPU objects, so it is unit-tested at full speed; `execute.rs` turns a plan
@@ -396,8 +398,8 @@ pub(crate) fn plan(
 /// Every kernel `program` can dispatch under `config`, whatever the shapes: what `init`
 /// compiles (each op's own list, e.g. row kernels in both their short-row and configured
 /// workgroup sizes, the fused kernels of the pairs that may fuse, plus the copy kernel when an
-/// op reads one storage twice). A unit test
-/// checks that plans never use a kernel outside this set.
+/// op reads one storage twice). A unit test checks that plans never use a kernel outside this
+/// set.
 pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<KernelKey> {
     let mut keys: Vec<KernelKey> = Vec::new();
     let mut add = |key: KernelKey| {
