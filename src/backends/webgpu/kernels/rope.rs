@@ -251,9 +251,14 @@ fn vec4s(dims: u32) -> u32 {
     (dims / 2).div_ceil(4).max(1)
 }
 
-/// A rope's rows and uniform block for the bound shapes: `(rows, head dim, uniforms)` with the
-/// second vector's `y` word left for the fused norm's eps.
-fn rope_uniforms(ctx: &PlanContext<'_>, rope: &Rope, eps: f32) -> Result<(usize, usize, Vec<u32>)> {
+/// A rope's rows, head dim and uniform block for the bound shapes. The block's first word is
+/// the element count (the rope kernel: a thread per element) or, for the fused norm-and-rope
+/// kernel (`fused_eps` given), the row count, with the norm's eps beside the pair count.
+fn rope_uniforms(
+    ctx: &PlanContext<'_>,
+    rope: &Rope,
+    fused_eps: Option<f32>,
+) -> Result<(usize, usize, Vec<u32>)> {
     let shape = ctx.shape(rope.x)?;
     let rank = shape.len();
     let n = ctx.numel(rope.x)?;
@@ -284,25 +289,29 @@ fn rope_uniforms(ctx: &PlanContext<'_>, rope: &Rope, eps: f32) -> Result<(usize,
     for (slot, f) in table.iter_mut().zip(&inverse) {
         *slot = f.to_bits();
     }
+    let rows = n.checked_div(head_dim).unwrap_or(0);
+    let (first, eps) = match fused_eps {
+        None => (to_u32(n, "element count")?, 0),
+        Some(eps) => (to_u32(rows, "rows")?, eps.to_bits()),
+    };
     let mut uniforms = Uniforms::new()
         .vec4([
-            to_u32(n, "element count")?,
+            first,
             to_u32(head_dim, "head dim")?,
             to_u32(heads, "heads")?,
             to_u32(seq, "sequence length")?,
         ])
-        .vec4([to_u32(inverse.len(), "rotary pairs")?, eps.to_bits(), 0, 0]);
+        .vec4([to_u32(inverse.len(), "rotary pairs")?, eps, 0, 0]);
     for chunk in table.chunks_exact(4) {
         uniforms = uniforms.vec4([chunk[0], chunk[1], chunk[2], chunk[3]]);
     }
-    let rows = n.checked_div(head_dim).unwrap_or(0);
     Ok((rows, head_dim, uniforms.finish()))
 }
 
 impl GpuOp for Rope {
     fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
         ctx.require_f32(&[self.x, self.out])?;
-        let (_, _, uniforms) = rope_uniforms(ctx, self, 0.0)?;
+        let (_, _, uniforms) = rope_uniforms(ctx, self, None)?;
         let Some(workgroups) = ctx.grid_for_threads(ctx.numel(self.x)?)? else {
             return Ok(Vec::new());
         };
@@ -335,7 +344,7 @@ impl GpuOp for Rope {
 }
 
 /// `out = rope(rms_norm(x))` in one pass: `norm` (over each head's values) fused with the
-/// `rope` that alone reads its result. The uniform block's first word is then the row count.
+/// `rope` that alone reads its result.
 ///
 /// # Errors
 /// As either op's own dispatch.
@@ -350,12 +359,11 @@ pub(crate) fn norm_rope(
             "rms_norm + rope: the norm's input is not the rope's shape",
         ));
     }
-    let (rows, head_dim, mut uniforms) = rope_uniforms(ctx, rope, norm.eps)?;
+    let (rows, head_dim, uniforms) = rope_uniforms(ctx, rope, Some(norm.eps))?;
     if let Some(weight) = norm.weight {
         ctx.require_f32(&[weight])?;
         check_vector(ctx, "rms_norm weight", weight, head_dim)?;
     }
-    uniforms[0] = to_u32(rows, "rows")?;
     let Some(workgroups) = grid_1d(rows, ctx.max_workgroups)? else {
         return Ok(Vec::new());
     };
