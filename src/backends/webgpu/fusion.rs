@@ -1,22 +1,29 @@
 //! Which neighbouring ops the WebGPU backend runs as one dispatch.
 //!
-//! A decode step is hundreds of small dispatches (Gemma 3 270M: 386), and on a real GPU each
-//! costs a launch and a barrier whatever its size. Three patterns of a decoder layer are fused
-//! here, each an op followed directly by the one op that reads its result:
+//! A decode step is hundreds of small dispatches (Gemma 3 270M: 386 unfused), and on a real GPU
+//! each costs a launch and a barrier whatever its size. These patterns of a decoder layer are
+//! fused here, each a run of neighbouring ops where every op reads the one before it:
 //! - **RMSNorm, then `add`** (Gemma's post-attention and post-FFN norms before the residual
 //!   add): `out = residual + rms_norm(x)`, in the norm's kernel (`kernels/rms_norm.rs`);
+//! - **RMSNorm, then `add`, then RMSNorm** (Gemma: the post-norm, the residual add, and the
+//!   next pre-norm, which reads the new residual stream): `sum = residual + rms_norm(x)` is
+//!   written (later layers add to it), and `out = rms_norm'(sum)` in the same pass;
+//! - **`add`, then RMSNorm** (Llama, Qwen: the residual add and the next pre-norm):
+//!   `sum = residual + x`, written, and `out = rms_norm(sum)`;
 //! - **a unary op, then `mul`** (GeGLU, SwiGLU): `out = f(gate) * up`, in the unary kernel
 //!   (`kernels/elementwise.rs`);
 //! - **RMSNorm, then `rope`** (QK-norm per head before the rotary embedding: Gemma 3, Qwen 3):
 //!   `out = rope(rms_norm(x))`, one workgroup per head row (`kernels/rope.rs`).
 //!
-//! A pair fuses only when the compile spec `fusion` is on (the default), the first op's result
-//! is read by the second op alone (not by any other op, a view, or as a program output), the
-//! second op's other operand has exactly the same shape (no broadcasting), and no two tensors
-//! the fused dispatch binds share storage. The
-//! first op's result is then never written; the fused dispatch runs at the second op's place,
-//! so the planner keeps the first op's inputs alive until then. The CPU backend runs the ops
-//! as written; results agree within f32 rounding (a GPU compiler may contract the fused
+//! A run fuses only when the compile spec `fusion` is on (the default), each result the
+//! fused dispatch does not write (a norm's or an activation's before the op that consumes it)
+//! is read by the next op alone (not by any other op, a view, or as a program output), the
+//! `add`'s and `mul`'s operands have exactly the same shape (no broadcasting), and no two
+//! tensors the fused dispatch binds share storage. An `add`'s result is always written (the
+//! residual stream is read again later). The fused dispatch runs at the last op's place, so the
+//! planner keeps the earlier ops' inputs alive until then; the earlier ops plan nothing. An op
+//! belongs to one run at most, the longest that fits, taken first to last. The CPU backend runs
+//! the ops as written; results agree within f32 rounding (a GPU compiler may contract a fused
 //! multiply and add).
 
 use crate::backends::webgpu::alias::StorageKey;
@@ -27,7 +34,7 @@ use crate::error::Result;
 use crate::program::ops::{Binary, BinaryOp, RmsNorm, Rope, Unary};
 use crate::program::{Op, Program, TensorId, UnaryOp};
 
-/// How the two ops of a pair combine.
+/// How the ops of a fused run combine.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Fusion<'a> {
     /// `out = residual + rms_norm(x)`.
@@ -38,6 +45,19 @@ pub(crate) enum Fusion<'a> {
         residual: TensorId,
         /// The add's output.
         out: TensorId,
+    },
+    /// `sum = residual + (rms_norm(x) or x)`, written; `next.out = next(sum)`.
+    AddNorm {
+        /// The norm before the add (`None`: the add's operand is `x` itself).
+        norm: Option<&'a RmsNorm>,
+        /// The add's operand that the first norm produces, or that the add reads directly.
+        x: TensorId,
+        /// The add's other operand.
+        residual: TensorId,
+        /// The add's output (read by `next` and by later ops).
+        sum: TensorId,
+        /// The norm of the sum.
+        next: &'a RmsNorm,
     },
     /// `out = rope(rms_norm(x))`.
     NormRope {
@@ -57,25 +77,24 @@ pub(crate) enum Fusion<'a> {
     },
 }
 
-/// Two neighbouring ops run as one dispatch: op `first` and op `first + 1`.
+/// Neighbouring ops `first..=last` run as one dispatch.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(crate) struct FusedPair<'a> {
-    /// Index of the first op (the second is the next one).
+pub(crate) struct FusedOps<'a> {
+    /// Index of the first op.
     pub first: usize,
-    /// What the pair computes.
+    /// Index of the last op (where the fused dispatch runs).
+    pub last: usize,
+    /// What the run computes.
     pub fusion: Fusion<'a>,
 }
 
-impl FusedPair<'_> {
-    /// Index of the second op (where the fused dispatch runs).
-    pub(crate) fn second(&self) -> usize {
-        self.first + 1
-    }
-
-    /// The pair's name in profiles.
+impl FusedOps<'_> {
+    /// The run's name in profiles.
     pub(crate) fn name(&self) -> &'static str {
         match self.fusion {
             Fusion::NormAdd { .. } => "rms_norm+add",
+            Fusion::AddNorm { norm: Some(_), .. } => "rms_norm+add+rms_norm",
+            Fusion::AddNorm { norm: None, .. } => "add+rms_norm",
             Fusion::NormRope { .. } => "rms_norm+rope",
             Fusion::Gated { unary, .. } => match unary.op {
                 UnaryOp::Gelu => "gelu+mul",
@@ -87,12 +106,18 @@ impl FusedPair<'_> {
         }
     }
 
-    /// Tensors of the first op the fused dispatch reads (alive until the second op's step).
-    pub(crate) fn first_inputs(&self) -> Vec<TensorId> {
+    /// Tensors of the earlier ops the fused dispatch reads (alive until the last op's step).
+    pub(crate) fn earlier_inputs(&self) -> Vec<TensorId> {
         match self.fusion {
             Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => {
                 std::iter::once(norm.x).chain(norm.weight).collect()
             }
+            Fusion::AddNorm {
+                norm, x, residual, ..
+            } => match norm {
+                Some(norm) => [norm.x, residual].into_iter().chain(norm.weight).collect(),
+                None => vec![x, residual],
+            },
             Fusion::Gated { unary, .. } => vec![unary.x],
         }
     }
@@ -108,6 +133,13 @@ impl FusedPair<'_> {
                 residual,
                 out,
             } => rms_norm::norm_add(ctx, norm, residual, out),
+            Fusion::AddNorm {
+                norm,
+                x,
+                residual,
+                sum,
+                next,
+            } => rms_norm::add_norm(ctx, norm, x, residual, sum, next),
             Fusion::NormRope { norm, rope } => rope::norm_rope(ctx, norm, rope),
             Fusion::Gated { unary, gate, out } => elementwise::gated_unary(ctx, unary, gate, out),
         }
@@ -117,66 +149,140 @@ impl FusedPair<'_> {
     pub(crate) fn kernels(&self, config: KernelConfig) -> Vec<KernelKey> {
         match self.fusion {
             Fusion::NormAdd { norm, .. } => rms_norm::norm_add_kernels(norm, config),
+            Fusion::AddNorm { norm, next, .. } => rms_norm::add_norm_kernels(norm, next, config),
             Fusion::NormRope { norm, rope } => rope::norm_rope_kernels(norm, rope, config),
             Fusion::Gated { unary, .. } => vec![elementwise::gated_unary_kernel(unary, config)],
         }
     }
+
+    /// The tensors the fused dispatch binds.
+    fn bound(&self) -> Vec<TensorId> {
+        let written = match self.fusion {
+            Fusion::NormAdd { out, .. } | Fusion::Gated { out, .. } => vec![out],
+            Fusion::AddNorm { sum, next, .. } => {
+                std::iter::once(sum).chain(next.weight).chain([next.out]).collect()
+            }
+            Fusion::NormRope { rope, .. } => vec![rope.positions, rope.out],
+        };
+        let read = match self.fusion {
+            Fusion::NormAdd { residual, .. } => vec![residual],
+            Fusion::Gated { gate, .. } => vec![gate],
+            Fusion::AddNorm { .. } | Fusion::NormRope { .. } => Vec::new(),
+        };
+        self.earlier_inputs()
+            .into_iter()
+            .chain(read)
+            .chain(written)
+            .collect()
+    }
 }
 
-/// The pairs of `program` that have the fusable form, whatever the shapes: what `init`
-/// compiles kernels for. `keys`: every tensor's storage (`alias::storage_keys`).
-pub(crate) fn candidate_pairs<'a>(program: &'a Program, keys: &[StorageKey]) -> Vec<FusedPair<'a>> {
+/// The runs of `program` that have a fusable form, whatever the shapes: what `init` compiles
+/// kernels for. `keys`: every tensor's storage (`alias::storage_keys`).
+pub(crate) fn candidate_runs<'a>(program: &'a Program, keys: &[StorageKey]) -> Vec<FusedOps<'a>> {
     let readers = reader_counts(program);
-    let mut pairs: Vec<FusedPair<'a>> = Vec::new();
-    for (first, ops) in program.ops.windows(2).enumerate() {
-        // An op is in one pair at most (no pattern's second op is another's first today).
-        if pairs.last().is_some_and(|p| p.second() == first) {
-            continue;
-        }
-        let Some(fusion) = fusion_of(&ops[0], &ops[1]) else {
-            continue;
-        };
-        let pair = FusedPair { first, fusion };
-        let read_once = readers.get(intermediate(&fusion) as usize) == Some(&1);
-        if read_once && distinct_storage(&pair, keys) {
-            pairs.push(pair);
+    let mut runs: Vec<FusedOps<'a>> = Vec::new();
+    let mut first = 0;
+    while first < program.ops.len() {
+        // The longest run that starts here and fits; an op is in one run at most.
+        let found = [3, 2].into_iter().find_map(|len| {
+            let ops = program.ops.get(first..first + len)?;
+            let fusion = fusion_of(ops)?;
+            let run = FusedOps {
+                first,
+                last: first + len - 1,
+                fusion,
+            };
+            let read_once = unwritten(&fusion)
+                .into_iter()
+                .all(|id| readers.get(id as usize) == Some(&1));
+            (read_once && distinct_storage(&run, keys)).then_some(run)
+        });
+        match found {
+            Some(run) => {
+                first = run.last + 1;
+                runs.push(run);
+            }
+            None => first += 1,
         }
     }
-    pairs
+    runs
 }
 
-/// The pairs of `program` fused for the bound shapes of `ctx`: the candidates whose second op's
-/// other operand (if it has one) has exactly the first op's shape.
+/// The runs of `program` fused for the bound shapes of `ctx`: the candidates whose `add` or
+/// `mul` operands have exactly the same shape.
 ///
 /// # Errors
 /// `InvalidProgram` when a tensor has no bound shape.
-pub(crate) fn fused_pairs<'a>(
+pub(crate) fn fused_runs<'a>(
     program: &'a Program,
     keys: &[StorageKey],
     ctx: &PlanContext<'_>,
-) -> Result<Vec<FusedPair<'a>>> {
-    let mut pairs = Vec::new();
-    for pair in candidate_pairs(program, keys) {
-        let same_shape = match pair.fusion {
+) -> Result<Vec<FusedOps<'a>>> {
+    let mut runs = Vec::new();
+    for run in candidate_runs(program, keys) {
+        let same_shape = match run.fusion {
             Fusion::NormAdd { norm, residual, .. } => {
                 ctx.shape(norm.out)? == ctx.shape(residual)?
             }
+            Fusion::AddNorm { x, residual, .. } => ctx.shape(x)? == ctx.shape(residual)?,
             Fusion::Gated { unary, gate, .. } => ctx.shape(unary.out)? == ctx.shape(gate)?,
             // The rope reads the norm's result alone.
             Fusion::NormRope { .. } => true,
         };
         if same_shape {
-            pairs.push(pair);
+            runs.push(run);
         }
     }
-    Ok(pairs)
+    Ok(runs)
+}
+
+/// The fusion of `ops` (two or three neighbouring ops), when they have one of the fused forms.
+fn fusion_of(ops: &[Op]) -> Option<Fusion<'_>> {
+    match ops {
+        [first, second] => pair_fusion(first, second),
+        [Op::RmsNorm(norm), add, Op::RmsNorm(next)] => {
+            let Some(Fusion::NormAdd { residual, out, .. }) = pair_fusion(&ops[0], add) else {
+                return None;
+            };
+            (next.x == out).then_some(Fusion::AddNorm {
+                norm: Some(norm),
+                x: norm.out,
+                residual,
+                sum: out,
+                next,
+            })
+        }
+        _ => None,
+    }
 }
 
 /// The fusion of `first` followed by `second`, when they have one of the fused forms.
-fn fusion_of<'a>(first: &'a Op, second: &'a Op) -> Option<Fusion<'a>> {
-    if let (Op::RmsNorm(norm), Op::Rope(rope)) = (first, second) {
-        return (rope.x == norm.out && rope.positions != norm.out)
-            .then_some(Fusion::NormRope { norm, rope });
+fn pair_fusion<'a>(first: &'a Op, second: &'a Op) -> Option<Fusion<'a>> {
+    match (first, second) {
+        (Op::RmsNorm(norm), Op::Rope(rope)) => {
+            return (rope.x == norm.out && rope.positions != norm.out)
+                .then_some(Fusion::NormRope { norm, rope });
+        }
+        (
+            Op::Binary(Binary {
+                op: BinaryOp::Add,
+                a,
+                b,
+                out,
+            }),
+            Op::RmsNorm(next),
+        ) => {
+            // `add(h, h)` reads one tensor twice; the norm must read the sum.
+            return (a != b && next.x == *out).then_some(Fusion::AddNorm {
+                norm: None,
+                x: *a,
+                residual: *b,
+                sum: *out,
+                next,
+            });
+        }
+        _ => {}
     }
     let Op::Binary(Binary { op, a, b, out }) = second else {
         return None;
@@ -203,11 +309,12 @@ fn fusion_of<'a>(first: &'a Op, second: &'a Op) -> Option<Fusion<'a>> {
     }
 }
 
-/// The first op's result, which the fused dispatch never writes.
-fn intermediate(fusion: &Fusion<'_>) -> TensorId {
+/// The results the fused dispatch never writes (each read only by the op after it).
+fn unwritten(fusion: &Fusion<'_>) -> Option<TensorId> {
     match fusion {
-        Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => norm.out,
-        Fusion::Gated { unary, .. } => unary.out,
+        Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => Some(norm.out),
+        Fusion::AddNorm { norm, .. } => norm.map(|norm| norm.out),
+        Fusion::Gated { unary, .. } => Some(unary.out),
     }
 }
 
@@ -228,16 +335,10 @@ fn reader_counts(program: &Program) -> Vec<usize> {
 }
 
 /// Whether the tensors the fused dispatch binds all have storage of their own.
-fn distinct_storage(pair: &FusedPair<'_>, keys: &[StorageKey]) -> bool {
-    let (other, out) = match pair.fusion {
-        Fusion::NormAdd { residual, out, .. } => (residual, out),
-        Fusion::NormRope { rope, .. } => (rope.positions, rope.out),
-        Fusion::Gated { gate, out, .. } => (gate, out),
-    };
-    let bound: Vec<Option<&StorageKey>> = pair
-        .first_inputs()
+fn distinct_storage(run: &FusedOps<'_>, keys: &[StorageKey]) -> bool {
+    let bound: Vec<Option<&StorageKey>> = run
+        .bound()
         .into_iter()
-        .chain([other, out])
         .map(|id| keys.get(id as usize))
         .collect();
     bound

@@ -1,7 +1,7 @@
 //! Planning orchestration: from a program and concrete shapes to a [`ShapePlan`] (where every
 //! tensor lives, the activation arena or a parameter buffer, and the dispatches of every op, in
-//! order, each op planned by its own `GpuOp`, a pair of neighbouring ops that `fusion.rs` fuses
-//! planned as one dispatch at the second op's place), and [`kernel_keys`], the kernels `init`
+//! order, each op planned by its own `GpuOp`, a run of neighbouring ops that `fusion.rs` fuses
+//! planned as one dispatch at the last op's place), and [`kernel_keys`], the kernels `init`
 //! compiles.
 //! The plan's types are in `shape_plan.rs` (re-exported here).
 //!
@@ -253,9 +253,9 @@ pub(crate) fn plan(
         storage_alignment: limits.storage_alignment,
     };
     let keys = alias::storage_keys(&slots, &roots);
-    // A fused pair runs at its second op's place; its first op plans no dispatch.
+    // A fused run dispatches at its last op's place; its earlier ops plan nothing.
     let fused = if config.fusion {
-        fusion::fused_pairs(program, &keys, &ctx)?
+        fusion::fused_runs(program, &keys, &ctx)?
     } else {
         Vec::new()
     };
@@ -264,12 +264,12 @@ pub(crate) fn plan(
         .iter()
         .enumerate()
         .map(|(index, op)| {
-            let pair = fused
+            let run = fused
                 .iter()
-                .find(|p| p.first == index || p.second() == index);
-            let (name, dispatches) = match pair {
-                Some(pair) if pair.first == index => (op.name(), Ok(Vec::new())),
-                Some(pair) => (pair.name(), pair.dispatches(&ctx)),
+                .find(|run| (run.first..=run.last).contains(&index));
+            let (name, dispatches) = match run {
+                Some(run) if run.last != index => (op.name(), Ok(Vec::new())),
+                Some(run) => (run.name(), run.dispatches(&ctx)),
                 None => (op.name(), gpu_op(op).dispatches(&ctx, index)),
             };
             let dispatches = dispatches.map_err(|e| {
@@ -305,10 +305,10 @@ pub(crate) fn plan(
         }
         touch(op.output(), index + 1, true);
     }
-    // A fused pair reads its first op's inputs at the second op's step.
-    for pair in &fused {
-        for input in pair.first_inputs() {
-            touch(input, pair.second() + 1, false);
+    // A fused run reads its earlier ops' inputs at its last op's step.
+    for run in &fused {
+        for input in run.earlier_inputs() {
+            touch(input, run.last + 1, false);
         }
     }
     for &output in &program.outputs {
@@ -397,7 +397,7 @@ pub(crate) fn plan(
 
 /// Every kernel `program` can dispatch under `config`, whatever the shapes: what `init`
 /// compiles (each op's own list, e.g. row kernels in both their short-row and configured
-/// workgroup sizes, the fused kernels of the pairs that may fuse, plus the copy kernel when an
+/// workgroup sizes, the fused kernels of the runs that may fuse, plus the copy kernel when an
 /// op reads one storage twice). A unit test checks that plans never use a kernel outside this
 /// set.
 pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<KernelKey> {
@@ -418,13 +418,13 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
         Ok(alias::storage_keys(&slots, &roots))
     });
     if let Ok(storage) = storage {
-        let pairs = if config.fusion {
-            fusion::candidate_pairs(program, &storage)
+        let runs = if config.fusion {
+            fusion::candidate_runs(program, &storage)
         } else {
             Vec::new()
         };
-        for pair in pairs {
-            pair.kernels(config).into_iter().for_each(&mut add);
+        for run in runs {
+            run.kernels(config).into_iter().for_each(&mut add);
         }
         alias::shadow_kernel(program, &storage, config.workgroup_size)
             .into_iter()

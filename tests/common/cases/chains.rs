@@ -1,8 +1,9 @@
 //! Op chains a backend may run as one pass (the WebGPU backend fuses an RMSNorm with the `add`
-//! that alone reads it, and an activation with the product that alone reads it; see its
-//! `fusion.rs`): the chains as a decoder layer writes them, and the variants that must not
-//! fuse (the intermediate read again, returned as an output, or broadcast against a vector),
-//! all against f64.
+//! that alone reads it, a residual `add` with the RMSNorm that reads its sum (after the norm
+//! that feeds the add, Gemma's post-norm), and an activation with the product that alone reads
+//! it; see its `fusion.rs`): the chains as a decoder layer writes them, and the variants that
+//! must not fuse (the intermediate read again, returned as an output, or broadcast against a
+//! vector), all against f64.
 
 use crate::common::harness::{Model, SuiteConfig, Tol, assert_close, f32_tensor};
 use crate::common::reference::{self, Ref};
@@ -28,6 +29,11 @@ fn rms_norm(x: &Ref, weight: &[f32]) -> Ref {
         );
     }
     Ref::from_f64(&x.shape, data)
+}
+
+/// `x / sqrt(mean(x^2) + eps)` over rows of `width`, in f64.
+fn rms_norm_unweighted(x: &Ref, width: usize) -> Ref {
+    rms_norm(x, &vec![1.0; width])
 }
 
 /// `x * sigmoid(x)` in f64.
@@ -109,5 +115,81 @@ pub async fn norm_add_and_gated_chains(backend: SharedBackend, config: SuiteConf
     assert_close("silu(z) + up * silu(z)", &got[1], &want_again, tol);
     let want_broadcast = reference::binary(&normed, &rbias, |a, b| a + b);
     assert_close("rms_norm(x * y) + bias", &got[2], &want_broadcast, tol);
+}
+}
+
+op_case! {
+/// A residual stream as decoder layers write it, rows of 40 (3 of them; 1100, past one
+/// workgroup's stride, in a second program): `s1 = x + rms_norm(a)` (Gemma's post-norm and
+/// residual add), `h = rms_norm'(s1)` (the next pre-norm), `s2 = s1 + h * y` (s1 read again),
+/// `g = rms_norm(s2)` without a weight (Llama's add then pre-norm), the output `s2 + g`; then
+/// the post-norm's result read twice (only the add and the norm after it may fuse).
+pub async fn residual_add_and_next_norm_chains(backend: SharedBackend, config: SuiteConfig) {
+    for (rows, width, seed) in [(3usize, 40usize, 71u64), (2, 1100, 72)] {
+        let shape = [rows, width];
+        let mut rng = Rng::new(seed);
+        let (x, a, y) = (
+            rng.vec(rows * width, -2.0, 2.0),
+            rng.vec(rows * width, -3.0, 3.0),
+            rng.vec(rows * width, -1.0, 1.0),
+        );
+        let w1: Vec<f32> = (0..width).map(|j| 0.5 + 0.01 * (j % 50) as f32).collect();
+        let w2: Vec<f32> = (0..width).map(|j| 1.5 - 0.02 * (j % 40) as f32).collect();
+        let (rx, ra, ry) = (Ref::new(&shape, &x), Ref::new(&shape, &a), Ref::new(&shape, &y));
+        let post = rms_norm(&ra, &w1);
+        let s1 = reference::binary(&rx, &post, |a, b| a + b);
+        let h = rms_norm(&s1, &w2);
+        let s2 = reference::binary(&s1, &reference::binary(&h, &ry, |a, b| a * b), |a, b| a + b);
+        let g = rms_norm_unweighted(&s2, width);
+        let total = reference::binary(&s2, &g, |a, b| a + b);
+        let tol = Tol {
+            rel: config.reduction.rel + 2e-6,
+            abs: config.reduction.abs,
+        };
+        let inputs = || {
+            vec![
+                f32_tensor(&shape, x.clone()),
+                f32_tensor(&shape, a.clone()),
+                f32_tensor(&shape, y.clone()),
+            ]
+        };
+        let norm = |model: &mut Model, x, weight| {
+            model.b.push(|out| RmsNorm { x, weight, eps: EPS, out }).unwrap()
+        };
+
+        let mut model = Model::new();
+        let (xi, ai, yi) = (
+            model.input("x", &shape),
+            model.input("a", &shape),
+            model.input("y", &shape),
+        );
+        let (w1i, w2i) = (model.param("w1", &[width], &w1), model.param("w2", &[width], &w2));
+        let pi = norm(&mut model, ai, Some(w1i));
+        let s1i = model.b.binary(BinaryOp::Add, xi, pi).unwrap();
+        let hi = norm(&mut model, s1i, Some(w2i));
+        let hy = model.b.binary(BinaryOp::Mul, hi, yi).unwrap();
+        let s2i = model.b.binary(BinaryOp::Add, s1i, hy).unwrap();
+        let gi = norm(&mut model, s2i, None);
+        let ti = model.b.binary(BinaryOp::Add, s2i, gi).unwrap();
+        model.b.output(ti).output(hi);
+        let got = model.run(&backend, inputs()).await;
+        assert_close("rms_norm'(x + rms_norm(a))", &got[1], &h, tol);
+        assert_close("s2 + rms_norm(s2)", &got[0], &total, tol);
+
+        // The post-norm's result read twice: the add and the next norm alone may fuse.
+        let mut model = Model::new();
+        let (xi, ai) = (model.input("x", &shape), model.input("a", &shape));
+        model.input("y", &shape);
+        let (w1i, w2i) = (model.param("w1", &[width], &w1), model.param("w2", &[width], &w2));
+        let pi = norm(&mut model, ai, Some(w1i));
+        let s1i = model.b.binary(BinaryOp::Add, pi, xi).unwrap();
+        let hi = norm(&mut model, s1i, Some(w2i));
+        let again = model.b.binary(BinaryOp::Add, hi, pi).unwrap();
+        model.b.output(again).output(s1i);
+        let got = model.run(&backend, inputs()).await;
+        assert_close("x + rms_norm(a), an output", &got[1], &s1, tol);
+        let want = reference::binary(&h, &post, |a, b| a + b);
+        assert_close("rms_norm'(s1) + rms_norm(a)", &got[0], &want, tol);
+    }
 }
 }

@@ -2,8 +2,11 @@
 //! the mean square by the shared tree reduction, then `x * inverse_rms * weight` (or
 //! `x * inverse_rms` without a weight: a kernel of its own, with one binding fewer). The
 //! residual form adds a second tensor to each result in the same pass: an RMSNorm fused with
-//! the `add` that is its only reader (Gemma's post-norms before the residual add; the planner
-//! decides, see `fusion.rs`).
+//! the `add` that is its only reader (Gemma's post-norms before the residual add). The
+//! add-then-norm form writes the residual sum `residual + x` (or `residual + rms_norm(x)`) and
+//! normalises that sum in the same pass: the residual add fused with the next layer's pre-norm
+//! (Llama, Qwen; Gemma with its post-norm before the add). The planner decides which to use
+//! (see `fusion.rs`).
 
 use crate::backends::webgpu::kernels::rows::{
     REDUCE, check_vector, row_workgroup, row_workgroups, rows_of,
@@ -217,4 +220,199 @@ fn norm(
             .collect(),
         workgroups,
     }])
+}
+
+/// The add-then-norm kernel: per row, `sum = residual + t` with `t = x` or
+/// `t = x * inverse_rms(x) (* first_weight)`, written to `sum`, then
+/// `out = sum * inverse_rms(sum) (* next_weight)`. Each thread reads back only the sums it wrote
+/// itself, so the row needs no storage barrier; the second mean square is of the sums as
+/// stored (what the unfused norm reads).
+const ADD_NORM: &str = r"
+struct Params {
+    // x: rows, y: H, z: the first norm's eps, w: the second norm's eps (f32 bits)
+    head: vec4<u32>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;
+@group(0) @binding(1) var<storage, read_write> x: array<f32>;
+@group(0) @binding(2) var<storage, read_write> residual: array<f32>;
+@group(0) @binding(3) var<storage, read_write> summed: array<f32>;
+@group(0) @binding(4) var<storage, read_write> out: array<f32>;
+{{WEIGHT_BINDINGS}}
+
+{{INVERSE_RMS}}
+
+@compute @workgroup_size({{WG}})
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
+        @builtin(local_invocation_index) lid: u32) {
+    let row = flat_group(wid, nwg);
+    if (row >= p.head.x) {
+        return;
+    }
+    let h = p.head.y;
+    let base = row * h;
+    {{FIRST_INV}}
+    var q = 0.0;
+    for (var j = lid; j < h; j = j + {{WG}}u) {
+        let s = residual[base + j] + x[base + j]{{FIRST_SCALE}};
+        summed[base + j] = s;
+        q = q + s * s;
+    }
+    let mean_square = reduce_sum(lid, q) / f32(h);
+    let inv = 1.0 / sqrt(mean_square + bitcast<f32>(p.head.w));
+    for (var j = lid; j < h; j = j + {{WG}}u) {
+        out[base + j] = summed[base + j] * inv{{NEXT_SCALE}};
+    }
+}
+";
+
+/// The add-then-norm kernel ([`add_norm`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct AddNormKey {
+    /// The norm before the add: `None` when the add reads `x` itself, else whether that norm
+    /// multiplies by a weight.
+    pub first: Option<bool>,
+    /// Whether the norm of the sum multiplies by a weight.
+    pub next_weighted: bool,
+    /// Threads per row.
+    pub wg: u32,
+}
+
+impl AddNormKey {
+    /// Whether the first norm's weight is bound.
+    fn first_weighted(&self) -> bool {
+        self.first == Some(true)
+    }
+}
+
+impl Kernel for AddNormKey {
+    fn storage_bindings(&self) -> u32 {
+        4 + u32::from(self.first_weighted()) + u32::from(self.next_weighted)
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn workgroup_storage_bytes(&self) -> u32 {
+        self.wg * 4
+    }
+
+    fn body(&self) -> String {
+        let mut bindings = Vec::new();
+        let mut binding = 5;
+        let mut first_scale = String::new();
+        if self.first.is_some() {
+            first_scale.push_str(" * first_inv");
+        }
+        if self.first_weighted() {
+            bindings.push(format!(
+                "@group(0) @binding({binding}) var<storage, read_write> first_weight: array<f32>;"
+            ));
+            binding += 1;
+            first_scale.push_str(" * first_weight[j]");
+        }
+        let next_scale = if self.next_weighted {
+            bindings.push(format!(
+                "@group(0) @binding({binding}) var<storage, read_write> next_weight: array<f32>;"
+            ));
+            " * next_weight[j]"
+        } else {
+            ""
+        };
+        let (inverse_rms, first_inv) = if self.first.is_some() {
+            (
+                INVERSE_RMS,
+                "let first_inv = inverse_rms(base, h, lid, bitcast<f32>(p.head.z));",
+            )
+        } else {
+            ("", "")
+        };
+        let body = ADD_NORM
+            .replace("{{WEIGHT_BINDINGS}}", &bindings.join("\n"))
+            .replace("{{INVERSE_RMS}}", inverse_rms)
+            .replace("{{FIRST_INV}}", first_inv)
+            .replace("{{FIRST_SCALE}}", &first_scale)
+            .replace("{{NEXT_SCALE}}", next_scale);
+        with_wg(&format!("{REDUCE}\n{body}"), self.wg)
+    }
+}
+
+/// `sum = residual + (rms_norm(x) or x)` and `next.out = next(sum)` in one pass: the residual
+/// add (after `first`, the norm that produces its operand, where given) fused with the norm
+/// that reads its result. `x` is the first norm's input, or the add's operand without one.
+///
+/// # Errors
+/// As the ops' own dispatches; `InvalidProgram` when `residual` differs from `x`'s shape or
+/// `next` does not read `sum`.
+pub(crate) fn add_norm(
+    ctx: &PlanContext<'_>,
+    first: Option<&RmsNorm>,
+    x: TensorId,
+    residual: TensorId,
+    sum: TensorId,
+    next: &RmsNorm,
+) -> Result<Vec<Dispatch>> {
+    let x = first.map_or(x, |first| first.x);
+    ctx.require_f32(&[x, residual, sum, next.out])?;
+    if ctx.shape(residual)? != ctx.shape(x)? || next.x != sum {
+        return Err(Error::invalid_program(format!(
+            "add + rms_norm: residual has shape {:?}, the add's other operand {:?}",
+            ctx.shape(residual)?,
+            ctx.shape(x)?
+        )));
+    }
+    let (rows, h) = rows_of(ctx, "add + rms_norm", x, sum)?;
+    rows_of(ctx, "add + rms_norm", sum, next.out)?;
+    let weights: Vec<TensorId> = first
+        .and_then(|first| first.weight)
+        .into_iter()
+        .chain(next.weight)
+        .collect();
+    for &weight in &weights {
+        ctx.require_f32(&[weight])?;
+        check_vector(ctx, "rms_norm weight", weight, h)?;
+    }
+    let Some(workgroups) = grid_1d(rows, ctx.max_workgroups)? else {
+        return Ok(Vec::new());
+    };
+    let first_eps = first.map_or(0.0, |first| first.eps);
+    Ok(vec![Dispatch {
+        key: KernelKey::new(AddNormKey {
+            first: first.map(|first| first.weight.is_some()),
+            next_weighted: next.weight.is_some(),
+            wg: row_workgroup(ctx, h),
+        }),
+        uniforms: Uniforms::new()
+            .vec4([
+                to_u32(rows, "rows")?,
+                to_u32(h, "row length")?,
+                first_eps.to_bits(),
+                next.eps.to_bits(),
+            ])
+            .finish(),
+        bindings: [x, residual, sum, next.out]
+            .into_iter()
+            .chain(weights)
+            .map(Binding::Tensor)
+            .collect(),
+        workgroups,
+    }])
+}
+
+/// The kernels of [`add_norm`] under `config`.
+pub(crate) fn add_norm_kernels(
+    first: Option<&RmsNorm>,
+    next: &RmsNorm,
+    config: KernelConfig,
+) -> Vec<KernelKey> {
+    row_workgroups(config)
+        .map(|wg| {
+            KernelKey::new(AddNormKey {
+                first: first.map(|first| first.weight.is_some()),
+                next_weighted: next.weight.is_some(),
+                wg,
+            })
+        })
+        .to_vec()
 }

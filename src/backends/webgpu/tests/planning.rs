@@ -8,7 +8,9 @@ use crate::backends::webgpu::kernels::{self, KernelConfig, MatMulKernel};
 use crate::backends::webgpu::plan::{PlanLimits, ShapePlan, Storage, kernel_keys, plan};
 use crate::error::{ErrorCode, Result};
 use crate::program::ops;
-use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, UnaryOp, bind_shapes};
+use crate::program::{
+    BinaryOp, DType, Dim, Op, Program, ProgramBuilder, TensorId, UnaryOp, bind_shapes,
+};
 
 const CONFIG: KernelConfig = KernelConfig {
     workgroup_size: 256,
@@ -469,8 +471,9 @@ fn shadows_copy_before_the_op_and_live_one_step() {
 fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
     // t = x * y; a = rms_norm(t); z = x + a (fused: the norm plans nothing, the add runs both,
     // and t, last read by the norm, must not share bytes with z); m = up * silu(z) (fused);
-    // then chains that must not fuse: silu(z) read twice, the norm's result an output, a
-    // broadcast add.
+    // then chains that must not fuse as pairs: silu(g2) read twice, the norm's result an
+    // output, a broadcast add; each add read by the norm after it fuses with that norm
+    // (`add+rms_norm`: the sum is written, the norm's result too).
     let mut b = ProgramBuilder::new();
     let x = b.input("x", DType::F32, dims(&[4, 8]));
     let y = b.input("y", DType::F32, dims(&[4, 8]));
@@ -516,10 +519,10 @@ fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
             ("silu+mul", 1),
             ("silu", 1),
             ("mul", 1),
-            ("add", 1),
-            ("rms_norm", 1),
-            ("add", 1),
-            ("rms_norm", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
             ("add", 1),
         ]
         .to_vec(),
@@ -533,6 +536,84 @@ fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
         assert!(dispatch.bindings.contains(&kernels::Binding::Tensor(first)));
         let keys = kernel_keys(&program, CONFIG);
         assert!(keys.contains(&dispatch.key), "{:?}", dispatch.key);
+    }
+}
+
+#[test]
+fn a_post_norm_its_residual_add_and_the_next_norm_run_as_one_dispatch() {
+    // Gemma's residual stream: x1 = x + rms_norm(a) (post-norm), h = rms_norm'(x1) (the next
+    // pre-norm), x2 = x1 + h * y (x1 read again later: written by the fused dispatch); then
+    // the same three ops where the post-norm's result is read twice (post2): only the add
+    // and the norm after it fuse (and x2's add with post2's norm before them).
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[3, 8]));
+    let a = b.input("a", DType::F32, dims(&[3, 8]));
+    let y = b.input("y", DType::F32, dims(&[3, 8]));
+    let w1 = b.param("w1", DType::F32, dims(&[8]), "s", "w1");
+    let w2 = b.param("w2", DType::F32, dims(&[8]), "s", "w2");
+    let norm = |b: &mut ProgramBuilder, x, weight| {
+        b.push(|out| ops::RmsNorm {
+            x,
+            weight,
+            eps: 1e-6,
+            out,
+        })
+        .unwrap()
+    };
+    let post = norm(&mut b, a, Some(w1));
+    let x1 = b.binary(BinaryOp::Add, x, post).unwrap();
+    let h = norm(&mut b, x1, Some(w2));
+    let hy = b.binary(BinaryOp::Mul, h, y).unwrap();
+    let x2 = b.binary(BinaryOp::Add, x1, hy).unwrap();
+    let post2 = norm(&mut b, x2, None);
+    let x3 = b.binary(BinaryOp::Add, post2, x2).unwrap();
+    let h2 = norm(&mut b, x3, None);
+    let twice = b.binary(BinaryOp::Add, h2, post2).unwrap();
+    b.output(twice);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[3, 8], &[3, 8], &[3, 8]]).unwrap();
+    let shape: Vec<(&str, usize)> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("rms_norm", 0),
+            ("add", 0),
+            ("rms_norm+add+rms_norm", 1),
+            ("mul", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
+            ("add", 1),
+        ]
+        .to_vec(),
+        "{:#?}",
+        plan.ops
+    );
+    let fused = &plan.ops[2].dispatches[0];
+    let tensors = |ids: &[TensorId]| -> Vec<kernels::Binding> {
+        ids.iter().map(|&id| kernels::Binding::Tensor(id)).collect()
+    };
+    assert_eq!(fused.bindings, tensors(&[a, x, x1, h, w1, w2]));
+    assert_eq!(fused.workgroups, [3, 1, 1], "one workgroup per row");
+    assert_eq!(
+        plan.ops[7].dispatches[0].bindings,
+        tensors(&[post2, x2, x3, h2])
+    );
+    let keys = kernel_keys(&program, CONFIG);
+    for op in [2, 7] {
+        assert!(keys.contains(&plan.ops[op].dispatches[0].key));
+    }
+    // a and x are read at the fused step: nothing written there shares their bytes.
+    let range = |id| binding_range(&plan, kernels::Binding::Tensor(id)).unwrap();
+    for read in [a, x] {
+        for written in [x1, h] {
+            assert!(!overlap(range(read), range(written)), "{read} and {written} share bytes");
+        }
     }
 }
 
