@@ -365,15 +365,17 @@ mod native {
                 );
                 record.set("decode_step_profiled_gpu_ms", total as f64 / 1e6);
                 record.set("decode_step_profiled_dispatches", dispatches as u64);
-                let mut ops: Vec<_> = by_op.into_iter().collect();
+                // Ops that dispatch nothing (the earlier ops of a fused run, views) are left out.
+                let mut ops: Vec<_> = by_op.into_iter().filter(|(_, (_, n))| *n > 0).collect();
                 ops.sort_by_key(|(_, (ns, _))| std::cmp::Reverse(*ns));
+                let width = ops.iter().map(|(name, _)| name.len()).max().unwrap_or(0);
                 for (name, (ns, count)) in ops {
                     println!(
-                        "  {name:<12} {:>9.3} ms {:>5.1}%  {count} dispatches",
+                        "  {name:<width$} {:>9.3} ms {:>5.1}%  {count} dispatches",
                         ns as f64 / 1e6,
                         ns as f64 / total.max(1) as f64 * 100.0
                     );
-                    // A fused pair's name ("rms_norm+add") as a key: rms_norm_add.
+                    // A fused run's name ("rms_norm+add") as a key: rms_norm_add.
                     let key = name.replace('+', "_");
                     record.set(&format!("decode_step_profiled_{key}_ms"), ns as f64 / 1e6);
                 }

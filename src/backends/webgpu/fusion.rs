@@ -159,9 +159,10 @@ impl FusedOps<'_> {
     fn bound(&self) -> Vec<TensorId> {
         let written = match self.fusion {
             Fusion::NormAdd { out, .. } | Fusion::Gated { out, .. } => vec![out],
-            Fusion::AddNorm { sum, next, .. } => {
-                std::iter::once(sum).chain(next.weight).chain([next.out]).collect()
-            }
+            Fusion::AddNorm { sum, next, .. } => std::iter::once(sum)
+                .chain(next.weight)
+                .chain([next.out])
+                .collect(),
             Fusion::NormRope { rope, .. } => vec![rope.positions, rope.out],
         };
         let read = match self.fusion {

@@ -467,6 +467,17 @@ fn shadows_copy_before_the_op_and_live_one_step() {
     assert_eq!(plan.arena_bytes, 3 * 256);
 }
 
+/// `rms_norm(x) (* weight)` with eps 1e-6, pushed onto `b`.
+fn push_norm(b: &mut ProgramBuilder, x: TensorId, weight: Option<TensorId>) -> TensorId {
+    b.push(|out| ops::RmsNorm {
+        x,
+        weight,
+        eps: 1e-6,
+        out,
+    })
+    .unwrap()
+}
+
 #[test]
 fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
     // t = x * y; a = rms_norm(t); z = x + a (fused: the norm plans nothing, the add runs both,
@@ -480,15 +491,7 @@ fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
     let up = b.input("up", DType::F32, dims(&[4, 8]));
     let w = b.param("w", DType::F32, dims(&[8]), "s", "w");
     let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
-    let norm = |b: &mut ProgramBuilder, x| {
-        b.push(|out| ops::RmsNorm {
-            x,
-            weight: Some(w),
-            eps: 1e-6,
-            out,
-        })
-        .unwrap()
-    };
+    let norm = |b: &mut ProgramBuilder, x| push_norm(b, x, Some(w));
     let t = b.binary(BinaryOp::Mul, x, y).unwrap();
     let a = norm(&mut b, t);
     let z = b.binary(BinaryOp::Add, x, a).unwrap();
@@ -551,15 +554,7 @@ fn a_post_norm_its_residual_add_and_the_next_norm_run_as_one_dispatch() {
     let y = b.input("y", DType::F32, dims(&[3, 8]));
     let w1 = b.param("w1", DType::F32, dims(&[8]), "s", "w1");
     let w2 = b.param("w2", DType::F32, dims(&[8]), "s", "w2");
-    let norm = |b: &mut ProgramBuilder, x, weight| {
-        b.push(|out| ops::RmsNorm {
-            x,
-            weight,
-            eps: 1e-6,
-            out,
-        })
-        .unwrap()
-    };
+    let norm = push_norm;
     let post = norm(&mut b, a, Some(w1));
     let x1 = b.binary(BinaryOp::Add, x, post).unwrap();
     let h = norm(&mut b, x1, Some(w2));
@@ -612,7 +607,10 @@ fn a_post_norm_its_residual_add_and_the_next_norm_run_as_one_dispatch() {
     let range = |id| binding_range(&plan, kernels::Binding::Tensor(id)).unwrap();
     for read in [a, x] {
         for written in [x1, h] {
-            assert!(!overlap(range(read), range(written)), "{read} and {written} share bytes");
+            assert!(
+                !overlap(range(read), range(written)),
+                "{read} and {written} share bytes"
+            );
         }
     }
 }
