@@ -21,6 +21,8 @@
 //                                         prompt, median of 3 runs after a warm-up)
 //   gen_decode_tok_s_cpu / _webgpu        generated tokens per second after the first (CPU:
 //                                         32 tokens, median of 3 runs; WebGPU: 4 tokens, one run)
+// Every _cpu key also as _cpu_int8: the CPU backend with int8 activations (the load option
+// cpuActivations: 'int8'), whose numerics are llama.cpp's CPU backend's.
 // plus gen_*_spread ((max - min) / median of the medians' runs), gen_*_positions (how many
 // positions a fraction is of) and gen_max_gap_at_disagreement_llamacpp_cpu (our logit margin
 // between our top-1 and llama.cpp's token where they differ: small means a near-tie).
@@ -65,16 +67,18 @@ export async function run(ctx) {
   const llamacpp = JSON.parse(await readFile(path.join(ctx.root, 'tests/fixtures/gemma/llamacpp_greedy.json'), 'utf8'));
   const out = {};
 
-  // --- CPU: every prompt, teacher-forced through the reference prompt and llama.cpp's continuation ---
-  {
+  // --- CPU: every prompt, teacher-forced through the reference prompt and llama.cpp's continuation;
+  // with its default f32 activations (`_cpu`), then with int8 activations (`_cpu_int8`: the load
+  // option cpuActivations 'int8', llama.cpp's CPU numerics) ---
+  for (const [suffix, cpuActivations] of [['cpu', 'f32'], ['cpu_int8', 'int8']]) {
     const p = await ctx.openHarnessPage();
     const r = await p.evaluate(
-      async ({ modelUrl, referenceUrl, llamacpp, runs, cosineSource }) => {
+      async ({ modelUrl, referenceUrl, llamacpp, runs, cosineSource, cpuActivations }) => {
         const wd = window.wd;
         const minRowCosine = new Function(`return ${cosineSource}`)();
         const reference = await (await fetch(referenceUrl + 'reference.json')).json();
         const vocab = reference.n_vocab;
-        const gen = await wd.Generator.load(modelUrl, { backend: 'cpu', logits: true, contextLength: 1024 });
+        const gen = await wd.Generator.load(modelUrl, { backend: 'cpu', cpuActivations, logits: true, contextLength: 1024 });
         let cosineMin = Infinity;
         let top1Agree = 0;
         let top1Total = 0;
@@ -120,7 +124,7 @@ export async function run(ctx) {
         gen.destroy();
 
         // Speed: a 128-token prompt (the long prompt's first 128 tokens), 32 new tokens.
-        const plain = await wd.Generator.load(modelUrl, { backend: 'cpu', contextLength: 1024 });
+        const plain = await wd.Generator.load(modelUrl, { backend: 'cpu', cpuActivations, contextLength: 1024 });
         const long = reference.prompts.reduce((a, b) => (b.ids.length > a.ids.length ? b : a));
         const text = plain.detokenize(long.ids.slice(1, 128));
         const prefill = [];
@@ -137,20 +141,20 @@ export async function run(ctx) {
         plain.destroy();
         return { cosineMin, top1Agree, top1Total, forcedAgree, forcedTotal, maxGap, prefill, decode, promptTokens };
       },
-      { modelUrl: MODEL_URL, referenceUrl: REFERENCE_URL, llamacpp, runs: RUNS, cosineSource: minRowCosine.toString() },
+      { modelUrl: MODEL_URL, referenceUrl: REFERENCE_URL, llamacpp, runs: RUNS, cosineSource: minRowCosine.toString(), cpuActivations },
     );
-    ctx.log(`cpu: cosine min ${r.cosineMin}, top-1 ${r.top1Agree}/${r.top1Total}, teacher-forced ${r.forcedAgree}/${r.forcedTotal} (max gap ${r.maxGap.toFixed(3)}), prefill ${r.prefill.map((v) => v.toFixed(1))} tok/s (${r.promptTokens} tokens), decode ${r.decode.map((v) => v.toFixed(2))} tok/s`);
+    ctx.log(`${suffix}: cosine min ${r.cosineMin}, top-1 ${r.top1Agree}/${r.top1Total}, teacher-forced ${r.forcedAgree}/${r.forcedTotal} (max gap ${r.maxGap.toFixed(3)}), prefill ${r.prefill.map((v) => v.toFixed(1))} tok/s (${r.promptTokens} tokens), decode ${r.decode.map((v) => v.toFixed(2))} tok/s`);
     Object.assign(out, {
-      gen_logits_cosine_min_cpu: r.cosineMin,
-      gen_top1_agree_cpu: r.top1Agree / r.top1Total,
-      gen_top1_positions_cpu: r.top1Total,
-      gen_teacher_forced_agree_llamacpp_cpu: r.forcedAgree / r.forcedTotal,
-      gen_teacher_forced_positions_llamacpp_cpu: r.forcedTotal,
-      gen_max_gap_at_disagreement_llamacpp_cpu: r.maxGap,
-      gen_prefill_tok_s_cpu: median(r.prefill),
-      gen_prefill_tok_s_cpu_spread: spread(r.prefill),
-      gen_decode_tok_s_cpu: median(r.decode),
-      gen_decode_tok_s_cpu_spread: spread(r.decode),
+      [`gen_logits_cosine_min_${suffix}`]: r.cosineMin,
+      [`gen_top1_agree_${suffix}`]: r.top1Agree / r.top1Total,
+      [`gen_top1_positions_${suffix}`]: r.top1Total,
+      [`gen_teacher_forced_agree_llamacpp_${suffix}`]: r.forcedAgree / r.forcedTotal,
+      [`gen_teacher_forced_positions_llamacpp_${suffix}`]: r.forcedTotal,
+      [`gen_max_gap_at_disagreement_llamacpp_${suffix}`]: r.maxGap,
+      [`gen_prefill_tok_s_${suffix}`]: median(r.prefill),
+      [`gen_prefill_tok_s_${suffix}_spread`]: spread(r.prefill),
+      [`gen_decode_tok_s_${suffix}`]: median(r.decode),
+      [`gen_decode_tok_s_${suffix}_spread`]: spread(r.decode),
     });
   }
 

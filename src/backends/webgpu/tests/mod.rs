@@ -8,6 +8,7 @@
 
 mod buffers;
 mod elementwise;
+mod fusion;
 mod indexing;
 mod layout;
 mod lifecycle;

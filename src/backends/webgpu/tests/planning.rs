@@ -8,11 +8,9 @@ use crate::backends::webgpu::kernels::{self, KernelConfig, MatMulKernel};
 use crate::backends::webgpu::plan::{PlanLimits, ShapePlan, Storage, kernel_keys, plan};
 use crate::error::{ErrorCode, Result};
 use crate::program::ops;
-use crate::program::{
-    BinaryOp, DType, Dim, Op, Program, ProgramBuilder, TensorId, UnaryOp, bind_shapes,
-};
+use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, UnaryOp, bind_shapes};
 
-const CONFIG: KernelConfig = KernelConfig {
+pub(super) const CONFIG: KernelConfig = KernelConfig {
     workgroup_size: 256,
     matmul: MatMulKernel::Tiled64,
     f16: false,
@@ -22,7 +20,7 @@ const CONFIG: KernelConfig = KernelConfig {
     fusion: true,
 };
 
-const LIMITS: PlanLimits = PlanLimits {
+pub(super) const LIMITS: PlanLimits = PlanLimits {
     storage_alignment: 256,
     max_binding: 1 << 27,
     max_buffer: 1 << 30,
@@ -211,7 +209,7 @@ pub(super) fn every_op_program() -> Program {
     b.into_program()
 }
 
-fn plan_for(program: &Program, inputs: &[&[usize]]) -> Result<ShapePlan> {
+pub(super) fn plan_for(program: &Program, inputs: &[&[usize]]) -> Result<ShapePlan> {
     let bound = bind_shapes(program, inputs)?;
     plan(program, bound.shapes, CONFIG, LIMITS)
 }
@@ -382,7 +380,7 @@ fn oversized_shapes_are_out_of_resources() {
 }
 
 /// The storage range a binding covers: the parameter slot or the arena bytes.
-fn binding_range(plan: &ShapePlan, binding: kernels::Binding) -> Option<(Storage, u64)> {
+pub(super) fn binding_range(plan: &ShapePlan, binding: kernels::Binding) -> Option<(Storage, u64)> {
     let kernels::Binding::Tensor(id) = binding else {
         return None;
     };
@@ -390,7 +388,7 @@ fn binding_range(plan: &ShapePlan, binding: kernels::Binding) -> Option<(Storage
     Some((placement.storage, placement.bytes.max(4)))
 }
 
-fn overlap(a: (Storage, u64), b: (Storage, u64)) -> bool {
+pub(super) fn overlap(a: (Storage, u64), b: (Storage, u64)) -> bool {
     match (a, b) {
         ((Storage::Param(x), _), (Storage::Param(y), _)) => x == y,
         ((Storage::Arena(x), xn), (Storage::Arena(y), yn)) => x < y + yn && y < x + xn,
@@ -465,230 +463,4 @@ fn shadows_copy_before_the_op_and_live_one_step() {
     assert_eq!(plan.placement(shadow).unwrap().bytes, 3 * 5 * 4);
     // Three tensors live at the add's step: x, its shadow and the sum.
     assert_eq!(plan.arena_bytes, 3 * 256);
-}
-
-/// `rms_norm(x) (* weight)` with eps 1e-6, pushed onto `b`.
-fn push_norm(b: &mut ProgramBuilder, x: TensorId, weight: Option<TensorId>) -> TensorId {
-    b.push(|out| ops::RmsNorm {
-        x,
-        weight,
-        eps: 1e-6,
-        out,
-    })
-    .unwrap()
-}
-
-#[test]
-fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
-    // t = x * y; a = rms_norm(t); z = x + a (fused: the norm plans nothing, the add runs both,
-    // and t, last read by the norm, must not share bytes with z); m = up * silu(z) (fused);
-    // then chains that must not fuse as pairs: silu(g2) read twice, the norm's result an
-    // output, a broadcast add; each add read by the norm after it fuses with that norm
-    // (`add+rms_norm`: the sum is written, the norm's result too).
-    let mut b = ProgramBuilder::new();
-    let x = b.input("x", DType::F32, dims(&[4, 8]));
-    let y = b.input("y", DType::F32, dims(&[4, 8]));
-    let up = b.input("up", DType::F32, dims(&[4, 8]));
-    let w = b.param("w", DType::F32, dims(&[8]), "s", "w");
-    let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
-    let norm = |b: &mut ProgramBuilder, x| push_norm(b, x, Some(w));
-    let t = b.binary(BinaryOp::Mul, x, y).unwrap();
-    let a = norm(&mut b, t);
-    let z = b.binary(BinaryOp::Add, x, a).unwrap();
-    let g = b.unary(UnaryOp::Silu, z).unwrap();
-    let m = b.binary(BinaryOp::Mul, up, g).unwrap();
-    let g2 = b.unary(UnaryOp::Silu, m).unwrap();
-    let m2 = b.binary(BinaryOp::Mul, g2, up).unwrap();
-    let twice = b.binary(BinaryOp::Add, g2, m2).unwrap();
-    let shown = norm(&mut b, twice);
-    let z2 = b.binary(BinaryOp::Add, shown, x).unwrap();
-    let a3 = norm(&mut b, z2);
-    let broadcast = b.binary(BinaryOp::Add, a3, bias).unwrap();
-    b.output(broadcast).output(shown);
-    let program = b.into_program();
-    let plan = plan_for(&program, &[&[4, 8], &[4, 8], &[4, 8]]).unwrap();
-    let shape: Vec<(&str, usize)> = plan
-        .ops
-        .iter()
-        .map(|op| (op.name, op.dispatches.len()))
-        .collect();
-    assert_eq!(
-        shape,
-        [
-            ("mul", 1),
-            ("rms_norm", 0),
-            ("rms_norm+add", 1),
-            ("silu", 0),
-            ("silu+mul", 1),
-            ("silu", 1),
-            ("mul", 1),
-            ("add", 0),
-            ("add+rms_norm", 1),
-            ("add", 0),
-            ("add+rms_norm", 1),
-            ("add", 1),
-        ]
-        .to_vec(),
-        "{:#?}",
-        plan.ops
-    );
-    let range = |id| binding_range(&plan, kernels::Binding::Tensor(id)).unwrap();
-    assert!(!overlap(range(t), range(z)), "t and z share bytes");
-    for (fused, first) in [(2, t), (4, z)] {
-        let dispatch = &plan.ops[fused].dispatches[0];
-        assert!(dispatch.bindings.contains(&kernels::Binding::Tensor(first)));
-        let keys = kernel_keys(&program, CONFIG);
-        assert!(keys.contains(&dispatch.key), "{:?}", dispatch.key);
-    }
-}
-
-#[test]
-fn a_post_norm_its_residual_add_and_the_next_norm_run_as_one_dispatch() {
-    // Gemma's residual stream: x1 = x + rms_norm(a) (post-norm), h = rms_norm'(x1) (the next
-    // pre-norm), x2 = x1 + h * y (x1 read again later: written by the fused dispatch); then
-    // the same three ops where the post-norm's result is read twice (post2): only the add
-    // and the norm after it fuse (and x2's add with post2's norm before them).
-    let mut b = ProgramBuilder::new();
-    let x = b.input("x", DType::F32, dims(&[3, 8]));
-    let a = b.input("a", DType::F32, dims(&[3, 8]));
-    let y = b.input("y", DType::F32, dims(&[3, 8]));
-    let w1 = b.param("w1", DType::F32, dims(&[8]), "s", "w1");
-    let w2 = b.param("w2", DType::F32, dims(&[8]), "s", "w2");
-    let norm = push_norm;
-    let post = norm(&mut b, a, Some(w1));
-    let x1 = b.binary(BinaryOp::Add, x, post).unwrap();
-    let h = norm(&mut b, x1, Some(w2));
-    let hy = b.binary(BinaryOp::Mul, h, y).unwrap();
-    let x2 = b.binary(BinaryOp::Add, x1, hy).unwrap();
-    let post2 = norm(&mut b, x2, None);
-    let x3 = b.binary(BinaryOp::Add, post2, x2).unwrap();
-    let h2 = norm(&mut b, x3, None);
-    let twice = b.binary(BinaryOp::Add, h2, post2).unwrap();
-    b.output(twice);
-    let program = b.into_program();
-    let plan = plan_for(&program, &[&[3, 8], &[3, 8], &[3, 8]]).unwrap();
-    let shape: Vec<(&str, usize)> = plan
-        .ops
-        .iter()
-        .map(|op| (op.name, op.dispatches.len()))
-        .collect();
-    assert_eq!(
-        shape,
-        [
-            ("rms_norm", 0),
-            ("add", 0),
-            ("rms_norm+add+rms_norm", 1),
-            ("mul", 1),
-            ("add", 0),
-            ("add+rms_norm", 1),
-            ("add", 0),
-            ("add+rms_norm", 1),
-            ("add", 1),
-        ]
-        .to_vec(),
-        "{:#?}",
-        plan.ops
-    );
-    let fused = &plan.ops[2].dispatches[0];
-    let tensors = |ids: &[TensorId]| -> Vec<kernels::Binding> {
-        ids.iter().map(|&id| kernels::Binding::Tensor(id)).collect()
-    };
-    assert_eq!(fused.bindings, tensors(&[a, x, x1, h, w1, w2]));
-    assert_eq!(fused.workgroups, [3, 1, 1], "one workgroup per row");
-    assert_eq!(
-        plan.ops[7].dispatches[0].bindings,
-        tensors(&[post2, x2, x3, h2])
-    );
-    let keys = kernel_keys(&program, CONFIG);
-    for op in [2, 7] {
-        assert!(keys.contains(&plan.ops[op].dispatches[0].key));
-    }
-    // a and x are read at the fused step: nothing written there shares their bytes.
-    let range = |id| binding_range(&plan, kernels::Binding::Tensor(id)).unwrap();
-    for read in [a, x] {
-        for written in [x1, h] {
-            assert!(
-                !overlap(range(read), range(written)),
-                "{read} and {written} share bytes"
-            );
-        }
-    }
-}
-
-#[test]
-fn a_pair_whose_dispatch_would_bind_one_storage_twice_does_not_fuse() {
-    // x + rms_norm(x): the fused dispatch would bind x as the norm's input and as the residual.
-    let mut b = ProgramBuilder::new();
-    let x = b.input("x", DType::F32, dims(&[2, 8]));
-    let a = b
-        .push(|out| ops::RmsNorm {
-            x,
-            weight: None,
-            eps: 1e-6,
-            out,
-        })
-        .unwrap();
-    let z = b.binary(BinaryOp::Add, x, a).unwrap();
-    b.output(z);
-    let program = b.into_program();
-    let plan = plan_for(&program, &[&[2, 8]]).unwrap();
-    let names: Vec<_> = plan
-        .ops
-        .iter()
-        .map(|op| (op.name, op.dispatches.len()))
-        .collect();
-    assert_eq!(names, [("rms_norm", 1), ("add", 1)]);
-}
-
-#[test]
-fn a_per_head_norm_and_its_rope_run_as_one_dispatch() {
-    // Gemma's QK-norm: rms_norm over [seq, heads, head_dim] rows, read only by the rope.
-    let mut b = ProgramBuilder::new();
-    let x = b.input("x", DType::F32, dims(&[2, 4, 16]));
-    let positions = b.input("positions", DType::I32, dims(&[2]));
-    let w = b.param("w", DType::F32, dims(&[16]), "s", "w");
-    let normed = b
-        .push(|out| ops::RmsNorm {
-            x,
-            weight: Some(w),
-            eps: 1e-6,
-            out,
-        })
-        .unwrap();
-    let rotated = b
-        .push(|out| ops::Rope {
-            x: normed,
-            positions,
-            dims: 16,
-            base: 10_000.0,
-            style: ops::RopeStyle::Neox,
-            out,
-        })
-        .unwrap();
-    b.output(rotated);
-    let program = b.into_program();
-    let plan = plan_for(&program, &[&[2, 4, 16], &[2]]).unwrap();
-    let names: Vec<_> = plan
-        .ops
-        .iter()
-        .map(|op| (op.name, op.dispatches.len()))
-        .collect();
-    assert_eq!(names, [("rms_norm", 0), ("rms_norm+rope", 1)]);
-    let dispatch = &plan.ops[1].dispatches[0];
-    assert_eq!(dispatch.workgroups, [8, 1, 1], "one workgroup per head row");
-    assert!(kernel_keys(&program, CONFIG).contains(&dispatch.key));
-    // The compile spec fusion = off: every op dispatches alone.
-    let unfused = KernelConfig {
-        fusion: false,
-        ..CONFIG
-    };
-    let bound = bind_shapes(&program, &[&[2, 4, 16], &[2]]).unwrap();
-    let separate =
-        crate::backends::webgpu::plan::plan(&program, bound.shapes, unfused, LIMITS).unwrap();
-    let names: Vec<_> = separate
-        .ops
-        .iter()
-        .map(|op| (op.name, op.dispatches.len()))
-        .collect();
-    assert_eq!(names, [("rms_norm", 1), ("rope", 1)]);
 }

@@ -1,0 +1,492 @@
+//! The planner's fusion of neighbouring ops (`fusion.rs`), GPU-free: the fused forms as a
+//! decoder layer writes them and the variants that must not fuse, and random residual-stream
+//! programs whose fused plans must be as hazard-free as their unfused ones. Results of fused
+//! dispatches are checked against f64 by the op suite (`tests/common/cases/chains.rs`).
+
+use super::dims;
+use super::planning::{CONFIG, LIMITS, binding_range, overlap, plan_for};
+use crate::backends::webgpu::kernels::{self, KernelConfig};
+use crate::backends::webgpu::plan::{ShapePlan, Storage, kernel_keys};
+use crate::program::ops;
+use crate::program::{
+    BinaryOp, DType, Dim, Op, Program, ProgramBuilder, TensorId, UnaryOp, bind_shapes,
+};
+
+/// `rms_norm(x) (* weight)` with eps 1e-6, pushed onto `b`.
+fn push_norm(b: &mut ProgramBuilder, x: TensorId, weight: Option<TensorId>) -> TensorId {
+    b.push(|out| ops::RmsNorm {
+        x,
+        weight,
+        eps: 1e-6,
+        out,
+    })
+    .unwrap()
+}
+
+#[test]
+fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
+    // t = x * y; a = rms_norm(t); z = x + a (fused: the norm plans nothing, the add runs both,
+    // and t, last read by the norm, must not share bytes with z); m = up * silu(z) (fused);
+    // then chains that must not fuse as pairs: silu(g2) read twice, the norm's result an
+    // output, a broadcast add; each add read by the norm after it fuses with that norm
+    // (`add+rms_norm`: the sum is written, the norm's result too).
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[4, 8]));
+    let y = b.input("y", DType::F32, dims(&[4, 8]));
+    let up = b.input("up", DType::F32, dims(&[4, 8]));
+    let w = b.param("w", DType::F32, dims(&[8]), "s", "w");
+    let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
+    let norm = |b: &mut ProgramBuilder, x| push_norm(b, x, Some(w));
+    let t = b.binary(BinaryOp::Mul, x, y).unwrap();
+    let a = norm(&mut b, t);
+    let z = b.binary(BinaryOp::Add, x, a).unwrap();
+    let g = b.unary(UnaryOp::Silu, z).unwrap();
+    let m = b.binary(BinaryOp::Mul, up, g).unwrap();
+    let g2 = b.unary(UnaryOp::Silu, m).unwrap();
+    let m2 = b.binary(BinaryOp::Mul, g2, up).unwrap();
+    let twice = b.binary(BinaryOp::Add, g2, m2).unwrap();
+    let shown = norm(&mut b, twice);
+    let z2 = b.binary(BinaryOp::Add, shown, x).unwrap();
+    let a3 = norm(&mut b, z2);
+    let broadcast = b.binary(BinaryOp::Add, a3, bias).unwrap();
+    b.output(broadcast).output(shown);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[4, 8], &[4, 8], &[4, 8]]).unwrap();
+    let shape: Vec<(&str, usize)> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("mul", 1),
+            ("rms_norm", 0),
+            ("rms_norm+add", 1),
+            ("silu", 0),
+            ("silu+mul", 1),
+            ("silu", 1),
+            ("mul", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
+            ("add", 1),
+        ]
+        .to_vec(),
+        "{:#?}",
+        plan.ops
+    );
+    let range = |id| binding_range(&plan, kernels::Binding::Tensor(id)).unwrap();
+    assert!(!overlap(range(t), range(z)), "t and z share bytes");
+    for (fused, first) in [(2, t), (4, z)] {
+        let dispatch = &plan.ops[fused].dispatches[0];
+        assert!(dispatch.bindings.contains(&kernels::Binding::Tensor(first)));
+        let keys = kernel_keys(&program, CONFIG);
+        assert!(keys.contains(&dispatch.key), "{:?}", dispatch.key);
+    }
+}
+
+#[test]
+fn a_post_norm_its_residual_add_and_the_next_norm_run_as_one_dispatch() {
+    // Gemma's residual stream: x1 = x + rms_norm(a) (post-norm), h = rms_norm'(x1) (the next
+    // pre-norm), x2 = x1 + h * y (x1 read again later: written by the fused dispatch); then
+    // the same three ops where the post-norm's result is read twice (post2): only the add
+    // and the norm after it fuse (and x2's add with post2's norm before them).
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[3, 8]));
+    let a = b.input("a", DType::F32, dims(&[3, 8]));
+    let y = b.input("y", DType::F32, dims(&[3, 8]));
+    let w1 = b.param("w1", DType::F32, dims(&[8]), "s", "w1");
+    let w2 = b.param("w2", DType::F32, dims(&[8]), "s", "w2");
+    let norm = push_norm;
+    let post = norm(&mut b, a, Some(w1));
+    let x1 = b.binary(BinaryOp::Add, x, post).unwrap();
+    let h = norm(&mut b, x1, Some(w2));
+    let hy = b.binary(BinaryOp::Mul, h, y).unwrap();
+    let x2 = b.binary(BinaryOp::Add, x1, hy).unwrap();
+    let post2 = norm(&mut b, x2, None);
+    let x3 = b.binary(BinaryOp::Add, post2, x2).unwrap();
+    let h2 = norm(&mut b, x3, None);
+    let twice = b.binary(BinaryOp::Add, h2, post2).unwrap();
+    b.output(twice);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[3, 8], &[3, 8], &[3, 8]]).unwrap();
+    let shape: Vec<(&str, usize)> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(
+        shape,
+        [
+            ("rms_norm", 0),
+            ("add", 0),
+            ("rms_norm+add+rms_norm", 1),
+            ("mul", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
+            ("add", 0),
+            ("add+rms_norm", 1),
+            ("add", 1),
+        ]
+        .to_vec(),
+        "{:#?}",
+        plan.ops
+    );
+    let fused = &plan.ops[2].dispatches[0];
+    let tensors = |ids: &[TensorId]| -> Vec<kernels::Binding> {
+        ids.iter().map(|&id| kernels::Binding::Tensor(id)).collect()
+    };
+    assert_eq!(fused.bindings, tensors(&[a, x, x1, h, w1, w2]));
+    assert_eq!(fused.workgroups, [3, 1, 1], "one workgroup per row");
+    assert_eq!(
+        plan.ops[7].dispatches[0].bindings,
+        tensors(&[post2, x2, x3, h2])
+    );
+    let keys = kernel_keys(&program, CONFIG);
+    for op in [2, 7] {
+        assert!(keys.contains(&plan.ops[op].dispatches[0].key));
+    }
+    // a and x are read at the fused step: nothing written there shares their bytes.
+    let range = |id| binding_range(&plan, kernels::Binding::Tensor(id)).unwrap();
+    for read in [a, x] {
+        for written in [x1, h] {
+            assert!(
+                !overlap(range(read), range(written)),
+                "{read} and {written} share bytes"
+            );
+        }
+    }
+}
+
+#[test]
+fn a_pair_whose_dispatch_would_bind_one_storage_twice_does_not_fuse() {
+    // x + rms_norm(x): the fused dispatch would bind x as the norm's input and as the residual.
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[2, 8]));
+    let a = b
+        .push(|out| ops::RmsNorm {
+            x,
+            weight: None,
+            eps: 1e-6,
+            out,
+        })
+        .unwrap();
+    let z = b.binary(BinaryOp::Add, x, a).unwrap();
+    b.output(z);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[2, 8]]).unwrap();
+    let names: Vec<_> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(names, [("rms_norm", 1), ("add", 1)]);
+}
+
+#[test]
+fn a_per_head_norm_and_its_rope_run_as_one_dispatch() {
+    // Gemma's QK-norm: rms_norm over [seq, heads, head_dim] rows, read only by the rope.
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[2, 4, 16]));
+    let positions = b.input("positions", DType::I32, dims(&[2]));
+    let w = b.param("w", DType::F32, dims(&[16]), "s", "w");
+    let normed = b
+        .push(|out| ops::RmsNorm {
+            x,
+            weight: Some(w),
+            eps: 1e-6,
+            out,
+        })
+        .unwrap();
+    let rotated = b
+        .push(|out| ops::Rope {
+            x: normed,
+            positions,
+            dims: 16,
+            base: 10_000.0,
+            style: ops::RopeStyle::Neox,
+            out,
+        })
+        .unwrap();
+    b.output(rotated);
+    let program = b.into_program();
+    let plan = plan_for(&program, &[&[2, 4, 16], &[2]]).unwrap();
+    let names: Vec<_> = plan
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(names, [("rms_norm", 0), ("rms_norm+rope", 1)]);
+    let dispatch = &plan.ops[1].dispatches[0];
+    assert_eq!(dispatch.workgroups, [8, 1, 1], "one workgroup per head row");
+    assert!(kernel_keys(&program, CONFIG).contains(&dispatch.key));
+    // The compile spec fusion = off: every op dispatches alone.
+    let unfused = KernelConfig {
+        fusion: false,
+        ..CONFIG
+    };
+    let bound = bind_shapes(&program, &[&[2, 4, 16], &[2]]).unwrap();
+    let separate =
+        crate::backends::webgpu::plan::plan(&program, bound.shapes, unfused, LIMITS).unwrap();
+    let names: Vec<_> = separate
+        .ops
+        .iter()
+        .map(|op| (op.name, op.dispatches.len()))
+        .collect();
+    assert_eq!(names, [("rms_norm", 1), ("rope", 1)]);
+}
+
+/// A small deterministic generator (xorshift64*) for the random programs.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+
+    /// A value in `0..n` (`n > 0`).
+    fn below(&mut self, n: usize) -> usize {
+        (self.next() % n as u64) as usize
+    }
+
+    /// True with probability `percent / 100`.
+    fn chance(&mut self, percent: u64) -> bool {
+        self.next() % 100 < percent
+    }
+}
+
+/// A random program over `[rows, 8]` tensors as a decoder's residual stream writes them: norms
+/// (weighted or not), adds and products of recent tensors (sometimes one tensor twice, sometimes
+/// a broadcast vector), activations, same-shape reshapes (views sharing storage), explicit
+/// post-norm / add / pre-norm runs, and random program outputs.
+fn random_stream_program(rng: &mut Rng) -> Program {
+    let mut b = ProgramBuilder::new();
+    let rows = b.symbol("rows");
+    let shape = vec![rows, Dim::Fixed(8)];
+    let mut pool = vec![
+        b.input("x", DType::F32, shape.clone()),
+        b.input("a", DType::F32, shape.clone()),
+    ];
+    let weights = [0, 1, 2].map(|i| {
+        b.param(
+            &format!("w{i}"),
+            DType::F32,
+            dims(&[8]),
+            "s",
+            &format!("w{i}"),
+        )
+    });
+    let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
+    // Mostly the newest tensor, so that chains form; sometimes any earlier one.
+    let pick = |rng: &mut Rng, pool: &[TensorId]| {
+        if rng.chance(60) {
+            pool[pool.len() - 1]
+        } else {
+            pool[rng.below(pool.len())]
+        }
+    };
+    let weight = |rng: &mut Rng| (!rng.chance(25)).then(|| weights[rng.below(3)]);
+    for _ in 0..4 + rng.below(14) {
+        let t = match rng.below(8) {
+            0 | 1 => {
+                let x = pick(rng, &pool);
+                let w = weight(rng);
+                push_norm(&mut b, x, w)
+            }
+            2 => {
+                let (x, y) = (pick(rng, &pool), pool[rng.below(pool.len())]);
+                let y = if rng.chance(10) { x } else { y };
+                let (x, y) = if rng.chance(50) { (x, y) } else { (y, x) };
+                b.binary(BinaryOp::Add, x, y).unwrap()
+            }
+            3 => {
+                let (x, y) = (pick(rng, &pool), pool[rng.below(pool.len())]);
+                b.binary(BinaryOp::Mul, x, y).unwrap()
+            }
+            4 => {
+                let x = pick(rng, &pool);
+                let op = [UnaryOp::Silu, UnaryOp::GeluTanh][rng.below(2)];
+                b.unary(op, x).unwrap()
+            }
+            5 => {
+                let x = pick(rng, &pool);
+                if rng.chance(50) {
+                    b.binary(BinaryOp::Add, x, bias).unwrap()
+                } else {
+                    b.reshape(x, shape.clone()).unwrap()
+                }
+            }
+            _ => {
+                // A post-norm, the residual add and the next pre-norm.
+                let (a, residual) = (pick(rng, &pool), pool[rng.below(pool.len())]);
+                let w = weight(rng);
+                let post = push_norm(&mut b, a, w);
+                pool.push(post);
+                let sum = b.binary(BinaryOp::Add, residual, post).unwrap();
+                pool.push(sum);
+                let w = weight(rng);
+                push_norm(&mut b, sum, w)
+            }
+        };
+        pool.push(t);
+    }
+    b.output(pool[pool.len() - 1]);
+    for _ in 0..rng.below(3) {
+        b.output(pool[2 + rng.below(pool.len() - 2)]);
+    }
+    b.into_program()
+}
+
+/// Checks that no dispatch of `plan` can clobber a tensor still to be read: any two tensors in
+/// the arena whose storage roots differ (a reshape shares its input's) and whose live spans
+/// meet do not share bytes. A tensor's span is taken from the plan's dispatches, not from the
+/// planner's own liveness: from the first op whose dispatches bind it (an input: from before
+/// the first op) to the last (a program output: to the end).
+fn assert_no_hazard(program: &Program, plan: &ShapePlan, what: &str) {
+    let count = plan.placements.len();
+    let mut root: Vec<usize> = (0..count).collect();
+    for op in &program.ops {
+        if let Op::Reshape(reshape) = op {
+            root[reshape.out as usize] = root[reshape.x as usize];
+        }
+    }
+    let mut span: Vec<Option<(usize, usize)>> = vec![None; count];
+    let mut meet = |id: usize, step: usize| {
+        let s = span[id].get_or_insert((step, step));
+        s.0 = s.0.min(step);
+        s.1 = s.1.max(step);
+    };
+    for &input in &program.inputs {
+        meet(input as usize, 0);
+    }
+    for op in &plan.ops {
+        for dispatch in &op.dispatches {
+            for binding in &dispatch.bindings {
+                if let kernels::Binding::Tensor(id) = binding {
+                    meet(*id as usize, op.op_index + 1);
+                }
+            }
+        }
+    }
+    for &output in &program.outputs {
+        meet(output as usize, usize::MAX);
+    }
+    let arena: Vec<(usize, (usize, usize), (Storage, u64))> = (0..count)
+        .filter_map(|id| {
+            let range = binding_range(plan, kernels::Binding::Tensor(id as TensorId))?;
+            matches!(range.0, Storage::Arena(_)).then_some((id, span[id]?, range))
+        })
+        .collect();
+    for (i, &(a, (a0, a1), ra)) in arena.iter().enumerate() {
+        for &(b, (b0, b1), rb) in &arena[..i] {
+            if root[a] != root[b] && a0 <= b1 && b0 <= a1 {
+                assert!(
+                    !overlap(ra, rb),
+                    "{what}: tensors {a} (ops {a0}..={a1}) and {b} (ops {b0}..={b1}) share bytes\n{program:#?}\n{:#?}",
+                    plan.ops
+                );
+            }
+        }
+    }
+}
+
+/// Checks that every result `plan` leaves unwritten is read only inside its fused run: an op
+/// that plans no dispatch (not a view) belongs to the run that dispatches at the next op with
+/// dispatches, whose name joins the ops' names with `+`; its result is either bound by that
+/// run's dispatch (written there, as the residual sum) or read by no op after the run and not a
+/// program output.
+fn assert_unwritten_results_stay_inside_their_runs(
+    program: &Program,
+    plan: &ShapePlan,
+    what: &str,
+) {
+    for (index, op) in program.ops.iter().enumerate() {
+        if !plan.ops[index].dispatches.is_empty() || matches!(op, Op::Reshape(_)) {
+            continue;
+        }
+        let last = (index + 1..plan.ops.len())
+            .find(|&i| !plan.ops[i].dispatches.is_empty())
+            .unwrap_or_else(|| panic!("{what}: op {index} dispatches nowhere"));
+        assert!(
+            plan.ops[last].name.contains('+'),
+            "{what}: op {index} skipped outside a run"
+        );
+        let result = op.output();
+        let written = plan.ops[last]
+            .dispatches
+            .iter()
+            .any(|d| d.bindings.contains(&kernels::Binding::Tensor(result)));
+        let read_later = program.ops[last + 1..]
+            .iter()
+            .any(|later| later.inputs().contains(&result))
+            || program.outputs.contains(&result);
+        assert!(
+            written || !read_later,
+            "{what}: op {index}'s result is never written but read after its run"
+        );
+    }
+}
+
+#[test]
+fn random_residual_streams_plan_fused_without_hazards() {
+    // 400 random programs at 1 and 5 rows, fused and unfused: both plan, every fused
+    // dispatch's kernel is one init compiles and binds no storage twice, fusion never adds a
+    // dispatch, and no dispatch can overwrite a tensor still to be read.
+    let unfused = KernelConfig {
+        fusion: false,
+        ..CONFIG
+    };
+    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let (mut fused_runs, mut triples) = (0, 0);
+    for case in 0..400 {
+        let program = random_stream_program(&mut rng);
+        let keys = kernel_keys(&program, CONFIG);
+        for rows in [1usize, 5] {
+            let inputs: [&[usize]; 2] = [&[rows, 8], &[rows, 8]];
+            let fused = plan_for(&program, &inputs).unwrap();
+            let bound = bind_shapes(&program, &inputs).unwrap();
+            let separate =
+                crate::backends::webgpu::plan::plan(&program, bound.shapes, unfused, LIMITS)
+                    .unwrap();
+            let what = format!("case {case}, {rows} rows");
+            assert_no_hazard(&program, &fused, &format!("{what}, fused"));
+            assert_unwritten_results_stay_inside_their_runs(&program, &fused, &what);
+            assert_no_hazard(&program, &separate, &format!("{what}, unfused"));
+            let dispatches =
+                |plan: &ShapePlan| -> usize { plan.ops.iter().map(|op| op.dispatches.len()).sum() };
+            assert!(dispatches(&fused) <= dispatches(&separate), "{what}");
+            for dispatch in fused.ops.iter().flat_map(|op| &op.dispatches) {
+                assert!(keys.contains(&dispatch.key), "{what}: {:?}", dispatch.key);
+                // WebGPU refuses a dispatch that binds overlapping writable ranges.
+                let ranges: Vec<_> = dispatch
+                    .bindings
+                    .iter()
+                    .filter_map(|&binding| binding_range(&fused, binding))
+                    .collect();
+                for (i, &a) in ranges.iter().enumerate() {
+                    assert!(
+                        ranges[..i].iter().all(|&b| !overlap(a, b)),
+                        "{what}: {:?} binds one storage twice",
+                        dispatch.key
+                    );
+                }
+            }
+            fused_runs += fused.ops.iter().filter(|op| op.name.contains('+')).count();
+            triples += fused
+                .ops
+                .iter()
+                .filter(|op| op.name == "rms_norm+add+rms_norm")
+                .count();
+        }
+    }
+    // The generator must reach the fused forms, or the property says nothing about them.
+    assert!(
+        fused_runs > 400 && triples > 100,
+        "{fused_runs} runs, {triples} triples"
+    );
+}
