@@ -12,6 +12,9 @@
 //!   `sum = residual + x`, written, and `out = rms_norm(sum)`;
 //! - **a unary op, then `mul`** (GeGLU, SwiGLU): `out = f(gate) * up`, in the unary kernel
 //!   (`kernels/elementwise.rs`);
+//! - **a unary op, then `mul`, then `linear`** (GeGLU / SwiGLU and the FFN's down projection):
+//!   the linear reads `f(gate) * up` as it loads its activations (`kernels/linear.rs`), so the
+//!   product is never written;
 //! - **RMSNorm, then `rope`** (QK-norm per head before the rotary embedding: Gemma 3, Qwen 3):
 //!   `out = rope(rms_norm(x))`, one workgroup per head row (`kernels/rope.rs`).
 //!
@@ -27,12 +30,13 @@
 //! multiply and add).
 
 use crate::backends::webgpu::alias::StorageKey;
+use crate::backends::webgpu::kernels::linear::{self, GatedInput};
 use crate::backends::webgpu::kernels::{
     Dispatch, KernelConfig, KernelKey, PlanContext, elementwise, rms_norm, rope,
 };
 use crate::error::Result;
-use crate::program::ops::{Binary, BinaryOp, RmsNorm, Rope, Unary};
-use crate::program::{Op, Program, TensorId, UnaryOp};
+use crate::program::ops::{Binary, BinaryOp, Linear, RmsNorm, Rope, Unary};
+use crate::program::{Op, Program, TensorDecl, TensorId, UnaryOp};
 
 /// How the ops of a fused run combine.
 #[derive(Clone, Copy, Debug, PartialEq)]
@@ -75,6 +79,15 @@ pub(crate) enum Fusion<'a> {
         /// The product's output.
         out: TensorId,
     },
+    /// `linear(f(x) * gate)`.
+    GatedLinear {
+        /// The unary op.
+        unary: &'a Unary,
+        /// The product's other operand.
+        gate: TensorId,
+        /// The linear that reads the product.
+        linear: &'a Linear,
+    },
 }
 
 /// Neighbouring ops `first..=last` run as one dispatch.
@@ -103,6 +116,13 @@ impl FusedOps<'_> {
                 UnaryOp::GeluTanh => "gelu_tanh+mul",
                 UnaryOp::Silu => "silu+mul",
             },
+            Fusion::GatedLinear { unary, .. } => match unary.op {
+                UnaryOp::Gelu => "gelu+mul+linear",
+                UnaryOp::Tanh => "tanh+mul+linear",
+                UnaryOp::Relu => "relu+mul+linear",
+                UnaryOp::GeluTanh => "gelu_tanh+mul+linear",
+                UnaryOp::Silu => "silu+mul+linear",
+            },
         }
     }
 
@@ -119,6 +139,7 @@ impl FusedOps<'_> {
                 None => vec![x, residual],
             },
             Fusion::Gated { unary, .. } => vec![unary.x],
+            Fusion::GatedLinear { unary, gate, .. } => vec![unary.x, gate],
         }
     }
 
@@ -142,16 +163,24 @@ impl FusedOps<'_> {
             } => rms_norm::add_norm(ctx, norm, x, residual, sum, next),
             Fusion::NormRope { norm, rope } => rope::norm_rope(ctx, norm, rope),
             Fusion::Gated { unary, gate, out } => elementwise::gated_unary(ctx, unary, gate, out),
+            Fusion::GatedLinear {
+                unary,
+                gate,
+                linear,
+            } => linear::gated_linear(ctx, linear, GatedInput { unary, gate }),
         }
     }
 
-    /// The kernels the fused dispatch may use under `config`.
-    pub(crate) fn kernels(&self, config: KernelConfig) -> Vec<KernelKey> {
+    /// The kernels the fused dispatch may use under `config` (`tensors`: the program's).
+    pub(crate) fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         match self.fusion {
             Fusion::NormAdd { norm, .. } => rms_norm::norm_add_kernels(norm, config),
             Fusion::AddNorm { norm, next, .. } => rms_norm::add_norm_kernels(norm, next, config),
             Fusion::NormRope { norm, rope } => rope::norm_rope_kernels(norm, rope, config),
             Fusion::Gated { unary, .. } => vec![elementwise::gated_unary_kernel(unary, config)],
+            Fusion::GatedLinear { unary, linear, .. } => {
+                linear::gated_linear_kernels(linear, unary, tensors, config)
+            }
         }
     }
 
@@ -159,6 +188,10 @@ impl FusedOps<'_> {
     fn bound(&self) -> Vec<TensorId> {
         let written = match self.fusion {
             Fusion::NormAdd { out, .. } | Fusion::Gated { out, .. } => vec![out],
+            Fusion::GatedLinear { linear, .. } => std::iter::once(linear.weight)
+                .chain(linear.bias)
+                .chain([linear.out])
+                .collect(),
             Fusion::AddNorm { sum, next, .. } => std::iter::once(sum)
                 .chain(next.weight)
                 .chain([next.out])
@@ -168,7 +201,9 @@ impl FusedOps<'_> {
         let read = match self.fusion {
             Fusion::NormAdd { residual, .. } => vec![residual],
             Fusion::Gated { gate, .. } => vec![gate],
-            Fusion::AddNorm { .. } | Fusion::NormRope { .. } => Vec::new(),
+            Fusion::AddNorm { .. } | Fusion::NormRope { .. } | Fusion::GatedLinear { .. } => {
+                Vec::new()
+            }
         };
         self.earlier_inputs()
             .into_iter()
@@ -195,8 +230,8 @@ pub(crate) fn candidate_runs<'a>(program: &'a Program, keys: &[StorageKey]) -> V
                 fusion,
             };
             let read_once = unwritten(&fusion)
-                .into_iter()
-                .all(|id| readers.get(id as usize) == Some(&1));
+                .iter()
+                .all(|&id| readers.get(id as usize) == Some(&1));
             (read_once && distinct_storage(&run, keys)).then_some(run)
         });
         match found {
@@ -227,7 +262,9 @@ pub(crate) fn fused_runs<'a>(
                 ctx.shape(norm.out)? == ctx.shape(residual)?
             }
             Fusion::AddNorm { x, residual, .. } => ctx.shape(x)? == ctx.shape(residual)?,
-            Fusion::Gated { unary, gate, .. } => ctx.shape(unary.out)? == ctx.shape(gate)?,
+            Fusion::Gated { unary, gate, .. } | Fusion::GatedLinear { unary, gate, .. } => {
+                ctx.shape(unary.out)? == ctx.shape(gate)?
+            }
             // The rope reads the norm's result alone.
             Fusion::NormRope { .. } => true,
         };
@@ -242,6 +279,16 @@ pub(crate) fn fused_runs<'a>(
 fn fusion_of(ops: &[Op]) -> Option<Fusion<'_>> {
     match ops {
         [first, second] => pair_fusion(first, second),
+        [unary, mul, Op::Linear(linear)] => {
+            let Some(Fusion::Gated { unary, gate, out }) = pair_fusion(unary, mul) else {
+                return None;
+            };
+            (linear.x == out).then_some(Fusion::GatedLinear {
+                unary,
+                gate,
+                linear,
+            })
+        }
         [Op::RmsNorm(norm), add, Op::RmsNorm(next)] => {
             let Some(Fusion::NormAdd { residual, out, .. }) = pair_fusion(&ops[0], add) else {
                 return None;
@@ -311,11 +358,12 @@ fn pair_fusion<'a>(first: &'a Op, second: &'a Op) -> Option<Fusion<'a>> {
 }
 
 /// The results the fused dispatch never writes (each read only by the op after it).
-fn unwritten(fusion: &Fusion<'_>) -> Option<TensorId> {
+fn unwritten(fusion: &Fusion<'_>) -> Vec<TensorId> {
     match fusion {
-        Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => Some(norm.out),
-        Fusion::AddNorm { norm, .. } => norm.map(|norm| norm.out),
-        Fusion::Gated { unary, .. } => Some(unary.out),
+        Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => vec![norm.out],
+        Fusion::AddNorm { norm, .. } => norm.iter().map(|norm| norm.out).collect(),
+        Fusion::Gated { unary, .. } => vec![unary.out],
+        Fusion::GatedLinear { unary, linear, .. } => vec![unary.out, linear.x],
     }
 }
 

@@ -424,7 +424,9 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
             Vec::new()
         };
         for run in runs {
-            run.kernels(config).into_iter().for_each(&mut add);
+            run.kernels(&program.tensors, config)
+                .into_iter()
+                .for_each(&mut add);
         }
         alias::shadow_kernel(program, &storage, config.workgroup_size)
             .into_iter()

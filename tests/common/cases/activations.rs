@@ -12,13 +12,13 @@ use webdelegate::program::{DType, Op, ProgramBuilder, UnaryOp};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate, SharedBackend};
 
 /// PyTorch `gelu(approximate='tanh')` in f64.
-fn gelu_tanh(x: f64) -> f64 {
+pub(super) fn gelu_tanh(x: f64) -> f64 {
     let u = (2.0 / std::f64::consts::PI).sqrt() * (x + 0.044_715 * x * x * x);
     0.5 * x * (1.0 + u.tanh())
 }
 
 /// `x * sigmoid(x)` in f64.
-fn silu(x: f64) -> f64 {
+pub(super) fn silu(x: f64) -> f64 {
     x / (1.0 + (-x).exp())
 }
 

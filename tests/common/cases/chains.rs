@@ -5,6 +5,7 @@
 //! must not fuse (the intermediate read again, returned as an output, or broadcast against a
 //! vector), all against f64.
 
+use super::activations::silu;
 use crate::common::harness::{Model, SuiteConfig, Tol, assert_close, f32_tensor};
 use crate::common::reference::{self, Ref};
 use crate::common::rng::Rng;
@@ -34,11 +35,6 @@ fn rms_norm(x: &Ref, weight: &[f32]) -> Ref {
 /// `x / sqrt(mean(x^2) + eps)` over rows of `width`, in f64.
 fn rms_norm_unweighted(x: &Ref, width: usize) -> Ref {
     rms_norm(x, &vec![1.0; width])
-}
-
-/// `x * sigmoid(x)` in f64.
-fn silu(x: f64) -> f64 {
-    x / (1.0 + (-x).exp())
 }
 
 op_case! {

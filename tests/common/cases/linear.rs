@@ -6,12 +6,14 @@
 //! Tolerance of the random cases: `|got - want| <= 5e-5 * sum_k |w_nk x_mk| + 1e-6` (f32
 //! accumulation in any order stays far inside it; a wrong element is off by a whole term).
 
+use super::activations::{gelu_tanh, silu};
 use crate::common::harness::{
     Model, SCOPE, SuiteConfig, assert_error, dims, f32_tensor, init_blob,
 };
 use crate::common::rng::Rng;
 use crate::op_case;
 use webdelegate::program::ops::Linear;
+use webdelegate::program::{BinaryOp, UnaryOp};
 use webdelegate::program::{BlockFormat, DType, Op, ProgramBuilder, TensorId};
 use webdelegate::registry::SharedBackend;
 use webdelegate::{ErrorCode, Tensor};
@@ -460,6 +462,84 @@ pub async fn gather_decodes_block_tables(backend: SharedBackend, _config: SuiteC
             ErrorCode::InvalidArgument,
             &[&vocab.to_string()],
         );
+    }
+}
+}
+
+op_case! {
+/// A linear whose input is a gated activation, `linear(f(a) * u)` for `f` tanh-GELU and SiLU
+/// (GeGLU / SwiGLU before an FFN's down projection; the WebGPU backend reads the product as it
+/// loads its activations, see its `fusion.rs`), against f64 ([`check_linear`]'s tolerance): an
+/// f32 weight `[37, 70]` with a bias, and the Q8_0, Q5_0, Q4_K and Q6_K fixtures' weights
+/// decoded by the crate's dequantizer (bit-exact against gguf-py in tests/quant_blocks.rs), for
+/// `M` 1 under every GEMV kernel and 3 (tiled); then the product also a program output, so
+/// nothing fuses, which must give the same values.
+pub async fn linear_of_a_gated_activation(backend: SharedBackend, config: SuiteConfig) {
+    let mut rng = Rng::new(83);
+    let dense_w = rng.vec(37 * 70, -1.0, 1.0);
+    let dense_bias = rng.vec(37, -0.5, 0.5);
+    let mut weights: Vec<(&str, Option<BlockFormat>, usize, usize, Vec<u8>, Vec<f32>)> =
+        vec![("f32", None, 37, 70, Vec::new(), dense_w)];
+    for fixture in fixtures() {
+        let wanted = [BlockFormat::Q8_0, BlockFormat::Q5_0, BlockFormat::Q4_K, BlockFormat::Q6_K];
+        if !wanted.contains(&fixture.format) {
+            continue;
+        }
+        let mut decoded = vec![0.0f32; fixture.n * fixture.k];
+        fixture.format.dequantize(fixture.weight, &mut decoded).unwrap();
+        weights.push((
+            fixture.name,
+            Some(fixture.format),
+            fixture.n,
+            fixture.k,
+            fixture.weight.to_vec(),
+            decoded,
+        ));
+    }
+    let activations: [(UnaryOp, fn(f64) -> f64); 2] =
+        [(UnaryOp::GeluTanh, gelu_tanh), (UnaryOp::Silu, silu)];
+    for (name, format, n, k, bytes, decoded) in &weights {
+        let (n, k) = (*n, *k);
+        let bias: Vec<f32> = dense_bias.iter().cycle().take(n).copied().collect();
+        for (op, f) in activations {
+            for rows in [1usize, 3] {
+                let a = rng.vec(rows * k, -4.0, 4.0);
+                let u = rng.vec(rows * k, -1.5, 1.5);
+                let x: Vec<f32> = a
+                    .iter()
+                    .zip(&u)
+                    .map(|(&a, &u)| (f(f64::from(a)) * f64::from(u)) as f32)
+                    .collect();
+                for also_output in [false, true] {
+                    for &specs in variants(&config, rows) {
+                        let mut m = Model::new();
+                        let (ai, ui) = (m.input("a", &[rows, k]), m.input("u", &[rows, k]));
+                        let weight = match format {
+                            Some(format) => block_param(&mut m, "weight", *format, &[n, k], bytes),
+                            None => m.param("weight", &[n, k], decoded),
+                        };
+                        let b = m.param("bias", &[n], &bias);
+                        let g = m.b.unary(op, ai).unwrap();
+                        let product = m.b.binary(BinaryOp::Mul, g, ui).unwrap();
+                        let out = m
+                            .b
+                            .push(|out| Linear { x: product, weight, bias: Some(b), out })
+                            .unwrap();
+                        m.b.output(out);
+                        if also_output {
+                            m.b.output(product);
+                        }
+                        let inputs = vec![
+                            f32_tensor(&[rows, k], a.clone()),
+                            f32_tensor(&[rows, k], u.clone()),
+                        ];
+                        let got = m.run_with(&backend, specs, inputs).await;
+                        let what = format!("{name} {op:?} M={rows} {specs:?} output={also_output}");
+                        check_linear(&what, &got[0], &x, decoded, Some(&bias), n);
+                    }
+                }
+            }
+        }
     }
 }
 }

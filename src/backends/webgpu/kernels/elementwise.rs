@@ -14,6 +14,9 @@ use crate::program::ops::{Binary, Scale, Unary};
 use crate::program::{BinaryOp, TensorDecl, TensorId, UnaryOp};
 
 const UNARY: &str = include_str!("unary.wgsl");
+/// The WGSL activation functions (`gelu`, `tanh_stable`, `gelu_tanh`, `silu`, ...) that
+/// [`UnaryKind::expr`] calls: the unary kernel's, and a linear's gated input (`linear.rs`).
+pub(crate) const ACTIVATIONS: &str = include_str!("activations.wgsl");
 const BINARY: &str = include_str!("binary.wgsl");
 
 /// Which elementwise function a unary kernel applies.
@@ -34,7 +37,8 @@ pub(crate) enum UnaryKind {
 }
 
 impl UnaryKind {
-    fn of(op: UnaryOp) -> Self {
+    /// The kind of a program's unary op.
+    pub(crate) fn of(op: UnaryOp) -> Self {
         match op {
             UnaryOp::Gelu => Self::Gelu,
             UnaryOp::Tanh => Self::Tanh,
@@ -44,7 +48,9 @@ impl UnaryKind {
         }
     }
 
-    fn expr(self) -> &'static str {
+    /// The WGSL expression of the function of `v` (over [`ACTIVATIONS`]; `Scale` also reads the
+    /// unary kernel's `scale` and `bias`).
+    pub(crate) fn expr(self) -> &'static str {
         match self {
             Self::Gelu => "gelu(v)",
             Self::Tanh => "tanh_stable(v)",
@@ -86,6 +92,7 @@ impl Kernel for UnaryKey {
             ("", "")
         };
         with_wg(UNARY, self.wg)
+            .replace("{{ACTIVATIONS}}", ACTIVATIONS)
             .replace("{{EXPR}}", self.op.expr())
             .replace("{{GATE_BINDING}}", binding)
             .replace("{{GATE}}", gate)

@@ -30,14 +30,20 @@
 //!
 //! The weight is bound as `array<u32>` over its raw bytes (a block format's bytes as the file
 //! has them; the buffer is padded to a multiple of 4 bytes).
+//!
+//! Every path reads its activations through `x_at(i)`: `x[i]`, or, in the gated form,
+//! `f(x[i]) * gate[i]` (one more binding): the linear fused with the activation and the
+//! product that produce its input (GeGLU / SwiGLU before an FFN's down projection; the planner
+//! decides, see `fusion.rs`), so that product is never written.
 
+use crate::backends::webgpu::kernels::elementwise::{ACTIVATIONS, UnaryKind};
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, GemvKernel, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
     grid_1d, row_chunks, to_u32,
 };
 use crate::error::{Error, Result};
-use crate::program::ops::Linear;
-use crate::program::{DType, TensorDecl};
+use crate::program::ops::{Linear, Unary};
+use crate::program::{DType, TensorDecl, TensorId};
 use crate::quant::BlockFormat;
 
 const DECODE: &str = include_str!("linear_decode.wgsl");
@@ -45,8 +51,9 @@ const GEMV: &str = include_str!("linear_gemv.wgsl");
 const GEMV_STAGED: &str = include_str!("linear_gemv_staged.wgsl");
 const GEMV_SUBGROUP: &str = include_str!("linear_gemv_subgroup.wgsl");
 
-/// What every linear kernel binds: the uniforms and the activations, weight (raw words), output
-/// and (where `{{BIAS_DECL}}` declares it) bias.
+/// What every linear kernel binds: the uniforms and the activations, weight (raw words), output,
+/// (where `{{BIAS_DECL}}` declares it) bias and (in the gated form) gate; and `x_at`, how
+/// every path reads an activation.
 const LINEAR_INTERFACE: &str = "struct Params {
     // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
     dims: vec4<u32>,
@@ -59,7 +66,13 @@ const LINEAR_INTERFACE: &str = "struct Params {
 @group(0) @binding(1) var<storage, read_write> x: array<f32>;
 @group(0) @binding(2) var<storage, read_write> w: array<u32>;
 @group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}";
+{{BIAS_DECL}}
+{{GATE_DECL}}
+{{ACTIVATIONS}}
+// Activation i of the input rows.
+fn x_at(i: u32) -> f32 {
+    return {{X_AT}};
+}";
 
 /// The two GEMVs' activation staging (they declare `xs: array<vec4<f32>, KC / 4>`, `KC` and
 /// `NT`): x[xb + k0 ..][.. min(KC, K - k0)], zero-padded to a multiple of 8, into `xs`.
@@ -71,7 +84,7 @@ const STAGE_X: &str = "fn stage_x(xb: u32, k0: u32, lid: u32) {
         var v = vec4<f32>(0.0);
         for (var c = 0u; c < 4u; c = c + 1u) {
             if (e + c < k_len) {
-                v[c] = x[xb + e + c];
+                v[c] = x_at(xb + e + c);
             }
         }
         xs[i] = v;
@@ -294,7 +307,8 @@ impl LinearPath {
     }
 }
 
-/// A linear kernel: its path, the weight format it decodes, and whether a bias is bound.
+/// A linear kernel: its path, the weight format it decodes, whether a bias is bound, and
+/// whether its input is a gated activation.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct LinearKey {
     /// GEMV or tiled.
@@ -303,11 +317,13 @@ pub(crate) struct LinearKey {
     pub format: WeightFormat,
     /// Whether a bias is bound (binding 4).
     pub bias: bool,
+    /// The gated form's activation `f`: the activations are `f(x) * gate`, `gate` bound last.
+    pub gated: Option<UnaryKind>,
 }
 
 impl Kernel for LinearKey {
     fn storage_bindings(&self) -> u32 {
-        3 + u32::from(self.bias)
+        3 + u32::from(self.bias) + u32::from(self.gated.is_some())
     }
 
     /// The subgroup GEMV's `enable subgroups;`, which browsers require; naga (natively) does
@@ -358,6 +374,23 @@ impl Kernel for LinearKey {
         } else {
             ("", "")
         };
+        let (gate_decl, x_at) = match self.gated {
+            Some(kind) => (
+                format!(
+                    "@group(0) @binding({}) var<storage, read_write> gate: array<f32>;\n\
+                     fn activation(v: f32) -> f32 {{\n    return {};\n}}",
+                    4 + u32::from(self.bias),
+                    kind.expr()
+                ),
+                "activation(x[i]) * gate[i]",
+            ),
+            None => (String::new(), "x[i]"),
+        };
+        let activations = if self.gated.is_some() {
+            ACTIVATIONS
+        } else {
+            ""
+        };
         let (wgx, wgy, rm) = TILED_GEOMETRY;
         let template = match self.path {
             LinearPath::Gemv => GEMV,
@@ -375,6 +408,9 @@ impl Kernel for LinearKey {
         };
         template
             .replace("{{LINEAR_INTERFACE}}", LINEAR_INTERFACE)
+            .replace("{{GATE_DECL}}", &gate_decl)
+            .replace("{{ACTIVATIONS}}", activations)
+            .replace("{{X_AT}}", x_at)
             .replace("{{STAGE_X}}", STAGE_X)
             .replace("{{STAGED_BLOCKS}}", &cb.to_string())
             .replace("{{STAGED_WORDS}}", &words.to_string())
@@ -421,155 +457,228 @@ fn gemv_path(config: KernelConfig, format: WeightFormat) -> LinearPath {
 
 impl GpuOp for Linear {
     fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
-        ctx.require_f32(&[self.x, self.out])?;
-        ctx.require_f32(self.bias.as_slice())?;
-        let format = weight_format(ctx.dtype(self.weight)?, "linear")?;
-        let x_shape = ctx.shape(self.x)?;
-        let &[n, k] = ctx.shape(self.weight)? else {
-            return Err(Error::invalid_program(format!(
-                "linear: weight has shape {:?}, expected [N, K]",
-                ctx.shape(self.weight)?
-            )));
-        };
-        if x_shape.last() != Some(&k) {
-            return Err(Error::invalid_program(format!(
-                "linear: x has shape {x_shape:?}, weight rows are {k} long"
-            )));
-        }
-        let m: usize = x_shape[..x_shape.len() - 1].iter().product();
-        let mut expected = x_shape[..x_shape.len() - 1].to_vec();
-        expected.push(n);
-        if ctx.shape(self.out)? != expected.as_slice() {
-            return Err(Error::invalid_program(format!(
-                "linear: out has shape {:?}, expected {expected:?}",
-                ctx.shape(self.out)?
-            )));
-        }
-        if let Some(bias) = self.bias
-            && ctx.shape(bias)? != [n]
-        {
-            return Err(Error::invalid_program(format!(
-                "linear: bias has shape {:?}, expected [{n}]",
-                ctx.shape(bias)?
-            )));
-        }
-        let row_bytes = row_bytes(format, k, "linear")?;
-        if m == 0 || n == 0 {
-            return Ok(Vec::new());
-        }
-        let path = if m == 1 {
-            gemv_path(ctx.config, format)
-        } else {
-            LinearPath::Tiled
-        };
-        // A weight larger than one storage binding runs by row ranges, each bound alone.
-        let chunks = row_chunks(
-            n,
-            u64::from(row_bytes),
-            ctx.max_binding,
-            ctx.storage_alignment,
-        )?;
-        let split = chunks.len() > 1;
-        let mut dispatches = Vec::with_capacity(chunks.len());
-        for (first, rows) in chunks {
-            // Byte offsets within one binding must fit the kernels' u32 arithmetic.
-            to_u32(rows.saturating_mul(row_bytes as usize), "weight bytes")?;
-            let workgroups = match path {
-                LinearPath::Gemv | LinearPath::Staged | LinearPath::Subgroup { .. } => {
-                    let per_group = path.gemv_rows(format);
-                    let Some(mut grid) =
-                        grid_1d(rows.div_ceil(per_group as usize), ctx.max_workgroups)?
-                    else {
-                        continue;
-                    };
-                    grid[2] = to_u32(m, "activation rows")?;
-                    grid
-                }
-                LinearPath::Rows => {
-                    let Some(mut grid) = grid_1d(
-                        rows.div_ceil((ROWS_WG * ROWS_R) as usize),
-                        ctx.max_workgroups,
-                    )?
-                    else {
-                        continue;
-                    };
-                    grid[2] = to_u32(m, "activation rows")?;
-                    grid
-                }
-                LinearPath::Tiled => {
-                    let (wgx, wgy, rm) = TILED_GEOMETRY;
-                    let groups = [
-                        rows.div_ceil((wgx * 4) as usize),
-                        m.div_ceil((wgy * rm) as usize),
-                    ];
-                    let mut grid = [1u32; 3];
-                    for (slot, count) in grid.iter_mut().zip(groups) {
-                        *slot = u32::try_from(count)
-                            .ok()
-                            .filter(|&c| c <= ctx.max_workgroups)
-                            .ok_or_else(|| {
-                                Error::out_of_resources(format!(
-                                    "linear [{m} x {k} x {n}] needs {count} workgroups in one \
-                                     dimension; the device allows {}",
-                                    ctx.max_workgroups
-                                ))
-                            })?;
-                    }
-                    grid
-                }
-            };
-            let uniforms = Uniforms::new()
-                .vec4([
-                    to_u32(m, "M")?,
-                    to_u32(rows, "N")?,
-                    to_u32(k, "K")?,
-                    row_bytes,
-                ])
-                .vec4([to_u32(first, "first row")?, to_u32(n, "N")?, 0, 0])
-                .finish();
-            let weight = if split {
-                Binding::Slice {
-                    tensor: self.weight,
-                    offset: first as u64 * u64::from(row_bytes),
-                    bytes: rows as u64 * u64::from(row_bytes),
-                }
-            } else {
-                Binding::Tensor(self.weight)
-            };
-            let mut bindings = vec![Binding::Tensor(self.x), weight, Binding::Tensor(self.out)];
-            bindings.extend(self.bias.map(Binding::Tensor));
-            dispatches.push(Dispatch {
-                key: KernelKey::new(LinearKey {
-                    path,
-                    format,
-                    bias: self.bias.is_some(),
-                }),
-                uniforms,
-                bindings,
-                workgroups,
-            });
-        }
-        Ok(dispatches)
+        linear(ctx, self, None)
     }
 
     fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
-        let Some(format) = tensors
-            .get(self.weight as usize)
-            .and_then(|t| weight_format(t.dtype, "linear").ok())
-        else {
-            return Vec::new();
-        };
-        [gemv_path(config, format), LinearPath::Tiled]
-            .into_iter()
-            .map(|path| {
-                KernelKey::new(LinearKey {
-                    path,
-                    format,
-                    bias: self.bias.is_some(),
-                })
-            })
-            .collect()
+        linear_kernels(self, tensors, config, None)
     }
+}
+
+/// The linear's input as a gated activation: `unary` (`f` of its `x`), then the product with
+/// `gate` (same shape) that the linear reads.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GatedInput<'a> {
+    /// The activation op.
+    pub unary: &'a Unary,
+    /// The product's other operand.
+    pub gate: TensorId,
+}
+
+/// `linear.out = f(unary.x) * gate @ W^T (+ bias)` in the linear's own dispatches: the linear
+/// fused with the gated activation that produces its input (that product is never written).
+///
+/// # Errors
+/// As the linear's own dispatches; `InvalidProgram` when the activation's input or `gate`
+/// differs from the linear's input in shape.
+pub(crate) fn gated_linear(
+    ctx: &PlanContext<'_>,
+    linear_op: &Linear,
+    input: GatedInput<'_>,
+) -> Result<Vec<Dispatch>> {
+    for id in [input.unary.x, input.gate] {
+        if ctx.shape(id)? != ctx.shape(linear_op.x)? {
+            return Err(Error::invalid_program(format!(
+                "gated activation + linear: tensor {id} has shape {:?}, the linear's input {:?}",
+                ctx.shape(id)?,
+                ctx.shape(linear_op.x)?
+            )));
+        }
+    }
+    linear(ctx, linear_op, Some(input))
+}
+
+/// The kernels of [`gated_linear`] under `config`.
+pub(crate) fn gated_linear_kernels(
+    linear_op: &Linear,
+    unary: &Unary,
+    tensors: &[TensorDecl],
+    config: KernelConfig,
+) -> Vec<KernelKey> {
+    linear_kernels(linear_op, tensors, config, Some(UnaryKind::of(unary.op)))
+}
+
+/// The kernels a linear may dispatch under `config` (the GEMV path of its format and the tiled
+/// one), in the gated form where `gated` is given.
+fn linear_kernels(
+    linear_op: &Linear,
+    tensors: &[TensorDecl],
+    config: KernelConfig,
+    gated: Option<UnaryKind>,
+) -> Vec<KernelKey> {
+    let Some(format) = tensors
+        .get(linear_op.weight as usize)
+        .and_then(|t| weight_format(t.dtype, "linear").ok())
+    else {
+        return Vec::new();
+    };
+    [gemv_path(config, format), LinearPath::Tiled]
+        .into_iter()
+        .map(|path| {
+            KernelKey::new(LinearKey {
+                path,
+                format,
+                bias: linear_op.bias.is_some(),
+                gated,
+            })
+        })
+        .collect()
+}
+
+/// The dispatches of `linear_op`: one, or one per row range of a weight larger than one
+/// binding; reading `gated`'s activation and gate in place of the linear's input where given.
+fn linear(
+    ctx: &PlanContext<'_>,
+    linear_op: &Linear,
+    gated: Option<GatedInput<'_>>,
+) -> Result<Vec<Dispatch>> {
+    ctx.require_f32(&[linear_op.x, linear_op.out])?;
+    ctx.require_f32(linear_op.bias.as_slice())?;
+    if let Some(input) = gated {
+        ctx.require_f32(&[input.unary.x, input.gate])?;
+    }
+    let format = weight_format(ctx.dtype(linear_op.weight)?, "linear")?;
+    let x_shape = ctx.shape(linear_op.x)?;
+    let &[n, k] = ctx.shape(linear_op.weight)? else {
+        return Err(Error::invalid_program(format!(
+            "linear: weight has shape {:?}, expected [N, K]",
+            ctx.shape(linear_op.weight)?
+        )));
+    };
+    if x_shape.last() != Some(&k) {
+        return Err(Error::invalid_program(format!(
+            "linear: x has shape {x_shape:?}, weight rows are {k} long"
+        )));
+    }
+    let m: usize = x_shape[..x_shape.len() - 1].iter().product();
+    let mut expected = x_shape[..x_shape.len() - 1].to_vec();
+    expected.push(n);
+    if ctx.shape(linear_op.out)? != expected.as_slice() {
+        return Err(Error::invalid_program(format!(
+            "linear: out has shape {:?}, expected {expected:?}",
+            ctx.shape(linear_op.out)?
+        )));
+    }
+    if let Some(bias) = linear_op.bias
+        && ctx.shape(bias)? != [n]
+    {
+        return Err(Error::invalid_program(format!(
+            "linear: bias has shape {:?}, expected [{n}]",
+            ctx.shape(bias)?
+        )));
+    }
+    let row_bytes = row_bytes(format, k, "linear")?;
+    if m == 0 || n == 0 {
+        return Ok(Vec::new());
+    }
+    let path = if m == 1 {
+        gemv_path(ctx.config, format)
+    } else {
+        LinearPath::Tiled
+    };
+    // A weight larger than one storage binding runs by row ranges, each bound alone.
+    let chunks = row_chunks(
+        n,
+        u64::from(row_bytes),
+        ctx.max_binding,
+        ctx.storage_alignment,
+    )?;
+    let split = chunks.len() > 1;
+    let mut dispatches = Vec::with_capacity(chunks.len());
+    for (first, rows) in chunks {
+        // Byte offsets within one binding must fit the kernels' u32 arithmetic.
+        to_u32(rows.saturating_mul(row_bytes as usize), "weight bytes")?;
+        let workgroups = match path {
+            LinearPath::Gemv | LinearPath::Staged | LinearPath::Subgroup { .. } => {
+                let per_group = path.gemv_rows(format);
+                let Some(mut grid) =
+                    grid_1d(rows.div_ceil(per_group as usize), ctx.max_workgroups)?
+                else {
+                    continue;
+                };
+                grid[2] = to_u32(m, "activation rows")?;
+                grid
+            }
+            LinearPath::Rows => {
+                let Some(mut grid) = grid_1d(
+                    rows.div_ceil((ROWS_WG * ROWS_R) as usize),
+                    ctx.max_workgroups,
+                )?
+                else {
+                    continue;
+                };
+                grid[2] = to_u32(m, "activation rows")?;
+                grid
+            }
+            LinearPath::Tiled => {
+                let (wgx, wgy, rm) = TILED_GEOMETRY;
+                let groups = [
+                    rows.div_ceil((wgx * 4) as usize),
+                    m.div_ceil((wgy * rm) as usize),
+                ];
+                let mut grid = [1u32; 3];
+                for (slot, count) in grid.iter_mut().zip(groups) {
+                    *slot = u32::try_from(count)
+                        .ok()
+                        .filter(|&c| c <= ctx.max_workgroups)
+                        .ok_or_else(|| {
+                            Error::out_of_resources(format!(
+                                "linear [{m} x {k} x {n}] needs {count} workgroups in one \
+                                     dimension; the device allows {}",
+                                ctx.max_workgroups
+                            ))
+                        })?;
+                }
+                grid
+            }
+        };
+        let uniforms = Uniforms::new()
+            .vec4([
+                to_u32(m, "M")?,
+                to_u32(rows, "N")?,
+                to_u32(k, "K")?,
+                row_bytes,
+            ])
+            .vec4([to_u32(first, "first row")?, to_u32(n, "N")?, 0, 0])
+            .finish();
+        let weight = if split {
+            Binding::Slice {
+                tensor: linear_op.weight,
+                offset: first as u64 * u64::from(row_bytes),
+                bytes: rows as u64 * u64::from(row_bytes),
+            }
+        } else {
+            Binding::Tensor(linear_op.weight)
+        };
+        // The gated form reads the activation's input in the linear's input's place, and
+        // the gate last.
+        let x = gated.map_or(linear_op.x, |input| input.unary.x);
+        let mut bindings = vec![Binding::Tensor(x), weight, Binding::Tensor(linear_op.out)];
+        bindings.extend(linear_op.bias.map(Binding::Tensor));
+        bindings.extend(gated.map(|input| Binding::Tensor(input.gate)));
+        dispatches.push(Dispatch {
+            key: KernelKey::new(LinearKey {
+                path,
+                format,
+                bias: linear_op.bias.is_some(),
+                gated: gated.map(|input| UnaryKind::of(input.unary.op)),
+            }),
+            uniforms,
+            bindings,
+            workgroups,
+        });
+    }
+    Ok(dispatches)
 }
 
 #[cfg(test)]
@@ -605,21 +714,43 @@ mod tests {
                 if path == LinearPath::Staged && block_dot(format).is_none() {
                     continue;
                 }
-                let key = KernelKey::new(LinearKey {
-                    path,
-                    format,
-                    bias: true,
-                });
-                assert!(key.kernel().invocations() <= 256);
-                assert!(workgroup_storage_bytes(&key) <= 16384);
-                let text = source(&key);
-                assert!(!text.contains("{{"), "{key:?}: unreplaced placeholder");
-                assert!(text.contains(decoder(format)));
-                if path == LinearPath::Rows {
-                    assert!(!text.contains("workgroupBarrier"), "{key:?}: a barrier");
-                }
-                if let LinearPath::Subgroup { .. } = path {
-                    assert!(text.contains("subgroupAdd(acc)"), "{key:?}");
+                for gated in [None, Some(UnaryKind::GeluTanh), Some(UnaryKind::Silu)] {
+                    let key = KernelKey::new(LinearKey {
+                        path,
+                        format,
+                        bias: true,
+                        gated,
+                    });
+                    assert!(key.kernel().invocations() <= 256);
+                    assert!(key.kernel().storage_bindings() <= 8);
+                    assert!(workgroup_storage_bytes(&key) <= 16384);
+                    let text = source(&key);
+                    assert!(!text.contains("{{"), "{key:?}: unreplaced placeholder");
+                    assert!(text.contains(decoder(format)));
+                    // Every activation is read through x_at (the gated form's prologue): the
+                    // binding `x` is indexed there alone (comments aside).
+                    let code: String = text
+                        .lines()
+                        .map(|line| line.split("//").next().unwrap_or(""))
+                        .collect::<Vec<_>>()
+                        .join("\n");
+                    let reads = code
+                        .match_indices("x[")
+                        .filter(|&(at, _)| {
+                            !code[..at]
+                                .chars()
+                                .next_back()
+                                .is_some_and(|c| c.is_alphanumeric() || c == '_')
+                        })
+                        .count();
+                    assert_eq!(reads, 1, "{key:?}: x read outside x_at");
+                    assert_eq!(text.contains("* gate[i]"), gated.is_some(), "{key:?}");
+                    if path == LinearPath::Rows {
+                        assert!(!text.contains("workgroupBarrier"), "{key:?}: a barrier");
+                    }
+                    if let LinearPath::Subgroup { .. } = path {
+                        assert!(text.contains("subgroupAdd(acc)"), "{key:?}");
+                    }
                 }
             }
         }

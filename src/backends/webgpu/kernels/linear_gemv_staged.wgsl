@@ -72,7 +72,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         for (var i = lid; i * 4u < cb * BE; i = i + NT) {
             let e = xb + c0 * BE + 4u * i;
-            xs[i] = vec4<f32>(x[e], x[e + 1u], x[e + 2u], x[e + 3u]);
+            xs[i] = vec4<f32>(x_at(e), x_at(e + 1u), x_at(e + 2u), x_at(e + 3u));
         }
         workgroupBarrier();
         let start = min(row0 + r, n_len - 1u) * p.dims.w + c0 * BB;

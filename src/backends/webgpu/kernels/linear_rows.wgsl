@@ -21,12 +21,12 @@ const R: u32 = {{R}}u;
 fn x4(xb: u32, e: u32) -> vec4<f32> {
     let k = p.dims.z;
     if (e + 4u <= k) {
-        return vec4<f32>(x[xb + e], x[xb + e + 1u], x[xb + e + 2u], x[xb + e + 3u]);
+        return vec4<f32>(x_at(xb + e), x_at(xb + e + 1u), x_at(xb + e + 2u), x_at(xb + e + 3u));
     }
     var v = vec4<f32>(0.0);
     for (var c = 0u; c < 4u; c = c + 1u) {
         if (e + c < k) {
-            v[c] = x[xb + e + c];
+            v[c] = x_at(xb + e + c);
         }
     }
     return v;
@@ -34,7 +34,7 @@ fn x4(xb: u32, e: u32) -> vec4<f32> {
 
 // Activations i .. i + 3 (in range: block formats have K a multiple of 32).
 fn xv(i: u32) -> vec4<f32> {
-    return vec4<f32>(x[i], x[i + 1u], x[i + 2u], x[i + 3u]);
+    return vec4<f32>(x_at(i), x_at(i + 1u), x_at(i + 2u), x_at(i + 3u));
 }
 
 // Word i of the weight binding.

@@ -46,7 +46,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             let gk = k0 + c;
             var v = 0.0;
             if (gm < m_len && gk < k_len) {
-                v = x[gm * k_len + gk];
+                v = x_at(gm * k_len + gk);
             }
             x_tile[c * TM + r] = v;
         }

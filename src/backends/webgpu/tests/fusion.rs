@@ -36,6 +36,17 @@ fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
     let up = b.input("up", DType::F32, dims(&[4, 8]));
     let w = b.param("w", DType::F32, dims(&[8]), "s", "w");
     let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
+    let matrix = b.param("matrix", DType::F32, dims(&[8, 8]), "s", "matrix");
+    let linear = |b: &mut ProgramBuilder, rng: &mut Rng, x| {
+        let bias = rng.chance(30).then_some(bias);
+        b.push(|out| ops::Linear {
+            x,
+            weight: matrix,
+            bias,
+            out,
+        })
+        .unwrap()
+    };
     let norm = |b: &mut ProgramBuilder, x| push_norm(b, x, Some(w));
     let t = b.binary(BinaryOp::Mul, x, y).unwrap();
     let a = norm(&mut b, t);
@@ -262,8 +273,9 @@ impl Rng {
 
 /// A random program over `[rows, 8]` tensors as a decoder's residual stream writes them: norms
 /// (weighted or not), adds and products of recent tensors (sometimes one tensor twice, sometimes
-/// a broadcast vector), activations, same-shape reshapes (views sharing storage), explicit
-/// post-norm / add / pre-norm runs, and random program outputs.
+/// a broadcast vector), activations, same-shape reshapes (views sharing storage), linears
+/// (an 8 x 8 f32 weight, sometimes a bias), explicit post-norm / add / pre-norm runs and gated
+/// activations before a linear, and random program outputs.
 fn random_stream_program(rng: &mut Rng) -> Program {
     let mut b = ProgramBuilder::new();
     let rows = b.symbol("rows");
@@ -282,6 +294,17 @@ fn random_stream_program(rng: &mut Rng) -> Program {
         )
     });
     let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
+    let matrix = b.param("matrix", DType::F32, dims(&[8, 8]), "s", "matrix");
+    let linear = |b: &mut ProgramBuilder, rng: &mut Rng, x| {
+        let bias = rng.chance(30).then_some(bias);
+        b.push(|out| ops::Linear {
+            x,
+            weight: matrix,
+            bias,
+            out,
+        })
+        .unwrap()
+    };
     // Mostly the newest tensor, so that chains form; sometimes any earlier one.
     let pick = |rng: &mut Rng, pool: &[TensorId]| {
         if rng.chance(60) {
@@ -292,7 +315,7 @@ fn random_stream_program(rng: &mut Rng) -> Program {
     };
     let weight = |rng: &mut Rng| (!rng.chance(25)).then(|| weights[rng.below(3)]);
     for _ in 0..4 + rng.below(14) {
-        let t = match rng.below(8) {
+        let t = match rng.below(10) {
             0 | 1 => {
                 let x = pick(rng, &pool);
                 let w = weight(rng);
@@ -320,6 +343,20 @@ fn random_stream_program(rng: &mut Rng) -> Program {
                 } else {
                     b.reshape(x, shape.clone()).unwrap()
                 }
+            }
+            6 => {
+                let x = pick(rng, &pool);
+                linear(&mut b, rng, x)
+            }
+            7 => {
+                // A gated activation and the linear that reads it (an FFN's down projection).
+                let (x, up) = (pick(rng, &pool), pool[rng.below(pool.len())]);
+                let op = [UnaryOp::Silu, UnaryOp::GeluTanh][rng.below(2)];
+                let g = b.unary(op, x).unwrap();
+                pool.push(g);
+                let product = b.binary(BinaryOp::Mul, g, up).unwrap();
+                pool.push(product);
+                linear(&mut b, rng, product)
             }
             _ => {
                 // A post-norm, the residual add and the next pre-norm.
@@ -442,7 +479,7 @@ fn random_residual_streams_plan_fused_without_hazards() {
         ..CONFIG
     };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
-    let (mut fused_runs, mut triples) = (0, 0);
+    let (mut fused_runs, mut triples, mut gated_linears) = (0, 0, 0);
     for case in 0..400 {
         let program = random_stream_program(&mut rng);
         let keys = kernel_keys(&program, CONFIG);
@@ -482,11 +519,16 @@ fn random_residual_streams_plan_fused_without_hazards() {
                 .iter()
                 .filter(|op| op.name == "rms_norm+add+rms_norm")
                 .count();
+            gated_linears += fused
+                .ops
+                .iter()
+                .filter(|op| op.name.ends_with("+mul+linear"))
+                .count();
         }
     }
     // The generator must reach the fused forms, or the property says nothing about them.
     assert!(
-        fused_runs > 400 && triples > 100,
-        "{fused_runs} runs, {triples} triples"
+        fused_runs > 400 && triples > 100 && gated_linears > 100,
+        "{fused_runs} runs, {triples} norm triples, {gated_linears} gated linears"
     );
 }
