@@ -478,8 +478,9 @@ pub async fn linear_of_a_gated_activation(backend: SharedBackend, config: SuiteC
     let mut rng = Rng::new(83);
     let dense_w = rng.vec(37 * 70, -1.0, 1.0);
     let dense_bias = rng.vec(37, -0.5, 0.5);
-    let mut weights: Vec<(&str, Option<BlockFormat>, usize, usize, Vec<u8>, Vec<f32>)> =
-        vec![("f32", None, 37, 70, Vec::new(), dense_w)];
+    // (name, block format or f32, n, k, the weight's bytes, its decoded values)
+    type Weight = (&'static str, Option<BlockFormat>, usize, usize, Vec<u8>, Vec<f32>);
+    let mut weights: Vec<Weight> = vec![("f32", None, 37, 70, Vec::new(), dense_w)];
     for fixture in fixtures() {
         let wanted = [BlockFormat::Q8_0, BlockFormat::Q5_0, BlockFormat::Q4_K, BlockFormat::Q6_K];
         if !wanted.contains(&fixture.format) {
@@ -496,8 +497,8 @@ pub async fn linear_of_a_gated_activation(backend: SharedBackend, config: SuiteC
             decoded,
         ));
     }
-    let activations: [(UnaryOp, fn(f64) -> f64); 2] =
-        [(UnaryOp::GeluTanh, gelu_tanh), (UnaryOp::Silu, silu)];
+    type Activation = (UnaryOp, fn(f64) -> f64);
+    let activations: [Activation; 2] = [(UnaryOp::GeluTanh, gelu_tanh), (UnaryOp::Silu, silu)];
     for (name, format, n, k, bytes, decoded) in &weights {
         let (n, k) = (*n, *k);
         let bias: Vec<f32> = dense_bias.iter().cycle().take(n).copied().collect();

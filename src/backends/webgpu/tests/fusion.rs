@@ -36,17 +36,6 @@ fn fused_pairs_run_as_one_dispatch_and_keep_their_inputs_alive() {
     let up = b.input("up", DType::F32, dims(&[4, 8]));
     let w = b.param("w", DType::F32, dims(&[8]), "s", "w");
     let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
-    let matrix = b.param("matrix", DType::F32, dims(&[8, 8]), "s", "matrix");
-    let linear = |b: &mut ProgramBuilder, rng: &mut Rng, x| {
-        let bias = rng.chance(30).then_some(bias);
-        b.push(|out| ops::Linear {
-            x,
-            weight: matrix,
-            bias,
-            out,
-        })
-        .unwrap()
-    };
     let norm = |b: &mut ProgramBuilder, x| push_norm(b, x, Some(w));
     let t = b.binary(BinaryOp::Mul, x, y).unwrap();
     let a = norm(&mut b, t);
@@ -413,7 +402,9 @@ fn assert_no_hazard(program: &Program, plan: &ShapePlan, what: &str) {
     for &output in &program.outputs {
         meet(output as usize, usize::MAX);
     }
-    let arena: Vec<(usize, (usize, usize), (Storage, u64))> = (0..count)
+    // (tensor, its span of ops, its storage range)
+    type Entry = (usize, (usize, usize), (Storage, u64));
+    let arena: Vec<Entry> = (0..count)
         .filter_map(|id| {
             let range = binding_range(plan, kernels::Binding::Tensor(id as TensorId))?;
             matches!(range.0, Storage::Arena(_)).then_some((id, span[id]?, range))
