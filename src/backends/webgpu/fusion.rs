@@ -14,7 +14,8 @@
 //!   (`kernels/elementwise.rs`);
 //! - **a unary op, then `mul`, then `linear`** (GeGLU / SwiGLU and the FFN's down projection):
 //!   the linear reads `f(gate) * up` as it loads its activations (`kernels/linear.rs`), so the
-//!   product is never written;
+//!   product is never written (not with the rows GEMV of CPU-emulated adapters, which would
+//!   recompute the activation in every invocation);
 //! - **RMSNorm, then `rope`** (QK-norm per head before the rotary embedding: Gemma 3, Qwen 3):
 //!   `out = rope(rms_norm(x))`, one workgroup per head row (`kernels/rope.rs`).
 //!
@@ -32,7 +33,7 @@
 use crate::backends::webgpu::alias::StorageKey;
 use crate::backends::webgpu::kernels::linear::{self, GatedInput};
 use crate::backends::webgpu::kernels::{
-    Dispatch, KernelConfig, KernelKey, PlanContext, elementwise, rms_norm, rope,
+    Dispatch, GemvKernel, KernelConfig, KernelKey, PlanContext, elementwise, rms_norm, rope,
 };
 use crate::error::Result;
 use crate::program::ops::{Binary, BinaryOp, Linear, RmsNorm, Rope, Unary};
@@ -213,9 +214,13 @@ impl FusedOps<'_> {
     }
 }
 
-/// The runs of `program` that have a fusable form, whatever the shapes: what `init` compiles
-/// kernels for. `keys`: every tensor's storage (`alias::storage_keys`).
-pub(crate) fn candidate_runs<'a>(program: &'a Program, keys: &[StorageKey]) -> Vec<FusedOps<'a>> {
+/// The runs of `program` that have a fusable form under `config`, whatever the shapes: what
+/// `init` compiles kernels for. `keys`: every tensor's storage (`alias::storage_keys`).
+pub(crate) fn candidate_runs<'a>(
+    program: &'a Program,
+    keys: &[StorageKey],
+    config: KernelConfig,
+) -> Vec<FusedOps<'a>> {
     let readers = reader_counts(program);
     let mut runs: Vec<FusedOps<'a>> = Vec::new();
     let mut first = 0;
@@ -224,6 +229,12 @@ pub(crate) fn candidate_runs<'a>(program: &'a Program, keys: &[StorageKey]) -> V
         let found = [3, 2].into_iter().find_map(|len| {
             let ops = program.ops.get(first..first + len)?;
             let fusion = fusion_of(ops)?;
+            // The rows GEMV (adapters that emulate the GPU on the CPU) reads the activations
+            // from storage in every invocation: a gated input would recompute the activation
+            // once per 8 output rows. There the product is written once, as unfused.
+            if matches!(fusion, Fusion::GatedLinear { .. }) && config.gemv == GemvKernel::Rows {
+                return None;
+            }
             let run = FusedOps {
                 first,
                 last: first + len - 1,
@@ -256,7 +267,7 @@ pub(crate) fn fused_runs<'a>(
     ctx: &PlanContext<'_>,
 ) -> Result<Vec<FusedOps<'a>>> {
     let mut runs = Vec::new();
-    for run in candidate_runs(program, keys) {
+    for run in candidate_runs(program, keys, ctx.config) {
         let same_shape = match run.fusion {
             Fusion::NormAdd { norm, residual, .. } => {
                 ctx.shape(norm.out)? == ctx.shape(residual)?

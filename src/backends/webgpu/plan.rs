@@ -419,7 +419,7 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
     });
     if let Ok(storage) = storage {
         let runs = if config.fusion {
-            fusion::candidate_runs(program, &storage)
+            fusion::candidate_runs(program, &storage, config)
         } else {
             Vec::new()
         };

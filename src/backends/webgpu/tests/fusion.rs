@@ -462,25 +462,31 @@ fn assert_unwritten_results_stay_inside_their_runs(
 
 #[test]
 fn random_residual_streams_plan_fused_without_hazards() {
-    // 400 random programs at 1 and 5 rows, fused and unfused: both plan, every fused
-    // dispatch's kernel is one init compiles and binds no storage twice, fusion never adds a
-    // dispatch, and no dispatch can overwrite a tensor still to be read.
-    let unfused = KernelConfig {
-        fusion: false,
+    // 400 random programs at 1 and 5 rows, fused and unfused, under the rows GEMV (CPU-emulated
+    // adapters: no gated linear) and the workgroup GEMV: both plan, every fused dispatch's
+    // kernel is one init compiles and binds no storage twice, fusion never adds a dispatch, and
+    // no dispatch can overwrite a tensor still to be read.
+    let workgroup = KernelConfig {
+        gemv: kernels::GemvKernel::Workgroup,
         ..CONFIG
     };
     let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
     let (mut fused_runs, mut triples, mut gated_linears) = (0, 0, 0);
     for case in 0..400 {
         let program = random_stream_program(&mut rng);
-        let keys = kernel_keys(&program, CONFIG);
+        let config = if case % 2 == 0 { CONFIG } else { workgroup };
+        let unfused = KernelConfig {
+            fusion: false,
+            ..config
+        };
+        let keys = kernel_keys(&program, config);
         for rows in [1usize, 5] {
             let inputs: [&[usize]; 2] = [&[rows, 8], &[rows, 8]];
-            let fused = plan_for(&program, &inputs).unwrap();
-            let bound = bind_shapes(&program, &inputs).unwrap();
-            let separate =
-                crate::backends::webgpu::plan::plan(&program, bound.shapes, unfused, LIMITS)
-                    .unwrap();
+            let plan_with = |config| {
+                let bound = bind_shapes(&program, &inputs).unwrap();
+                crate::backends::webgpu::plan::plan(&program, bound.shapes, config, LIMITS).unwrap()
+            };
+            let (fused, separate) = (plan_with(config), plan_with(unfused));
             let what = format!("case {case}, {rows} rows");
             assert_no_hazard(&program, &fused, &format!("{what}, fused"));
             assert_unwritten_results_stay_inside_their_runs(&program, &fused, &what);
@@ -510,11 +516,16 @@ fn random_residual_streams_plan_fused_without_hazards() {
                 .iter()
                 .filter(|op| op.name == "rms_norm+add+rms_norm")
                 .count();
-            gated_linears += fused
+            let gated = fused
                 .ops
                 .iter()
                 .filter(|op| op.name.ends_with("+mul+linear"))
                 .count();
+            assert!(
+                config.gemv != kernels::GemvKernel::Rows || gated == 0,
+                "{what}"
+            );
+            gated_linears += gated;
         }
     }
     // The generator must reach the fused forms, or the property says nothing about them.
