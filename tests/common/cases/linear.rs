@@ -470,7 +470,8 @@ op_case! {
 /// A linear whose input is a gated activation, `linear(f(a) * u)` for `f` tanh-GELU and SiLU
 /// (GeGLU / SwiGLU before an FFN's down projection; the WebGPU backend reads the product as it
 /// loads its activations, see its `fusion.rs`), against f64 ([`check_linear`]'s tolerance): an
-/// f32 weight `[37, 70]` with a bias, and the Q8_0, Q5_0, Q4_K and Q6_K fixtures' weights
+/// f32 weight `[37, 70]` with a bias, and the Q8_0, Q5_0, Q4_K and Q6_K fixtures' weights (Q5_0
+/// and Q4_K with the suite's small shapes)
 /// decoded by the crate's dequantizer (bit-exact against gguf-py in tests/quant_blocks.rs), for
 /// `M` 1 and 3 (tiled) under every GEMV kernel; then the product also a program output, so
 /// nothing fuses, which must give the same values.
@@ -482,7 +483,12 @@ pub async fn linear_of_a_gated_activation(backend: SharedBackend, config: SuiteC
     type Weight = (&'static str, Option<BlockFormat>, usize, usize, Vec<u8>, Vec<f32>);
     let mut weights: Vec<Weight> = vec![("f32", None, 37, 70, Vec::new(), dense_w)];
     for fixture in fixtures() {
-        let wanted = [BlockFormat::Q8_0, BlockFormat::Q5_0, BlockFormat::Q4_K, BlockFormat::Q6_K];
+        // In the browser (small shapes) one format of 32-value and one of 256-value blocks.
+        let wanted: &[BlockFormat] = if config.small {
+            &[BlockFormat::Q5_0, BlockFormat::Q4_K]
+        } else {
+            &[BlockFormat::Q8_0, BlockFormat::Q5_0, BlockFormat::Q4_K, BlockFormat::Q6_K]
+        };
         if !wanted.contains(&fixture.format) {
             continue;
         }
