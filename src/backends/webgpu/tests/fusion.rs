@@ -3,8 +3,8 @@
 //! programs whose fused plans must be as hazard-free as their unfused ones. Results of fused
 //! dispatches are checked against f64 by the op suite (`tests/common/cases/chains.rs`).
 
-use super::dims;
 use super::planning::{CONFIG, LIMITS, binding_range, overlap, plan_for};
+use super::{Rng, SCOPE, dims};
 use crate::backends::webgpu::kernels::{self, KernelConfig};
 use crate::backends::webgpu::plan::{ShapePlan, Storage, kernel_keys};
 use crate::program::ops;
@@ -238,26 +238,14 @@ fn a_per_head_norm_and_its_rope_run_as_one_dispatch() {
     assert_eq!(names, [("rms_norm", 1), ("rope", 1)]);
 }
 
-/// A small deterministic generator (xorshift64*) for the random programs.
-struct Rng(u64);
+/// A value in `0..n` (`n > 0`).
+fn below(rng: &mut Rng, n: usize) -> usize {
+    rng.range(0, n - 1)
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-
-    /// A value in `0..n` (`n > 0`).
-    fn below(&mut self, n: usize) -> usize {
-        (self.next() % n as u64) as usize
-    }
-
-    /// True with probability `percent / 100`.
-    fn chance(&mut self, percent: u64) -> bool {
-        self.next() % 100 < percent
-    }
+/// True with probability `percent / 100`.
+fn chance(rng: &mut Rng, percent: u64) -> bool {
+    rng.next_u64() % 100 < percent
 }
 
 /// A random program over `[rows, 8]` tensors as a decoder's residual stream writes them: norms
@@ -265,7 +253,7 @@ impl Rng {
 /// a broadcast vector), activations, same-shape reshapes (views sharing storage), linears
 /// (an 8 x 8 f32 weight, sometimes a bias), explicit post-norm / add / pre-norm runs and gated
 /// activations before a linear, and random program outputs.
-fn random_stream_program(rng: &mut Rng) -> Program {
+fn random_stream_program(rng: &mut Rng) -> ProgramBuilder {
     let mut b = ProgramBuilder::new();
     let rows = b.symbol("rows");
     let shape = vec![rows, Dim::Fixed(8)];
@@ -278,14 +266,14 @@ fn random_stream_program(rng: &mut Rng) -> Program {
             &format!("w{i}"),
             DType::F32,
             dims(&[8]),
-            "s",
+            SCOPE,
             &format!("w{i}"),
         )
     });
-    let bias = b.param("bias", DType::F32, dims(&[8]), "s", "bias");
-    let matrix = b.param("matrix", DType::F32, dims(&[8, 8]), "s", "matrix");
+    let bias = b.param("bias", DType::F32, dims(&[8]), SCOPE, "bias");
+    let matrix = b.param("matrix", DType::F32, dims(&[8, 8]), SCOPE, "matrix");
     let linear = |b: &mut ProgramBuilder, rng: &mut Rng, x| {
-        let bias = rng.chance(30).then_some(bias);
+        let bias = chance(rng, 30).then_some(bias);
         b.push(|out| ops::Linear {
             x,
             weight: matrix,
@@ -296,38 +284,38 @@ fn random_stream_program(rng: &mut Rng) -> Program {
     };
     // Mostly the newest tensor, so that chains form; sometimes any earlier one.
     let pick = |rng: &mut Rng, pool: &[TensorId]| {
-        if rng.chance(60) {
+        if chance(rng, 60) {
             pool[pool.len() - 1]
         } else {
-            pool[rng.below(pool.len())]
+            pool[below(rng, pool.len())]
         }
     };
-    let weight = |rng: &mut Rng| (!rng.chance(25)).then(|| weights[rng.below(3)]);
-    for _ in 0..4 + rng.below(14) {
-        let t = match rng.below(10) {
+    let weight = |rng: &mut Rng| (!chance(rng, 25)).then(|| weights[below(rng, 3)]);
+    for _ in 0..4 + below(rng, 14) {
+        let t = match below(rng, 10) {
             0 | 1 => {
                 let x = pick(rng, &pool);
                 let w = weight(rng);
                 push_norm(&mut b, x, w)
             }
             2 => {
-                let (x, y) = (pick(rng, &pool), pool[rng.below(pool.len())]);
-                let y = if rng.chance(10) { x } else { y };
-                let (x, y) = if rng.chance(50) { (x, y) } else { (y, x) };
+                let (x, y) = (pick(rng, &pool), pool[below(rng, pool.len())]);
+                let y = if chance(rng, 10) { x } else { y };
+                let (x, y) = if chance(rng, 50) { (x, y) } else { (y, x) };
                 b.binary(BinaryOp::Add, x, y).unwrap()
             }
             3 => {
-                let (x, y) = (pick(rng, &pool), pool[rng.below(pool.len())]);
+                let (x, y) = (pick(rng, &pool), pool[below(rng, pool.len())]);
                 b.binary(BinaryOp::Mul, x, y).unwrap()
             }
             4 => {
                 let x = pick(rng, &pool);
-                let op = [UnaryOp::Silu, UnaryOp::GeluTanh][rng.below(2)];
+                let op = [UnaryOp::Silu, UnaryOp::GeluTanh][below(rng, 2)];
                 b.unary(op, x).unwrap()
             }
             5 => {
                 let x = pick(rng, &pool);
-                if rng.chance(50) {
+                if chance(rng, 50) {
                     b.binary(BinaryOp::Add, x, bias).unwrap()
                 } else {
                     b.reshape(x, shape.clone()).unwrap()
@@ -339,8 +327,8 @@ fn random_stream_program(rng: &mut Rng) -> Program {
             }
             7 => {
                 // A gated activation and the linear that reads it (an FFN's down projection).
-                let (x, up) = (pick(rng, &pool), pool[rng.below(pool.len())]);
-                let op = [UnaryOp::Silu, UnaryOp::GeluTanh][rng.below(2)];
+                let (x, up) = (pick(rng, &pool), pool[below(rng, pool.len())]);
+                let op = [UnaryOp::Silu, UnaryOp::GeluTanh][below(rng, 2)];
                 let g = b.unary(op, x).unwrap();
                 pool.push(g);
                 let product = b.binary(BinaryOp::Mul, g, up).unwrap();
@@ -349,7 +337,7 @@ fn random_stream_program(rng: &mut Rng) -> Program {
             }
             _ => {
                 // A post-norm, the residual add and the next pre-norm.
-                let (a, residual) = (pick(rng, &pool), pool[rng.below(pool.len())]);
+                let (a, residual) = (pick(rng, &pool), pool[below(rng, pool.len())]);
                 let w = weight(rng);
                 let post = push_norm(&mut b, a, w);
                 pool.push(post);
@@ -362,10 +350,10 @@ fn random_stream_program(rng: &mut Rng) -> Program {
         pool.push(t);
     }
     b.output(pool[pool.len() - 1]);
-    for _ in 0..rng.below(3) {
-        b.output(pool[2 + rng.below(pool.len() - 2)]);
+    for _ in 0..below(rng, 3) {
+        b.output(pool[2 + below(rng, pool.len() - 2)]);
     }
-    b.into_program()
+    b
 }
 
 /// Checks that no dispatch of `plan` can clobber a tensor still to be read: any two tensors in
@@ -470,27 +458,28 @@ fn random_residual_streams_plan_fused_without_hazards() {
         gemv: kernels::GemvKernel::Workgroup,
         ..CONFIG
     };
-    let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+    let mut rng = Rng::new(89);
     let (mut fused_runs, mut triples, mut gated_linears) = (0, 0, 0);
     for case in 0..400 {
-        let program = random_stream_program(&mut rng);
+        let builder = random_stream_program(&mut rng);
+        let program = builder.program();
         let config = if case % 2 == 0 { CONFIG } else { workgroup };
         let unfused = KernelConfig {
             fusion: false,
             ..config
         };
-        let keys = kernel_keys(&program, config);
+        let keys = kernel_keys(program, config);
         for rows in [1usize, 5] {
             let inputs: [&[usize]; 2] = [&[rows, 8], &[rows, 8]];
             let plan_with = |config| {
-                let bound = bind_shapes(&program, &inputs).unwrap();
-                crate::backends::webgpu::plan::plan(&program, bound.shapes, config, LIMITS).unwrap()
+                let bound = bind_shapes(program, &inputs).unwrap();
+                crate::backends::webgpu::plan::plan(program, bound.shapes, config, LIMITS).unwrap()
             };
             let (fused, separate) = (plan_with(config), plan_with(unfused));
             let what = format!("case {case}, {rows} rows");
-            assert_no_hazard(&program, &fused, &format!("{what}, fused"));
-            assert_unwritten_results_stay_inside_their_runs(&program, &fused, &what);
-            assert_no_hazard(&program, &separate, &format!("{what}, unfused"));
+            assert_no_hazard(program, &fused, &format!("{what}, fused"));
+            assert_unwritten_results_stay_inside_their_runs(program, &fused, &what);
+            assert_no_hazard(program, &separate, &format!("{what}, unfused"));
             let dispatches =
                 |plan: &ShapePlan| -> usize { plan.ops.iter().map(|op| op.dispatches.len()).sum() };
             assert!(dispatches(&fused) <= dispatches(&separate), "{what}");
@@ -533,4 +522,75 @@ fn random_residual_streams_plan_fused_without_hazards() {
         fused_runs > 400 && triples > 100 && gated_linears > 100,
         "{fused_runs} runs, {triples} norm triples, {gated_linears} gated linears"
     );
+}
+
+#[test]
+fn random_residual_streams_compute_what_the_cpu_backend_computes() {
+    // 24 of the random programs run on this device (lavapipe natively) under the workgroup
+    // GEMV (so every fused form, the gated linear included, is taken) and with fusion off, and
+    // on the CPU backend, which runs every op as written: at 1 and 3 rows, random inputs and
+    // parameters, every output within 1e-4 + 1e-4 |cpu| of the CPU's. (The norms downstream
+    // hide an error that scales a whole row; the op suite's chain cases catch those.)
+    use crate::backends::cpu::CpuBackend;
+    use crate::evalue::Tensor;
+    use crate::registry::CompileSpec;
+    let cpu = CpuBackend::new();
+    let gpu = super::backend();
+    let fused_specs = [CompileSpec::new("gemv_kernel", "workgroup")];
+    let unfused_specs = [
+        CompileSpec::new("gemv_kernel", "workgroup"),
+        CompileSpec::new("fusion", "off"),
+    ];
+    let mut rng = Rng::new(97);
+    let mut fused_forms = 0;
+    for case in 0..24 {
+        let builder = random_stream_program(&mut rng);
+        let mut params: Vec<(&str, Vec<u8>)> = ["w0", "w1", "w2"]
+            .map(|key| (key, super::f32_bytes(&rng.f32s(8, 0.5, 1.5))))
+            .to_vec();
+        params.push(("bias", super::f32_bytes(&rng.f32s(8, -0.5, 0.5))));
+        params.push(("matrix", super::f32_bytes(&rng.f32s(64, -0.5, 0.5))));
+        for rows in [1usize, 3] {
+            let inputs = || {
+                (0..2)
+                    .map(|input| {
+                        Tensor::from_f32(vec![rows, 8], inputs_of(case, rows, input)).unwrap()
+                    })
+                    .collect::<Vec<_>>()
+            };
+            let want = super::run_on(&cpu, &builder, &params, inputs(), &[]).unwrap();
+            for specs in [&fused_specs[..], &unfused_specs[..]] {
+                let got = super::run_on(gpu, &builder, &params, inputs(), specs).unwrap();
+                for (output, (g, w)) in got.iter().zip(&want).enumerate() {
+                    let (g, w) = (g.as_f32().unwrap(), w.as_f32().unwrap());
+                    assert_eq!(g.len(), w.len());
+                    for (i, (a, b)) in g.iter().zip(w).enumerate() {
+                        assert!(
+                            (a - b).abs() <= 1e-4 + 1e-4 * b.abs(),
+                            "case {case}, {rows} rows, {specs:?}: output {output}[{i}] = {a}, cpu {b}\n{:#?}",
+                            builder.program().ops
+                        );
+                    }
+                }
+            }
+        }
+        let bound = bind_shapes(builder.program(), &[&[1, 8], &[1, 8]]).unwrap();
+        let config = KernelConfig {
+            gemv: kernels::GemvKernel::Workgroup,
+            ..CONFIG
+        };
+        let plan =
+            crate::backends::webgpu::plan::plan(builder.program(), bound.shapes, config, LIMITS)
+                .unwrap();
+        fused_forms += plan.ops.iter().filter(|op| op.name.contains('+')).count();
+    }
+    assert!(
+        fused_forms >= 48,
+        "only {fused_forms} fused runs in 24 programs"
+    );
+}
+
+/// Input `input` of a case at `rows` rows: values in [-2, 2), the same for every backend.
+fn inputs_of(case: usize, rows: usize, input: usize) -> Vec<f32> {
+    Rng::new((case * 16 + rows * 2 + input) as u64).f32s(rows * 8, -2.0, 2.0)
 }

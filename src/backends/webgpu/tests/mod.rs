@@ -68,10 +68,10 @@ pub(super) fn provider(params: &[(&str, Vec<u8>)]) -> Arc<MemoryProvider> {
     Arc::new(provider)
 }
 
-/// Initialises the built program on `backend`, runs it once on `inputs`, destroys it, and
-/// returns its outputs.
+/// Initialises the built program on `backend` (this one, or the CPU backend as a reference),
+/// runs it once on `inputs`, destroys it, and returns its outputs.
 pub(super) fn run_on(
-    backend: &WebGpuBackend,
+    backend: &impl BackendInterface,
     builder: &ProgramBuilder,
     params: &[(&str, Vec<u8>)],
     inputs: Vec<Tensor>,
