@@ -1,7 +1,9 @@
-//! The planner's fusion of neighbouring ops (`fusion.rs`), GPU-free: the fused forms as a
-//! decoder layer writes them and the variants that must not fuse, and random residual-stream
-//! programs whose fused plans must be as hazard-free as their unfused ones. Results of fused
-//! dispatches are checked against f64 by the op suite (`tests/common/cases/chains.rs`).
+//! The planner's fusion of neighbouring ops (`fusion.rs`): the fused forms as a decoder layer
+//! writes them and the variants that must not fuse (GPU-free plans); random residual-stream
+//! programs whose fused plans must be as hazard-free as their unfused ones (400, GPU-free), and
+//! some of which must compute on the device, fused and unfused, what the CPU backend computes
+//! (24, executed). The fused kernels' results are checked against f64 by the op suite
+//! (`tests/common/cases/chains.rs`, `linear.rs`).
 
 use super::planning::{CONFIG, LIMITS, binding_range, overlap, plan_for};
 use super::{Rng, SCOPE, dims};
