@@ -17,7 +17,9 @@
 //!   product is never written (not with the rows GEMV of CPU-emulated adapters, which would
 //!   recompute the activation in every invocation);
 //! - **RMSNorm, then `rope`** (QK-norm per head before the rotary embedding: Gemma 3, Qwen 3):
-//!   `out = rope(rms_norm(x))`, one workgroup per head row (`kernels/rope.rs`).
+//!   `out = rope(rms_norm(x))`, one workgroup per head row (`kernels/rope.rs`); and two such
+//!   pairs in a row (the queries' and the keys'), their rows in one dispatch, when both norms
+//!   are weighted and both ropes share style, dims, base, positions and head dim.
 //!
 //! A run fuses only when the compile spec `fusion` is on (the default), each result the
 //! fused dispatch does not write (a norm's or an activation's before the op that consumes it)
@@ -71,6 +73,13 @@ pub(crate) enum Fusion<'a> {
         /// The rotary embedding.
         rope: &'a Rope,
     },
+    /// Two [`Fusion::NormRope`] pairs in one dispatch (the queries' and the keys').
+    NormRopeTwo {
+        /// The first pair's norm and rope.
+        first: (&'a RmsNorm, &'a Rope),
+        /// The second pair's.
+        second: (&'a RmsNorm, &'a Rope),
+    },
     /// `out = f(x) * gate`.
     Gated {
         /// The unary op.
@@ -110,6 +119,7 @@ impl FusedOps<'_> {
             Fusion::AddNorm { norm: Some(_), .. } => "rms_norm+add+rms_norm",
             Fusion::AddNorm { norm: None, .. } => "add+rms_norm",
             Fusion::NormRope { .. } => "rms_norm+rope",
+            Fusion::NormRopeTwo { .. } => "rms_norm+rope+rms_norm+rope",
             Fusion::Gated { unary, .. } => match unary.op {
                 UnaryOp::Gelu => "gelu+mul",
                 UnaryOp::Tanh => "tanh+mul",
@@ -141,6 +151,15 @@ impl FusedOps<'_> {
             },
             Fusion::Gated { unary, .. } => vec![unary.x],
             Fusion::GatedLinear { unary, gate, .. } => vec![unary.x, gate],
+            // The first rope's positions are the second's (`fusion_of`).
+            Fusion::NormRopeTwo {
+                first: (norm, _),
+                second: (norm2, _),
+            } => [norm.x, norm2.x]
+                .into_iter()
+                .chain(norm.weight)
+                .chain(norm2.weight)
+                .collect(),
         }
     }
 
@@ -163,6 +182,7 @@ impl FusedOps<'_> {
                 next,
             } => rms_norm::add_norm(ctx, norm, x, residual, sum, next),
             Fusion::NormRope { norm, rope } => rope::norm_rope(ctx, norm, rope),
+            Fusion::NormRopeTwo { first, second } => rope::norm_rope_two(ctx, first, second),
             Fusion::Gated { unary, gate, out } => elementwise::gated_unary(ctx, unary, gate, out),
             Fusion::GatedLinear {
                 unary,
@@ -178,6 +198,17 @@ impl FusedOps<'_> {
             Fusion::NormAdd { norm, .. } => rms_norm::norm_add_kernels(norm, config),
             Fusion::AddNorm { norm, next, .. } => rms_norm::add_norm_kernels(norm, next, config),
             Fusion::NormRope { norm, rope } => rope::norm_rope_kernels(norm, rope, config),
+            Fusion::NormRopeTwo {
+                first: (norm, rope),
+                second: (norm2, rope2),
+            } => {
+                // The two pairs' own kernels too: a run whose head dims differ at plan time
+                // runs as the two pairs (`fused_runs`).
+                let mut keys = rope::norm_rope_two_kernels(rope, config);
+                keys.extend(rope::norm_rope_kernels(norm, rope, config));
+                keys.extend(rope::norm_rope_kernels(norm2, rope2, config));
+                keys
+            }
             Fusion::Gated { unary, .. } => vec![elementwise::gated_unary_kernel(unary, config)],
             Fusion::GatedLinear { unary, linear, .. } => {
                 linear::gated_linear_kernels(linear, unary, tensors, config)
@@ -198,13 +229,18 @@ impl FusedOps<'_> {
                 .chain([next.out])
                 .collect(),
             Fusion::NormRope { rope, .. } => vec![rope.positions, rope.out],
+            Fusion::NormRopeTwo {
+                first: (_, rope),
+                second: (_, rope2),
+            } => vec![rope.positions, rope.out, rope2.out],
         };
         let read = match self.fusion {
             Fusion::NormAdd { residual, .. } => vec![residual],
             Fusion::Gated { gate, .. } => vec![gate],
-            Fusion::AddNorm { .. } | Fusion::NormRope { .. } | Fusion::GatedLinear { .. } => {
-                Vec::new()
-            }
+            Fusion::AddNorm { .. }
+            | Fusion::NormRope { .. }
+            | Fusion::NormRopeTwo { .. }
+            | Fusion::GatedLinear { .. } => Vec::new(),
         };
         self.earlier_inputs()
             .into_iter()
@@ -226,7 +262,7 @@ pub(crate) fn candidate_runs<'a>(
     let mut first = 0;
     while first < program.ops.len() {
         // The longest run that starts here and fits; an op is in one run at most.
-        let found = [3, 2].into_iter().find_map(|len| {
+        let found = [4, 3, 2].into_iter().find_map(|len| {
             let ops = program.ops.get(first..first + len)?;
             let fusion = fusion_of(ops)?;
             // The rows GEMV (adapters that emulate the GPU on the CPU) reads the activations
@@ -268,6 +304,21 @@ pub(crate) fn fused_runs<'a>(
 ) -> Result<Vec<FusedOps<'a>>> {
     let mut runs = Vec::new();
     for run in candidate_runs(program, keys, ctx.config) {
+        if let Fusion::NormRopeTwo { first, second } = run.fusion {
+            // One head dim for both, or the two pairs run alone.
+            if ctx.shape(first.1.x)?.last() == ctx.shape(second.1.x)?.last() {
+                runs.push(run);
+            } else {
+                runs.extend([(run.first, first), (run.first + 2, second)].map(
+                    |(index, (norm, rope))| FusedOps {
+                        first: index,
+                        last: index + 1,
+                        fusion: Fusion::NormRope { norm, rope },
+                    },
+                ));
+            }
+            continue;
+        }
         let same_shape = match run.fusion {
             Fusion::NormAdd { norm, residual, .. } => {
                 ctx.shape(norm.out)? == ctx.shape(residual)?
@@ -277,7 +328,7 @@ pub(crate) fn fused_runs<'a>(
                 ctx.shape(unary.out)? == ctx.shape(gate)?
             }
             // The rope reads the norm's result alone.
-            Fusion::NormRope { .. } => true,
+            Fusion::NormRope { .. } | Fusion::NormRopeTwo { .. } => true,
         };
         if same_shape {
             runs.push(run);
@@ -298,6 +349,30 @@ fn fusion_of(ops: &[Op]) -> Option<Fusion<'_>> {
                 unary,
                 gate,
                 linear,
+            })
+        }
+        [n1, r1, n2, r2] => {
+            let (
+                Some(Fusion::NormRope { norm, rope }),
+                Some(Fusion::NormRope {
+                    norm: norm2,
+                    rope: rope2,
+                }),
+            ) = (pair_fusion(n1, r1), pair_fusion(n2, r2))
+            else {
+                return None;
+            };
+            let shared = norm.weight.is_some()
+                && norm2.weight.is_some()
+                && rope.style == rope2.style
+                && rope.dims == rope2.dims
+                && rope.base.to_bits() == rope2.base.to_bits()
+                && rope.positions == rope2.positions
+                // The second pair does not read the first's result.
+                && norm2.x != rope.out;
+            shared.then_some(Fusion::NormRopeTwo {
+                first: (norm, rope),
+                second: (norm2, rope2),
             })
         }
         [Op::RmsNorm(norm), add, Op::RmsNorm(next)] => {
@@ -372,6 +447,10 @@ fn pair_fusion<'a>(first: &'a Op, second: &'a Op) -> Option<Fusion<'a>> {
 fn unwritten(fusion: &Fusion<'_>) -> Vec<TensorId> {
     match fusion {
         Fusion::NormAdd { norm, .. } | Fusion::NormRope { norm, .. } => vec![norm.out],
+        Fusion::NormRopeTwo {
+            first: (norm, _),
+            second: (norm2, _),
+        } => vec![norm.out, norm2.out],
         Fusion::AddNorm { norm, .. } => norm.iter().map(|norm| norm.out).collect(),
         Fusion::Gated { unary, .. } => vec![unary.out],
         Fusion::GatedLinear { unary, linear, .. } => vec![unary.out, linear.x],

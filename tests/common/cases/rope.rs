@@ -274,3 +274,66 @@ pub async fn rms_norm_then_rope(backend: SharedBackend, config: SuiteConfig) {
     }
 }
 }
+
+op_case! {
+/// The queries' and the keys' QK-norm and RoPE back to back, as Gemma 3 writes them (the WebGPU
+/// backend runs all four ops as one dispatch when both norms are weighted and both ropes agree):
+/// q `[3, 4, 12]` and k `[3, 1, 12]` with weights of their own and eps 1e-6 and 1e-5, both
+/// styles, `dims = 8`, positions 0, 5 and 300; then k with another head dim (16: the two pairs
+/// run apart) and k's norm without a weight. Against f64.
+pub async fn two_norm_rope_pairs(backend: SharedBackend, config: SuiteConfig) {
+    use webdelegate::program::ops::RmsNorm;
+    let mut rng = Rng::new(87);
+    let positions = vec![0, 5, 300];
+    // (its rows' head dim, its norm weighted)
+    for (k_dim, k_weighted) in [(12usize, true), (16, true), (12, false)] {
+        for style in [RopeStyle::Neox, RopeStyle::GptJ] {
+            let (q_shape, k_shape) = ([3usize, 4, 12], [3usize, 1, k_dim]);
+            let q = rng.vec(144, -3.0, 3.0);
+            let k = rng.vec(3 * k_dim, -3.0, 3.0);
+            let wq: Vec<f32> = (0..12).map(|j| 0.6 + 0.1 * j as f32).collect();
+            let wk: Vec<f32> = (0..k_dim).map(|j| 1.4 - 0.05 * j as f32).collect();
+            let mut m = Model::new();
+            let (qi, ki) = (m.input("q", &q_shape), m.input("k", &k_shape));
+            let p = m.b.input("positions", DType::I32, dims(&[3]));
+            let wqi = m.param("wq", &[12], &wq);
+            let wki = k_weighted.then(|| m.param("wk", &[k_dim], &wk));
+            let mut pair = |x, weight, eps| {
+                let normed = m.b.push(|out| RmsNorm { x, weight, eps, out }).unwrap();
+                m.b.push(|out| Rope { x: normed, positions: p, dims: 8, base: 10_000.0, style, out })
+                    .unwrap()
+            };
+            let (qo, ko) = (pair(qi, Some(wqi), 1e-6), pair(ki, wki, 1e-5));
+            m.b.output(qo).output(ko);
+            let inputs = vec![
+                f32_tensor(&q_shape, q.clone()),
+                f32_tensor(&k_shape, k.clone()),
+                i32_tensor(&[3], positions.clone()),
+            ];
+            let got = m.run(&backend, inputs).await;
+            let sets = [
+                (&q, &q_shape[..], Some(&wq), 1e-6),
+                (&k, &k_shape[..], k_weighted.then_some(&wk), 1e-5),
+            ];
+            for (output, (x, shape, weight, eps)) in sets.into_iter().enumerate() {
+                let width = shape[2];
+                let mut norm_data = Vec::with_capacity(x.len());
+                for row in x.chunks(width) {
+                    let mean_square = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / width as f64;
+                    let inverse = 1.0 / (mean_square + eps).sqrt();
+                    norm_data.extend(row.iter().enumerate().map(|(j, &v)| {
+                        f64::from(v) * inverse * weight.map_or(1.0, |w| f64::from(w[j]))
+                    }));
+                }
+                let want_norm = Ref::from_f64(shape, norm_data);
+                let want = reference(&want_norm, &positions, 8, 10_000.0, style);
+                let max_abs = want_norm.data.iter().fold(0f64, |m, v| m.max(v.abs()));
+                let allowed = tolerance(max_abs, 300.0, config.elementwise.abs)
+                    + 2.0 * max_abs * config.reduction.rel;
+                let what = format!("{style:?} k_dim={k_dim} k_weighted={k_weighted} output {output}");
+                assert_within(&what, &got[output], &want, allowed);
+            }
+        }
+    }
+}
+}

@@ -96,53 +96,75 @@ fn sin_cos(t: f32) -> vec2<f32> {
 /// RMSNorm over each row (one head's `D` values), then the rotary embedding, one workgroup per
 /// row: a per-head norm fused with the `rope` that alone reads it (Gemma's QK-norm; the planner
 /// decides, see `fusion.rs`). Each element is normalised exactly as the norm kernel does
-/// (`x * inv * weight`), then rotated exactly as the rope kernel does.
+/// (`x * inv * weight`), then rotated exactly as the rope kernel does. One set of rows (`x`,
+/// `out`, geometry `p.head`, eps `p.rot.y`), or two (the queries' and the keys' QK-norm in one
+/// dispatch: the second set's rows follow the first's, with `x2`, `weight2`, `out2`, `p.head2`
+/// and eps `p.rot.z`).
 const NORM_ROPE: &str = r"
 {{PARAMS}}
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
 {{BINDINGS}}
-
-{{INVERSE_RMS}}
 
 {{SIN_COS}}
 
-// Element e of the row at base, normalised.
-fn normed(base: u32, e: u32, inv: f32) -> f32 {
-    return x[base + e] * inv{{WEIGHT}};
-}
+{{SETS}}
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let row = flat_group(wid, nwg);
-    if (row >= p.head.x) {
-        return;
-    }
-    let h = p.head.y;
+    {{MAIN}}
+}
+";
+
+/// One set's functions of [`NORM_ROPE`] (`{S}`: the set's suffix, "" or "2"; `{EPS}` its eps).
+const NORM_ROPE_SET: &str = r"
+{{INVERSE_RMS}}
+
+// Element e of the row at base, normalised.
+fn normed{S}(base: u32, e: u32, inv: f32) -> f32 {
+    return x{S}[base + e] * inv{{WEIGHT}};
+}
+
+// Row `row` of the set, normalised then rotated (call in workgroup-uniform control flow).
+fn norm_rope_row{S}(row: u32, lid: u32) {
+    let h = p.head{S}.y;
     let base = row * h;
-    let inv_rms = inverse_rms(base, h, lid, bitcast<f32>(p.rot.y));
-    let s = (row / p.head.z) % p.head.w;
+    let inv_rms = inverse_rms{S}(base, h, lid, bitcast<f32>({EPS}));
+    let s = (row / p.head{S}.z) % p.head{S}.w;
     let position = f32(bitcast<i32>(positions[s]));
     let half = p.rot.x;
     for (var d = lid; d < h; d = d + {{WG}}u) {
         let i = base + d;
         if (d >= 2u * half) {
-            out[i] = normed(base, d, inv_rms);
+            out{S}[i] = normed{S}(base, d, inv_rms);
             continue;
         }
         {{PAIR}}
         let inv = p.inv_freq[pair / 4u][pair % 4u];
         let sc = sin_cos(position * inv);
-        let x0 = normed(base, a - base, inv_rms);
-        let x1 = normed(base, a + offset - base, inv_rms);
+        let x0 = normed{S}(base, a - base, inv_rms);
+        let x1 = normed{S}(base, a + offset - base, inv_rms);
         if (first) {
-            out[i] = x0 * sc.y - x1 * sc.x;
+            out{S}[i] = x0 * sc.y - x1 * sc.x;
         } else {
-            out[i] = x0 * sc.x + x1 * sc.y;
+            out{S}[i] = x0 * sc.x + x1 * sc.y;
         }
     }
 }
 ";
+
+/// The two-set kernel's uniform block: the second set's geometry before the frequency table.
+const PAIR_PARAMS: &str = "struct Params {
+    // the first set: x: rows, y: D, z: H, w: S
+    head: vec4<u32>,
+    // x: rotated pairs (dims / 2), y: the first norm's eps, z: the second's (f32 bits)
+    rot: vec4<u32>,
+    // the second set, as head
+    head2: vec4<u32>,
+    inv_freq: array<vec4<f32>, {{VEC4S}}>,
+}
+
+@group(0) @binding(0) var<uniform> p: Params;";
 
 /// Rotary embedding kernel of one style, with a table of `vec4s` inverse-frequency vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -193,7 +215,8 @@ fn pair_of(style: RopeStyle) -> &'static str {
     }
 }
 
-/// The per-head RMSNorm fused with the rotary embedding (one workgroup per row).
+/// The per-head RMSNorm fused with the rotary embedding (one workgroup per row), over one set
+/// of rows or two.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct NormRopeKey {
     /// Which elements pair up.
@@ -202,13 +225,15 @@ pub(crate) struct NormRopeKey {
     pub vec4s: u32,
     /// Threads per row.
     pub wg: u32,
-    /// Whether the norm multiplies by a weight (binding 2).
+    /// Whether the norm multiplies by a weight (binding 2; both sets' norms when `two`).
     pub weighted: bool,
+    /// Whether a second set of rows follows the first (weighted: bindings 5, 6 and 7).
+    pub two: bool,
 }
 
 impl Kernel for NormRopeKey {
     fn storage_bindings(&self) -> u32 {
-        3 + u32::from(self.weighted)
+        3 + u32::from(self.weighted) + if self.two { 3 } else { 0 }
     }
 
     fn invocations(&self) -> u32 {
@@ -221,7 +246,8 @@ impl Kernel for NormRopeKey {
 
     fn body(&self) -> String {
         let first = 2 + u32::from(self.weighted);
-        let mut bindings = String::new();
+        let mut bindings =
+            String::from("@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n");
         if self.weighted {
             bindings
                 .push_str("@group(0) @binding(2) var<storage, read_write> weight: array<f32>;\n");
@@ -231,14 +257,53 @@ impl Kernel for NormRopeKey {
              @group(0) @binding({}) var<storage, read_write> out: array<f32>;",
             first + 1
         ));
-        let body = NORM_ROPE
-            .replace("{{PARAMS}}", PARAMS)
-            .replace("{{INVERSE_RMS}}", INVERSE_RMS)
-            .replace("{{BINDINGS}}", &bindings)
-            .replace(
-                "{{WEIGHT}}",
-                if self.weighted { " * weight[e]" } else { "" },
+        let set = |suffix: &str, eps: &str| {
+            let weight = if self.weighted {
+                format!(" * weight{suffix}[e]")
+            } else {
+                String::new()
+            };
+            NORM_ROPE_SET
+                .replace(
+                    "{{INVERSE_RMS}}",
+                    &INVERSE_RMS
+                        .replace("inverse_rms(", &format!("inverse_rms{suffix}("))
+                        .replace("x[", &format!("x{suffix}[")),
+                )
+                .replace("{{WEIGHT}}", &weight)
+                .replace("{S}", suffix)
+                .replace("{EPS}", eps)
+        };
+        let (params, sets, main) = if self.two {
+            // Bindings 5..=7: the second set (weighted: `fusion.rs` pairs weighted norms only).
+            bindings.push_str(
+                "\n@group(0) @binding(5) var<storage, read_write> x2: array<f32>;\n\
+                 @group(0) @binding(6) var<storage, read_write> weight2: array<f32>;\n\
+                 @group(0) @binding(7) var<storage, read_write> out2: array<f32>;",
+            );
+            (
+                PAIR_PARAMS,
+                format!("{}\n{}", set("", "p.rot.y"), set("2", "p.rot.z")),
+                "if (row < p.head.x) {
+        norm_rope_row(row, lid);
+    } else if (row - p.head.x < p.head2.x) {
+        norm_rope_row2(row - p.head.x, lid);
+    }",
             )
+        } else {
+            (
+                PARAMS,
+                set("", "p.rot.y"),
+                "if (row < p.head.x) {
+        norm_rope_row(row, lid);
+    }",
+            )
+        };
+        let body = NORM_ROPE
+            .replace("{{PARAMS}}", params)
+            .replace("{{BINDINGS}}", &bindings)
+            .replace("{{SETS}}", &sets)
+            .replace("{{MAIN}}", main)
             .replace("{{SIN_COS}}", SIN_COS)
             .replace("{{VEC4S}}", &self.vec4s.to_string())
             .replace("{{PAIR}}", pair_of(self.style));
@@ -373,6 +438,7 @@ pub(crate) fn norm_rope(
             vec4s: vec4s(rope.dims),
             wg: row_workgroup(ctx, head_dim),
             weighted: norm.weight.is_some(),
+            two: false,
         }),
         uniforms,
         bindings: [
@@ -405,6 +471,108 @@ pub(crate) fn norm_rope_kernels(
                 vec4s: vec4s(rope.dims),
                 wg,
                 weighted: norm.weight.is_some(),
+                two: false,
+            })
+        })
+        .to_vec()
+}
+
+/// Two per-head norms each fused with its rope (the queries' and the keys' QK-norm) in one
+/// dispatch: `first.1.out = rope(rms_norm(first.0.x))`, the same for `second`, the second's
+/// rows after the first's. Both norms weighted; both ropes of one style, dims and base, over
+/// one positions tensor and one head dim.
+///
+/// # Errors
+/// As the pairs' own dispatches; `InvalidProgram` when the two differ in what they must share.
+pub(crate) fn norm_rope_two(
+    ctx: &PlanContext<'_>,
+    first: (&RmsNorm, &Rope),
+    second: (&RmsNorm, &Rope),
+) -> Result<Vec<Dispatch>> {
+    let [(norm, rope), (norm2, rope2)] = [first, second];
+    let (Some(weight), Some(weight2)) = (norm.weight, norm2.weight) else {
+        return Err(Error::invalid_program(
+            "rms_norm + rope twice: both norms need a weight",
+        ));
+    };
+    if rope.style != rope2.style
+        || rope.dims != rope2.dims
+        || rope.base.to_bits() != rope2.base.to_bits()
+        || rope.positions != rope2.positions
+    {
+        return Err(Error::invalid_program(
+            "rms_norm + rope twice: the ropes differ in style, dims, base or positions",
+        ));
+    }
+    for (n, r) in [first, second] {
+        ctx.require_f32(&[n.x, r.out])?;
+        if ctx.shape(n.x)? != ctx.shape(r.x)? {
+            return Err(Error::invalid_program(
+                "rms_norm + rope: the norm's input is not the rope's shape",
+            ));
+        }
+    }
+    let (rows, head_dim, uniforms) = rope_uniforms(ctx, rope, Some(norm.eps))?;
+    let (rows2, head_dim2, uniforms2) = rope_uniforms(ctx, rope2, Some(norm2.eps))?;
+    if head_dim != head_dim2 {
+        return Err(Error::invalid_program(format!(
+            "rms_norm + rope twice: head dims {head_dim} and {head_dim2} differ"
+        )));
+    }
+    ctx.require_f32(&[weight, weight2])?;
+    check_vector(ctx, "rms_norm weight", weight, head_dim)?;
+    check_vector(ctx, "rms_norm weight", weight2, head_dim)?;
+    let Some(total) = rows.checked_add(rows2) else {
+        return Err(Error::out_of_resources(
+            "rms_norm + rope twice: too many rows",
+        ));
+    };
+    let Some(workgroups) = grid_1d(total, ctx.max_workgroups)? else {
+        return Ok(Vec::new());
+    };
+    // The first set's block with the second's eps beside its own, then the second's geometry,
+    // then the shared frequency table (words 8.. of either block).
+    let mut block = uniforms.clone();
+    block[6] = norm2.eps.to_bits();
+    block.splice(8..8, uniforms2[..4].iter().copied());
+    Ok(vec![Dispatch {
+        key: KernelKey::new(NormRopeKey {
+            style: rope.style,
+            vec4s: vec4s(rope.dims),
+            wg: row_workgroup(ctx, head_dim),
+            weighted: true,
+            two: true,
+        }),
+        uniforms: block,
+        bindings: [
+            norm.x,
+            weight,
+            rope.positions,
+            rope.out,
+            norm2.x,
+            weight2,
+            rope2.out,
+        ]
+        .into_iter()
+        .map(Binding::Tensor)
+        .collect(),
+        workgroups,
+    }])
+}
+
+/// The kernels of [`norm_rope_two`] for `rope` under `config`.
+pub(crate) fn norm_rope_two_kernels(rope: &Rope, config: KernelConfig) -> Vec<KernelKey> {
+    if rope.dims as usize / 2 > MAX_PAIRS {
+        return Vec::new();
+    }
+    row_workgroups(config)
+        .map(|wg| {
+            KernelKey::new(NormRopeKey {
+                style: rope.style,
+                vec4s: vec4s(rope.dims),
+                wg,
+                weighted: true,
+                two: true,
             })
         })
         .to_vec()

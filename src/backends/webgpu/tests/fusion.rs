@@ -240,6 +240,85 @@ fn a_per_head_norm_and_its_rope_run_as_one_dispatch() {
     assert_eq!(names, [("rms_norm", 1), ("rope", 1)]);
 }
 
+#[test]
+fn the_queries_and_the_keys_norm_rope_pairs_run_as_one_dispatch() {
+    // q [2, 4, 16] and k [2, 1, 16] (Gemma's QK-norm then RoPE): one dispatch over 8 + 2 rows;
+    // k with another head dim: the two pairs apart; k's norm without a weight: apart too.
+    let build = |k_dim: usize, k_weighted: bool| {
+        let mut b = ProgramBuilder::new();
+        let q = b.input("q", DType::F32, dims(&[2, 4, 16]));
+        let k = b.input("k", DType::F32, dims(&[2, 1, k_dim]));
+        let positions = b.input("positions", DType::I32, dims(&[2]));
+        let wq = b.param("wq", DType::F32, dims(&[16]), "s", "wq");
+        let wk = b.param("wk", DType::F32, dims(&[k_dim]), "s", "wk");
+        let pair = |b: &mut ProgramBuilder, x, weight| {
+            let normed = push_norm(b, x, weight);
+            b.push(|out| ops::Rope {
+                x: normed,
+                positions,
+                dims: 8,
+                base: 10_000.0,
+                style: ops::RopeStyle::Neox,
+                out,
+            })
+            .unwrap()
+        };
+        let qo = pair(&mut b, q, Some(wq));
+        let ko = pair(&mut b, k, k_weighted.then_some(wk));
+        b.output(qo).output(ko);
+        (b.into_program(), [q, wq, positions, qo, k, wk, ko])
+    };
+    let names = |plan: &ShapePlan| -> Vec<(&str, usize)> {
+        plan.ops
+            .iter()
+            .map(|op| (op.name, op.dispatches.len()))
+            .collect()
+    };
+    let (program, bound) = build(16, true);
+    let plan = plan_for(&program, &[&[2, 4, 16], &[2, 1, 16], &[2]]).unwrap();
+    assert_eq!(
+        names(&plan),
+        [
+            ("rms_norm", 0),
+            ("rope", 0),
+            ("rms_norm", 0),
+            ("rms_norm+rope+rms_norm+rope", 1)
+        ]
+    );
+    let dispatch = &plan.ops[3].dispatches[0];
+    assert_eq!(
+        dispatch.workgroups,
+        [10, 1, 1],
+        "one workgroup per head row of both"
+    );
+    let want: Vec<_> = bound
+        .iter()
+        .map(|&id| kernels::Binding::Tensor(id))
+        .collect();
+    assert_eq!(dispatch.bindings, want);
+    assert!(kernel_keys(&program, CONFIG).contains(&dispatch.key));
+    assert_no_hazard(&program, &plan, "q and k");
+    assert_unwritten_results_stay_inside_their_runs(&program, &plan, "q and k");
+    for (k_dim, k_weighted) in [(12, true), (16, false)] {
+        let (program, _) = build(k_dim, k_weighted);
+        let plan = plan_for(&program, &[&[2, 4, 16], &[2, 1, k_dim], &[2]]).unwrap();
+        assert_eq!(
+            names(&plan),
+            [
+                ("rms_norm", 0),
+                ("rms_norm+rope", 1),
+                ("rms_norm", 0),
+                ("rms_norm+rope", 1)
+            ],
+            "k_dim {k_dim}, k weighted {k_weighted}"
+        );
+        let keys = kernel_keys(&program, CONFIG);
+        for op in [1, 3] {
+            assert!(keys.contains(&plan.ops[op].dispatches[0].key));
+        }
+    }
+}
+
 /// A value in `0..n` (`n > 0`).
 fn below(rng: &mut Rng, n: usize) -> usize {
     rng.range(0, n - 1)
