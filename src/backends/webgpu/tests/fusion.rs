@@ -332,8 +332,9 @@ fn chance(rng: &mut Rng, percent: u64) -> bool {
 /// A random program over `[rows, 8]` tensors as a decoder's residual stream writes them: norms
 /// (weighted or not), adds and products of recent tensors (sometimes one tensor twice, sometimes
 /// a broadcast vector), activations, same-shape reshapes (views sharing storage), linears
-/// (an 8 x 8 f32 weight, sometimes a bias), explicit post-norm / add / pre-norm runs and gated
-/// activations before a linear, and random program outputs.
+/// (an 8 x 8 f32 weight, sometimes a bias), explicit post-norm / add / pre-norm runs, gated
+/// activations before a linear, and the queries' and keys' QK-norm and RoPE on `[rows, 2, 4]`
+/// views (sometimes the second reading the first's result), and random program outputs.
 fn random_stream_program(rng: &mut Rng) -> ProgramBuilder {
     let mut b = ProgramBuilder::new();
     let rows = b.symbol("rows");
@@ -342,6 +343,11 @@ fn random_stream_program(rng: &mut Rng) -> ProgramBuilder {
         b.input("x", DType::F32, shape.clone()),
         b.input("a", DType::F32, shape.clone()),
     ];
+    let positions = b.input("positions", DType::I32, vec![rows]);
+    let head_weights = [0, 1].map(|i| {
+        let key = format!("hw{i}");
+        b.param(&key, DType::F32, dims(&[4]), SCOPE, &key)
+    });
     let weights = [0, 1, 2].map(|i| {
         b.param(
             &format!("w{i}"),
@@ -373,7 +379,7 @@ fn random_stream_program(rng: &mut Rng) -> ProgramBuilder {
     };
     let weight = |rng: &mut Rng| (!chance(rng, 25)).then(|| weights[below(rng, 3)]);
     for _ in 0..4 + below(rng, 14) {
-        let t = match below(rng, 10) {
+        let t = match below(rng, 11) {
             0 | 1 => {
                 let x = pick(rng, &pool);
                 let w = weight(rng);
@@ -415,6 +421,36 @@ fn random_stream_program(rng: &mut Rng) -> ProgramBuilder {
                 let product = b.binary(BinaryOp::Mul, g, up).unwrap();
                 pool.push(product);
                 linear(&mut b, rng, product)
+            }
+            8 => {
+                // The queries' and the keys' QK-norm and RoPE, on [rows, 2, 4] views.
+                let (q, k) = (pick(rng, &pool), pool[below(rng, pool.len())]);
+                let heads = vec![rows, Dim::Fixed(2), Dim::Fixed(4)];
+                let style = [ops::RopeStyle::Neox, ops::RopeStyle::GptJ][below(rng, 2)];
+                let mut pair = |b: &mut ProgramBuilder, rng: &mut Rng, view| {
+                    let weight = (!chance(rng, 20)).then(|| head_weights[below(rng, 2)]);
+                    let normed = push_norm(b, view, weight);
+                    b.push(|out| ops::Rope {
+                        x: normed,
+                        positions,
+                        dims: 4,
+                        base: 10_000.0,
+                        style,
+                        out,
+                    })
+                    .unwrap()
+                };
+                // Both views first (a view between the pairs would keep them apart), unless
+                // the keys' pair reads the queries' result (no four-op run then).
+                let q_view = b.reshape(q, heads.clone()).unwrap();
+                let chained = chance(rng, 20);
+                let k_view = (!chained).then(|| b.reshape(k, heads.clone()).unwrap());
+                let q_rotated = pair(&mut b, rng, q_view);
+                let k_rotated = pair(&mut b, rng, k_view.unwrap_or(q_rotated));
+                let rotated = [q_rotated, k_rotated];
+                let [qo, ko] = rotated.map(|r| b.reshape(r, shape.clone()).unwrap());
+                pool.push(qo);
+                ko
             }
             _ => {
                 // A post-norm, the residual add and the next pre-norm.
@@ -540,7 +576,7 @@ fn random_residual_streams_plan_fused_without_hazards() {
         ..CONFIG
     };
     let mut rng = Rng::new(89);
-    let (mut fused_runs, mut triples, mut gated_linears) = (0, 0, 0);
+    let (mut fused_runs, mut triples, mut gated_linears, mut qk_pairs) = (0, 0, 0, 0);
     for case in 0..400 {
         let builder = random_stream_program(&mut rng);
         let program = builder.program();
@@ -551,7 +587,7 @@ fn random_residual_streams_plan_fused_without_hazards() {
         };
         let keys = kernel_keys(program, config);
         for rows in [1usize, 5] {
-            let inputs: [&[usize]; 2] = [&[rows, 8], &[rows, 8]];
+            let inputs: [&[usize]; 3] = [&[rows, 8], &[rows, 8], &[rows]];
             let plan_with = |config| {
                 let bound = bind_shapes(program, &inputs).unwrap();
                 crate::backends::webgpu::plan::plan(program, bound.shapes, config, LIMITS).unwrap()
@@ -596,12 +632,18 @@ fn random_residual_streams_plan_fused_without_hazards() {
                 "{what}"
             );
             gated_linears += gated;
+            qk_pairs += fused
+                .ops
+                .iter()
+                .filter(|op| op.name == "rms_norm+rope+rms_norm+rope")
+                .count();
         }
     }
     // The generator must reach the fused forms, or the property says nothing about them.
     assert!(
-        fused_runs > 400 && triples > 100 && gated_linears > 100,
-        "{fused_runs} runs, {triples} norm triples, {gated_linears} gated linears"
+        fused_runs > 400 && triples > 100 && gated_linears > 100 && qk_pairs > 50,
+        "{fused_runs} runs, {triples} norm triples, {gated_linears} gated linears, \
+         {qk_pairs} q and k norm-rope runs"
     );
 }
 
@@ -613,7 +655,7 @@ fn random_residual_streams_compute_what_the_cpu_backend_computes() {
     // parameters, every output within 1e-4 + 1e-4 |cpu| of the CPU's. (The norms downstream
     // hide an error that scales a whole row; the op suite's chain cases catch those.)
     use crate::backends::cpu::CpuBackend;
-    use crate::evalue::Tensor;
+    use crate::evalue::{Tensor, TensorData};
     use crate::registry::CompileSpec;
     let cpu = CpuBackend::new();
     let gpu = super::backend();
@@ -630,14 +672,20 @@ fn random_residual_streams_compute_what_the_cpu_backend_computes() {
             .map(|key| (key, super::f32_bytes(&rng.f32s(8, 0.5, 1.5))))
             .to_vec();
         params.push(("bias", super::f32_bytes(&rng.f32s(8, -0.5, 0.5))));
+        for key in ["hw0", "hw1"] {
+            params.push((key, super::f32_bytes(&rng.f32s(4, 0.5, 1.5))));
+        }
         params.push(("matrix", super::f32_bytes(&rng.f32s(64, -0.5, 0.5))));
         for rows in [1usize, 3] {
             let inputs = || {
-                (0..2)
+                let mut tensors: Vec<Tensor> = (0..2)
                     .map(|input| {
                         Tensor::from_f32(vec![rows, 8], inputs_of(case, rows, input)).unwrap()
                     })
-                    .collect::<Vec<_>>()
+                    .collect();
+                let positions = (0..rows as i32).map(|r| 7 * r + case as i32).collect();
+                tensors.push(Tensor::new(vec![rows], TensorData::Int32(positions)).unwrap());
+                tensors
             };
             let want = super::run_on(&cpu, &builder, &params, inputs(), &[]).unwrap();
             for specs in [&fused_specs[..], &unfused_specs[..]] {
@@ -655,7 +703,7 @@ fn random_residual_streams_compute_what_the_cpu_backend_computes() {
                 }
             }
         }
-        let bound = bind_shapes(builder.program(), &[&[1, 8], &[1, 8]]).unwrap();
+        let bound = bind_shapes(builder.program(), &[&[1, 8], &[1, 8], &[1]]).unwrap();
         let config = KernelConfig {
             gemv: kernels::GemvKernel::Workgroup,
             ..CONFIG
