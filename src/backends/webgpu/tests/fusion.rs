@@ -427,7 +427,7 @@ fn random_stream_program(rng: &mut Rng) -> ProgramBuilder {
                 let (q, k) = (pick(rng, &pool), pool[below(rng, pool.len())]);
                 let heads = vec![rows, Dim::Fixed(2), Dim::Fixed(4)];
                 let style = [ops::RopeStyle::Neox, ops::RopeStyle::GptJ][below(rng, 2)];
-                let mut pair = |b: &mut ProgramBuilder, rng: &mut Rng, view| {
+                let pair = |b: &mut ProgramBuilder, rng: &mut Rng, view| {
                     let weight = (!chance(rng, 20)).then(|| head_weights[below(rng, 2)]);
                     let normed = push_norm(b, view, weight);
                     b.push(|out| ops::Rope {
