@@ -362,12 +362,7 @@ fn fusion_of(ops: &[Op]) -> Option<Fusion<'_>> {
             else {
                 return None;
             };
-            let shared = norm.weight.is_some()
-                && norm2.weight.is_some()
-                && rope.style == rope2.style
-                && rope.dims == rope2.dims
-                && rope.base.to_bits() == rope2.base.to_bits()
-                && rope.positions == rope2.positions
+            let shared = rope::pairs_share_a_dispatch((norm, rope), (norm2, rope2))
                 // The second pair does not read the first's result.
                 && norm2.x != rope.out;
             shared.then_some(Fusion::NormRopeTwo {

@@ -461,6 +461,12 @@ pub(crate) fn norm_rope_kernels(
     rope: &Rope,
     config: KernelConfig,
 ) -> Vec<KernelKey> {
+    norm_rope_keys(rope, norm.weight.is_some(), false, config)
+}
+
+/// The norm-and-rope kernels for `rope` under `config`, in every row workgroup size (none
+/// when `dims` exceeds the uniform table).
+fn norm_rope_keys(rope: &Rope, weighted: bool, two: bool, config: KernelConfig) -> Vec<KernelKey> {
     if rope.dims as usize / 2 > MAX_PAIRS {
         return Vec::new();
     }
@@ -470,11 +476,24 @@ pub(crate) fn norm_rope_kernels(
                 style: rope.style,
                 vec4s: vec4s(rope.dims),
                 wg,
-                weighted: norm.weight.is_some(),
-                two: false,
+                weighted,
+                two,
             })
         })
         .to_vec()
+}
+
+/// Whether two norm-and-rope pairs can run as one dispatch, whatever the shapes ([`norm_rope_two`]
+/// also needs one head dim): both norms weighted, the ropes of one style, dims, base and
+/// positions.
+pub(crate) fn pairs_share_a_dispatch(first: (&RmsNorm, &Rope), second: (&RmsNorm, &Rope)) -> bool {
+    let [(norm, rope), (norm2, rope2)] = [first, second];
+    norm.weight.is_some()
+        && norm2.weight.is_some()
+        && rope.style == rope2.style
+        && rope.dims == rope2.dims
+        && rope.base.to_bits() == rope2.base.to_bits()
+        && rope.positions == rope2.positions
 }
 
 /// Two per-head norms each fused with its rope (the queries' and the keys' QK-norm) in one
@@ -490,20 +509,16 @@ pub(crate) fn norm_rope_two(
     second: (&RmsNorm, &Rope),
 ) -> Result<Vec<Dispatch>> {
     let [(norm, rope), (norm2, rope2)] = [first, second];
-    let (Some(weight), Some(weight2)) = (norm.weight, norm2.weight) else {
+    let (true, Some(weight), Some(weight2)) = (
+        pairs_share_a_dispatch(first, second),
+        norm.weight,
+        norm2.weight,
+    ) else {
         return Err(Error::invalid_program(
-            "rms_norm + rope twice: both norms need a weight",
+            "rms_norm + rope twice: a norm without a weight, or ropes that differ in style, \
+             dims, base or positions",
         ));
     };
-    if rope.style != rope2.style
-        || rope.dims != rope2.dims
-        || rope.base.to_bits() != rope2.base.to_bits()
-        || rope.positions != rope2.positions
-    {
-        return Err(Error::invalid_program(
-            "rms_norm + rope twice: the ropes differ in style, dims, base or positions",
-        ));
-    }
     for (n, r) in [first, second] {
         ctx.require_f32(&[n.x, r.out])?;
         if ctx.shape(n.x)? != ctx.shape(r.x)? {
@@ -562,18 +577,5 @@ pub(crate) fn norm_rope_two(
 
 /// The kernels of [`norm_rope_two`] for `rope` under `config`.
 pub(crate) fn norm_rope_two_kernels(rope: &Rope, config: KernelConfig) -> Vec<KernelKey> {
-    if rope.dims as usize / 2 > MAX_PAIRS {
-        return Vec::new();
-    }
-    row_workgroups(config)
-        .map(|wg| {
-            KernelKey::new(NormRopeKey {
-                style: rope.style,
-                vec4s: vec4s(rope.dims),
-                wg,
-                weighted: true,
-                two: true,
-            })
-        })
-        .to_vec()
+    norm_rope_keys(rope, true, true, config)
 }
