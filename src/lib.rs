@@ -23,6 +23,7 @@ pub mod backends;
 pub(crate) mod browser;
 pub mod error;
 pub mod evalue;
+pub mod executorch_schema;
 // In-order turns on one value for the web `Embedder`; platform-independent, so its tests run
 // natively.
 #[cfg(any(all(web, feature = "text"), test))]
