@@ -94,6 +94,46 @@ pub enum TensorData {
 }
 
 impl TensorData {
+    /// Elements of `dtype` decoded from little-endian `bytes` (a whole number of elements).
+    ///
+    /// # Errors
+    /// `InvalidArgument` when `bytes` is not a whole number of elements, or a `bool` byte is
+    /// neither 0 nor 1.
+    pub fn from_le_bytes(dtype: ScalarType, bytes: &[u8]) -> Result<Self> {
+        let size = dtype.element_size();
+        if !bytes.len().is_multiple_of(size) {
+            return Err(Error::invalid_argument(format!(
+                "{} bytes are not a whole number of {dtype:?} elements",
+                bytes.len()
+            )));
+        }
+        fn words<const N: usize, T>(bytes: &[u8], from: fn([u8; N]) -> T) -> Vec<T> {
+            bytes
+                .chunks_exact(N)
+                .map(|chunk| {
+                    let mut word = [0; N];
+                    word.copy_from_slice(chunk);
+                    from(word)
+                })
+                .collect()
+        }
+        Ok(match dtype {
+            ScalarType::UInt8 => Self::UInt8(bytes.to_vec()),
+            ScalarType::Bool => {
+                if bytes.iter().any(|&b| b > 1) {
+                    return Err(Error::invalid_argument(
+                        "a bool tensor holds a byte other than 0 or 1",
+                    ));
+                }
+                Self::Bool(bytes.to_vec())
+            }
+            ScalarType::Int32 => Self::Int32(words(bytes, i32::from_le_bytes)),
+            ScalarType::Int64 => Self::Int64(words(bytes, i64::from_le_bytes)),
+            ScalarType::Float32 => Self::Float32(words(bytes, f32::from_le_bytes)),
+            ScalarType::Float64 => Self::Float64(words(bytes, f64::from_le_bytes)),
+        })
+    }
+
     /// The element type.
     pub fn dtype(&self) -> ScalarType {
         match self {

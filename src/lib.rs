@@ -32,6 +32,7 @@ pub mod lifecycle;
 pub mod models;
 pub mod params;
 pub mod program;
+pub mod pte;
 pub mod quant;
 pub mod registry;
 pub mod send_sync;
