@@ -24,9 +24,9 @@ pub(crate) mod browser;
 pub mod error;
 pub mod evalue;
 pub mod executorch_schema;
-// In-order turns on one value for the web `Embedder`; platform-independent, so its tests run
+// In-order turns on one value for the web `Embedder` and `Module`; platform-independent, so its tests run
 // natively.
-#[cfg(any(all(web, feature = "text"), test))]
+#[cfg(any(web, test))]
 pub(crate) mod fifo_slot;
 pub mod lifecycle;
 pub mod models;

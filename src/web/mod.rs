@@ -15,10 +15,14 @@
 //!   backends and what a WebGPU delegate tells about itself.
 //! - [`programs`]: building programs from JavaScript (`ProgramBuilder`, `bertProgram`, the
 //!   matmul bench program).
-//! - [`models`]: high-level model APIs (`Embedder`).
+//! - [`loading`]: what every high-level load shares (the backend choice, aborts, fetching a file).
+//! - [`executorch`]: ExecuTorch programs (`Module`: a `.pte` with its `.ptd` streamed by Range).
+//! - [`models`]: high-level model APIs (`Embedder`, `Generator`).
 
 pub mod edge;
+pub mod executorch;
 pub mod lifecycle;
+pub(crate) mod loading;
 #[cfg(feature = "text")]
 pub mod models;
 pub mod programs;

@@ -418,7 +418,8 @@ impl HttpParameterProvider {
     }
 }
 
-fn stats_to_js(stats: LoadStats) -> JsValue {
+/// A provider's load statistics as the JS `LoadStats` object.
+pub(crate) fn stats_to_js(stats: LoadStats) -> JsValue {
     let object = Object::new();
     for (key, value) in [
         ("requestsPlanned", stats.requests_planned),

@@ -8,7 +8,7 @@
 //! signal), the provider's Range requests are aborted (a suspend stops them all), and whatever
 //! was half-built is dropped.
 //!
-//! The backend is chosen as every model load chooses it ([`crate::web::models::loading`]); the
+//! The backend is chosen as every model load chooses it ([`crate::web::loading`]); the
 //! reasons for skipping the preferred ones become the embedder's `fallbackReason`.
 
 use super::options::LoadOptions;
@@ -19,23 +19,12 @@ use crate::params::http::{HttpProvider, ScopeOptions};
 use crate::program;
 use crate::registry::{BackendInitContext, LoadedDelegate};
 use crate::text::TextTokenizer;
-use crate::web::models::loading::{
-    CpuLoadOptions, aborted_error, init_on_first, race_abort, status_error,
-};
-use js_sys::Promise;
+use crate::web::loading::{CpuLoadOptions, fetch_bytes, init_on_first, race_abort, status_error};
 use std::sync::Arc;
-use wasm_bindgen::JsCast;
-use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
 /// The provider scope the model's weights are served under.
 pub(super) const SCOPE: &str = "model";
-
-#[wasm_bindgen]
-extern "C" {
-    #[wasm_bindgen(js_name = fetch)]
-    fn global_fetch(url: &str, init: &web_sys::RequestInit) -> Promise;
-}
 
 /// A model ready to embed with.
 pub(super) struct LoadedModel {
@@ -53,41 +42,6 @@ fn resolve_url(base: &str, name: &str) -> String {
     } else {
         format!("{base}/{name}")
     }
-}
-
-/// GETs `url` with `signal`; `Ok(None)` for a 404 when `optional`.
-async fn fetch_bytes(
-    url: &str,
-    optional: bool,
-    signal: Option<&web_sys::AbortSignal>,
-) -> Result<Option<Vec<u8>>> {
-    let failed = |e: JsValue| {
-        if signal.is_some_and(web_sys::AbortSignal::aborted) {
-            aborted_error()
-        } else {
-            Error::access_failed(format!("GET {url}: {e:?}"))
-        }
-    };
-    let init = web_sys::RequestInit::new();
-    init.set_signal(signal);
-    let response: web_sys::Response = JsFuture::from(global_fetch(url, &init))
-        .await
-        .map_err(failed)?
-        .dyn_into()
-        .map_err(|_| Error::internal(format!("GET {url}: fetch gave no Response")))?;
-    if optional && response.status() == 404 {
-        return Ok(None);
-    }
-    if !response.ok() {
-        return Err(Error::access_failed(format!(
-            "GET {url}: HTTP {}",
-            response.status()
-        )));
-    }
-    let buffer = JsFuture::from(response.array_buffer().map_err(failed)?)
-        .await
-        .map_err(failed)?;
-    Ok(Some(js_sys::Uint8Array::new(&buffer).to_vec()))
 }
 
 /// Loads the model in `base_url` with `provider` serving its weights, unless `options.signal`

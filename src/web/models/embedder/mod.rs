@@ -23,7 +23,7 @@ use crate::params::{ParameterProvider, Signal};
 use crate::registry::{self, BackendOption, LoadedDelegate};
 use crate::text::TextTokenizer;
 use crate::web::edge::errors::to_js_error;
-use crate::web::models::loading::status_error;
+use crate::web::loading::status_error;
 use crate::web::providers::http::provider_from_options;
 use crate::web::registry::introspect;
 use js_sys::{Array, BigInt64Array, Float32Array, Object, Promise, Reflect};

@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::web::edge::fields::{integer, optional, string};
-use crate::web::models::loading::threads_option;
+use crate::web::loading::threads_option;
 use std::ops::RangeInclusive;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;

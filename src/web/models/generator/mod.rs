@@ -6,7 +6,7 @@
 //! hyper-parameters and the vocabulary come from its metadata, the tensor index from the same
 //! bytes), builds the decoder program whose parameters are the file's tensors
 //! ([`crate::models::decoder`]), and initialises it on the backend the options ask for
-//! (`'auto'`: see [`crate::web::models::loading`]); the weights stream from the server straight
+//! (`'auto'`: see [`crate::web::loading`]); the weights stream from the server straight
 //! into the backend's buffers. `generate(prompt, options)` returns an async iterator of
 //! `{token, text, ms}` ([`stream`]); `generateText` resolves to the whole text. Calls run one
 //! at a time in call order; `destroy()` rejects the waiting ones.
@@ -24,7 +24,7 @@ use crate::program;
 use crate::registry::BackendInitContext;
 use crate::text::GgufTokenizer;
 use crate::web::edge::errors::to_js_error;
-use crate::web::models::loading::{init_on_first, race_abort, status_error};
+use crate::web::loading::{init_on_first, race_abort, status_error};
 use crate::web::providers::http::provider_from_options;
 use crate::web::registry::introspect;
 use js_sys::{Float32Array, Object, Promise, Reflect, Uint32Array};

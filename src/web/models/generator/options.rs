@@ -6,7 +6,7 @@
 use crate::error::{Error, Result};
 use crate::models::generator::GenerateOptions;
 use crate::web::edge::fields::{boolean, integer, optional, string};
-use crate::web::models::loading::{CpuLoadOptions, cpu_activations_option, threads_option};
+use crate::web::loading::{CpuLoadOptions, cpu_activations_option, threads_option};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
 

@@ -2,7 +2,8 @@
 //! reasons each skipped backend gives), the `cpuActivations` option (the CPU backend's
 //! `activations` compile spec), the `threads` option (the CPU backend's `threads`
 //! compile spec), the provider's IREE status as the ExecuTorch error a caller sees, and racing
-//! a load against the caller's `AbortSignal`.
+//! a load against the caller's `AbortSignal`, and fetching a small file whole (a config, a
+//! tokenizer, a `.pte`).
 //!
 //! With backend `"auto"` the candidates are `"webgpu"` then `"cpu"`, except that a WebGPU with
 //! only a fallback adapter (WebGPU emulated on the CPU) goes after `"cpu"`; every one skipped or
@@ -17,7 +18,15 @@ use crate::registry::{
     OptionValue,
 };
 use js_sys::{Function, Promise};
+use wasm_bindgen::JsCast;
+use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
+
+#[wasm_bindgen]
+extern "C" {
+    #[wasm_bindgen(js_name = fetch)]
+    fn global_fetch(url: &str, init: &web_sys::RequestInit) -> Promise;
+}
 
 /// The message of every abort rejection.
 const ABORTED: &str = "load aborted";
@@ -96,6 +105,41 @@ fn is_fallback_adapter(name: &str) -> bool {
             options.first().map(BackendOption::value),
             Some(OptionValue::Bool(true))
         )
+}
+
+/// GETs `url` with `signal`; `Ok(None)` for a 404 when `optional`.
+pub(crate) async fn fetch_bytes(
+    url: &str,
+    optional: bool,
+    signal: Option<&web_sys::AbortSignal>,
+) -> Result<Option<Vec<u8>>> {
+    let failed = |e: JsValue| {
+        if signal.is_some_and(web_sys::AbortSignal::aborted) {
+            aborted_error()
+        } else {
+            Error::access_failed(format!("GET {url}: {e:?}"))
+        }
+    };
+    let init = web_sys::RequestInit::new();
+    init.set_signal(signal);
+    let response: web_sys::Response = JsFuture::from(global_fetch(url, &init))
+        .await
+        .map_err(failed)?
+        .dyn_into()
+        .map_err(|_| Error::internal(format!("GET {url}: fetch gave no Response")))?;
+    if optional && response.status() == 404 {
+        return Ok(None);
+    }
+    if !response.ok() {
+        return Err(Error::access_failed(format!(
+            "GET {url}: HTTP {}",
+            response.status()
+        )));
+    }
+    let buffer = JsFuture::from(response.array_buffer().map_err(failed)?)
+        .await
+        .map_err(failed)?;
+    Ok(Some(js_sys::Uint8Array::new(&buffer).to_vec()))
 }
 
 /// Removes an `abort` listener when dropped.
