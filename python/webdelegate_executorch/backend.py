@@ -23,7 +23,10 @@ logger = logging.getLogger(__name__)
 #: Compile-spec keys ``preprocess`` reads (values are UTF-8 bytes).
 SPEC_EXTERNAL_TAG = "external_tag"  # the .ptd name the weights go to (default "model")
 SPEC_ALIGNMENT = "alignment"        # byte alignment of each weight (default 16)
-SPEC_DUMP_DIR = "dump_dir"          # where to write program JSON + text dumps (optional)
+
+#: Environment variable naming a directory for each partition's program JSON and text dump
+#: (kept out of the compile specs, which the ``.pte`` records).
+DUMP_DIR_ENV = "WEBDELEGATE_DUMP_DIR"
 
 DEFAULT_EXTERNAL_TAG = "model"
 DEFAULT_ALIGNMENT = 16
@@ -33,18 +36,15 @@ class PreprocessError(RuntimeError):
     """The tagged subgraph cannot be lowered; the message names the node and its op."""
 
 
-def compile_specs(external_tag: str = DEFAULT_EXTERNAL_TAG, alignment: int = DEFAULT_ALIGNMENT,
-                  dump_dir: Optional[str] = None) -> List[CompileSpec]:
-    """The compile specs ``WebDelegatePartitioner`` passes to ``preprocess``: the ``.ptd``
-    tag, weight alignment, and optionally a directory for the program JSON and text dump.
-    An ``external_tag`` of ``""`` keeps the weights inside the ``.pte``."""
-    specs = [
+def compile_specs(external_tag: str = DEFAULT_EXTERNAL_TAG,
+                  alignment: int = DEFAULT_ALIGNMENT) -> List[CompileSpec]:
+    """The compile specs ``WebDelegatePartitioner`` passes to ``preprocess`` (recorded in the
+    ``.pte``): the ``.ptd`` tag and the weight alignment. An ``external_tag`` of ``""`` keeps
+    the weights inside the ``.pte``."""
+    return [
         CompileSpec(SPEC_EXTERNAL_TAG, external_tag.encode()),
         CompileSpec(SPEC_ALIGNMENT, str(alignment).encode()),
     ]
-    if dump_dir:
-        specs.append(CompileSpec(SPEC_DUMP_DIR, os.fspath(dump_dir).encode()))
-    return specs
 
 
 def _specs(specs: List[CompileSpec]) -> Dict[str, str]:
@@ -75,7 +75,7 @@ class WebDelegateBackend(BackendDetails):
         except Unsupported as error:
             raise PreprocessError(f"WebDelegateBackend cannot lower {error}") from error
         program_json = lowerer.b.to_json()
-        dump_dir = options.get(SPEC_DUMP_DIR)
+        dump_dir = os.environ.get(DUMP_DIR_ENV)
         index = WebDelegateBackend._calls
         WebDelegateBackend._calls += 1
         try:

@@ -11,6 +11,7 @@ from typing import Any, Dict, Optional, Tuple
 import torch
 from executorch.exir import EdgeCompileConfig, ExecutorchBackendConfig, to_edge_transform_and_lower
 
+from .backend import DUMP_DIR_ENV
 from .partitioner import WebDelegatePartitioner
 
 
@@ -36,7 +37,8 @@ def export_to_pte(model: torch.nn.Module, example_inputs: Tuple[Any, ...],
     weight the delegate reads, keyed by fully-qualified name).
 
     ``dynamic_shapes`` is passed to ``torch.export.export``; dynamic dims become program
-    symbols. With ``strict``, an op left outside the delegate is an error instead of a
+    symbols. ``dump_dir`` receives each partition's program JSON and text dump. With
+    ``strict``, an op left outside the delegate is an error instead of a
     kernel call in the ``.pte``.
     """
     out = Path(out_dir)
@@ -45,13 +47,22 @@ def export_to_pte(model: torch.nn.Module, example_inputs: Tuple[Any, ...],
     with torch.no_grad():
         exported = torch.export.export(model, tuple(example_inputs),
                                        dynamic_shapes=dynamic_shapes, strict=False)
-    partitioner = WebDelegatePartitioner(external_tag=external_tag, alignment=alignment,
-                                         dump_dir=os.fspath(dump_dir) if dump_dir else None)
-    edge = to_edge_transform_and_lower(
-        exported,
-        partitioner=[partitioner],
-        compile_config=EdgeCompileConfig(_check_ir_validity=False),
-    )
+    partitioner = WebDelegatePartitioner(external_tag=external_tag, alignment=alignment)
+    saved = os.environ.get(DUMP_DIR_ENV)
+    if dump_dir:
+        os.environ[DUMP_DIR_ENV] = os.fspath(dump_dir)
+    try:
+        edge = to_edge_transform_and_lower(
+            exported,
+            partitioner=[partitioner],
+            compile_config=EdgeCompileConfig(_check_ir_validity=False),
+        )
+    finally:
+        if dump_dir:
+            if saved is None:
+                os.environ.pop(DUMP_DIR_ENV, None)
+            else:
+                os.environ[DUMP_DIR_ENV] = saved
     kernel_ops = tuple(sorted({
         str(node.target) for node in edge.exported_program().graph.nodes
         if node.op == "call_function" and "executorch_call_delegate" not in str(node.target)

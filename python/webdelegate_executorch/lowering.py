@@ -274,6 +274,12 @@ class Lowerer:
         kind, target = self.input_kinds.get(node.name, (InputKind.USER_INPUT, None))
         val = node.meta.get("val")
         if kind == InputKind.USER_INPUT:
+            if isinstance(val, torch.Tensor):
+                # Symbols are named after the first input dim that carries them, e.g.
+                # `input_ids.1` (the runtime binds them from input shapes).
+                for i, size in enumerate(val.shape):
+                    if isinstance(size, torch.SymInt) and size.node.expr.is_Symbol:
+                        self.symbol_names.setdefault(str(size.node.expr), f"{node.name}.{i}")
             if not isinstance(val, torch.Tensor):
                 # An Int EValue: the delegate binds symbols from tensor shapes instead.
                 self.env[node] = Scalar(val)

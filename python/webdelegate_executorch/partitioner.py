@@ -61,14 +61,13 @@ class WebDelegatePartitioner(Partitioner):
 
     def __init__(self, compile_specs: Optional[List[CompileSpec]] = None,
                  external_tag: str = "model", alignment: int = 16,
-                 dump_dir: Optional[str] = None, max_probe_rounds: int = 16):
+                 max_probe_rounds: int = 16):
         """``compile_specs`` (see :func:`webdelegate_executorch.backend.compile_specs`) win
         over the convenience arguments: ``external_tag`` names the ``.ptd`` the weights go to
-        (``""`` keeps them in the ``.pte``), ``alignment`` is each weight's byte alignment,
-        ``dump_dir`` receives each partition's program JSON and text dump."""
+        (``""`` keeps them in the ``.pte``), ``alignment`` is each weight's byte alignment."""
         super().__init__()
         if compile_specs is None:
-            compile_specs = make_compile_specs(external_tag, alignment, dump_dir)
+            compile_specs = make_compile_specs(external_tag, alignment)
         self.delegation_spec = DelegationSpec(WebDelegateBackend.__name__,
                                               list(compile_specs))
         self.max_probe_rounds = max_probe_rounds
