@@ -54,9 +54,6 @@ def _specs(specs: List[CompileSpec]) -> Dict[str, str]:
 class WebDelegateBackend(BackendDetails):
     """The backend id written into the ``.pte`` is this class's name, ``WebDelegateBackend``."""
 
-    #: Counts preprocess calls, to name dumps of several partitions apart.
-    _calls = 0
-
     @staticmethod
     def preprocess(edge_program: ExportedProgram,
                    compile_specs: List[CompileSpec]) -> PreprocessResult:
@@ -76,8 +73,6 @@ class WebDelegateBackend(BackendDetails):
             raise PreprocessError(f"WebDelegateBackend cannot lower {error}") from error
         program_json = lowerer.b.to_json()
         dump_dir = os.environ.get(DUMP_DIR_ENV)
-        index = WebDelegateBackend._calls
-        WebDelegateBackend._calls += 1
         try:
             blob, text = lower_program_json(program_json, dump=bool(dump_dir))
         except RuntimeError as error:
@@ -85,6 +80,9 @@ class WebDelegateBackend(BackendDetails):
                 f"webdelegate-lower rejected the lowered program: {error}") from error
         if dump_dir:
             os.makedirs(dump_dir, exist_ok=True)
+            # Partitions are numbered in the order preprocess sees them: program0, program1...
+            index = sum(1 for f in os.listdir(dump_dir)
+                        if f.startswith("program") and f.endswith(".json"))
             with open(os.path.join(dump_dir, f"program{index}.json"), "w") as f:
                 f.write(program_json)
             with open(os.path.join(dump_dir, f"program{index}.txt"), "w") as f:
