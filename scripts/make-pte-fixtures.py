@@ -15,7 +15,7 @@ Fixtures:
   PyTorch, (3) the NumPy reference interpreter running the lowered program.
 - minilm: all-MiniLM-L6-v2 (.cache/models/all-MiniLM-L6-v2) as a sentence embedder
   (SentenceEmbedder: BERT + mean pooling + L2 normalisation), dynamic sequence length ->
-  minilm.pte (committed, no weights), minilm.ptd (tag "minilm", ~90 MB, written to target/pte-fixtures/, NOT committed:
+  minilm.pte (committed, no weights), minilm.ptd.head (the .ptd's index, committed), minilm.ptd (tag "minilm", ~90 MB, written to target/pte-fixtures/, NOT committed:
   scripts/make-minilm-ptd.py rebuilds it byte for byte from model.safetensors without torch),
   minilm.program.txt, minilm.json: tokenised sentences with sentence-transformers'
   embeddings, eager embeddings, ExecuTorch-runtime embeddings (non-delegated export), the
@@ -195,6 +195,11 @@ def make_minilm(out: Path, ptd_dir: Path) -> None:
         shutil.copy(result.pte_path, out / "minilm.pte")
         ptd_dir.mkdir(parents=True, exist_ok=True)
         shutil.copy(result.ptd_paths["minilm"], ptd_dir / "minilm.ptd")
+        # The .ptd's head (header + flatbuffer index, up to the segment base offset) is
+        # committed; scripts/make-minilm-ptd.py adds the tensors from model.safetensors.
+        ptd = (ptd_dir / "minilm.ptd").read_bytes()
+        segment_base = int.from_bytes(ptd[32:40], "little")  # FH01 segment_base_offset
+        (out / "minilm.ptd.head").write_bytes(ptd[:segment_base])
         program = json.loads((tmp / "dump" / "program0.json").read_text())
         shutil.copy(tmp / "dump" / "program0.txt", out / "minilm.program.txt")
         (tmp / "portable").mkdir()
