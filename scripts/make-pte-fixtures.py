@@ -88,6 +88,59 @@ class Block(torch.nn.Module):
         return self.norm2(x + self.down(torch.nn.functional.gelu(self.up(x))))
 
 
+class TinyDecoder(torch.nn.Module):
+    """A Llama-like decoder (RMSNorm, RoPE, grouped-query attention over a static KV cache,
+    SwiGLU MLP, untied head), batch-free: ``(tokens i64 [S], input_pos i64 [S]) -> logits
+    [S, V]``. Each layer's KV cache is a pair of buffers ``[C, Hkv, D]`` written through
+    ``webdelegate::attention_with_cache``: prefill and decode are one method (S symbolic)."""
+
+    def __init__(self, vocab: int = 64, hidden: int = 32, heads: int = 4, kv_heads: int = 2,
+                 head_dim: int = 8, ffn: int = 64, layers: int = 2, context: int = 16,
+                 rope_base: float = 10000.0, eps: float = 1e-6):
+        super().__init__()
+        self.heads, self.kv_heads, self.head_dim = heads, kv_heads, head_dim
+        self.rope_base = rope_base
+        self.embed = torch.nn.Embedding(vocab, hidden)
+        self.layers = torch.nn.ModuleList()
+        for i in range(layers):
+            layer = torch.nn.Module()
+            layer.attn_norm = torch.nn.RMSNorm(hidden, eps=eps)
+            layer.q = torch.nn.Linear(hidden, heads * head_dim, bias=False)
+            layer.k = torch.nn.Linear(hidden, kv_heads * head_dim, bias=False)
+            layer.v = torch.nn.Linear(hidden, kv_heads * head_dim, bias=False)
+            layer.o = torch.nn.Linear(heads * head_dim, hidden, bias=False)
+            layer.mlp_norm = torch.nn.RMSNorm(hidden, eps=eps)
+            layer.gate = torch.nn.Linear(hidden, ffn, bias=False)
+            layer.up = torch.nn.Linear(hidden, ffn, bias=False)
+            layer.down = torch.nn.Linear(ffn, hidden, bias=False)
+            layer.register_buffer("k_cache", torch.zeros(context, kv_heads, head_dim))
+            layer.register_buffer("v_cache", torch.zeros(context, kv_heads, head_dim))
+            self.layers.append(layer)
+        self.norm = torch.nn.RMSNorm(hidden, eps=eps)
+        self.head = torch.nn.Linear(hidden, vocab, bias=False)
+
+    def forward(self, tokens: torch.Tensor, input_pos: torch.Tensor) -> torch.Tensor:
+        from webdelegate_executorch.custom_ops import attention_with_cache, rope
+
+        s = tokens.shape[0]
+        h = self.embed(tokens)
+        for layer in self.layers:
+            x = layer.attn_norm(h)
+            q = layer.q(x).view(s, self.heads, self.head_dim)
+            k = layer.k(x).view(s, self.kv_heads, self.head_dim)
+            v = layer.v(x).view(s, self.kv_heads, self.head_dim)
+            q = rope(q, input_pos, self.head_dim, self.rope_base, True)
+            k = rope(k, input_pos, self.head_dim, self.rope_base, True)
+            o, k_cache, v_cache = attention_with_cache(q, k, v, layer.k_cache, layer.v_cache,
+                                                       input_pos, self.head_dim ** -0.5)
+            layer.k_cache.copy_(k_cache)
+            layer.v_cache.copy_(v_cache)
+            h = h + layer.o(o.reshape(s, self.heads * self.head_dim))
+            x = layer.mlp_norm(h)
+            h = h + layer.down(torch.nn.functional.silu(layer.gate(x)) * layer.up(x))
+        return self.head(self.norm(h))
+
+
 def tensor_json(t: torch.Tensor | np.ndarray) -> dict:
     """A tensor as {dtype, shape, data (flat list)}."""
     a = t.detach().cpu().numpy() if isinstance(t, torch.Tensor) else np.asarray(t)
@@ -283,9 +336,120 @@ def make_minilm(out: Path, ptd_dir: Path) -> None:
           f"kernels={result.kernel_ops} min cosine vs sentence-transformers={worst:.7f}")
 
 
+def make_decoder(out: Path) -> None:
+    """tiny_decoder.pte/.ptd: prefill + greedy decode from one method, KV cache as state."""
+    from executorch.runtime import Runtime
+
+    torch.manual_seed(0)
+    model = TinyDecoder().eval()
+    # Weights initialised away from PyTorch's tiny defaults so the logits are not flat.
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "norm" in name:
+                p.copy_(1.0 + 0.1 * torch.randn_like(p))
+    pristine = {k: v.clone() for k, v in model.state_dict().items()}
+    seq = torch.export.Dim("seq", min=1, max=16)
+    dynamic = ({0: seq}, {0: seq})
+    prompt = torch.tensor([3, 17, 42, 5], dtype=torch.long)
+    example = (prompt, torch.arange(4))
+    steps = 6
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        result = export_to_pte(model, example, tmp / "delegated", "tiny_decoder",
+                               dynamic_shapes=dynamic, external_tag="tiny_decoder",
+                               dump_dir=tmp / "dump")
+        model.load_state_dict(pristine)  # export ran the model: clear its caches
+        shutil.copy(result.pte_path, out / "tiny_decoder.pte")
+        shutil.copy(result.ptd_paths["tiny_decoder"], out / "tiny_decoder.ptd")
+        program = json.loads((tmp / "dump" / "program0.json").read_text())
+        shutil.copy(tmp / "dump" / "program0.txt", out / "tiny_decoder.program.txt")
+        (out / "tiny_decoder.program.json").write_text(json.dumps(program, indent=1) + "\n")
+
+        # ExecuTorch's own runtime on the non-delegated export (custom ops decomposed into
+        # index_put / matmul / softmax / cos / sin; the caches are the method's mutable
+        # buffers, kept across execute calls).
+        (tmp / "portable").mkdir()
+        with torch.no_grad():
+            exported = torch.export.export(model, example, dynamic_shapes=dynamic,
+                                           strict=False)
+        model.load_state_dict(pristine)
+        edge = to_edge_transform_and_lower(
+            exported, compile_config=EdgeCompileConfig(_check_ir_validity=False))
+        et = edge.to_executorch(ExecutorchBackendConfig(external_constants=True))
+        with open(tmp / "portable" / "portable.pte", "wb") as f:
+            et.write_to_file(f)
+        et.write_tensor_data_to_file(str(tmp / "portable"))
+        (ptd,) = sorted((tmp / "portable").glob("*.ptd"))
+        method = Runtime.get().load_program(tmp / "portable" / "portable.pte",
+                                            data_path=ptd).load_method("forward")
+
+        def greedy(run):
+            calls, tokens = [], prompt.clone()
+            pos = torch.arange(len(prompt))
+            for _ in range(steps):
+                logits = run(tokens, pos)
+                calls.append({"tokens": tokens.tolist(), "input_pos": pos.tolist(),
+                              "logits": logits})
+                nxt = int(np.argmax(np.asarray(logits)[-1]))
+                tokens = torch.tensor([nxt], dtype=torch.long)
+                pos = torch.tensor([int(pos[-1]) + 1], dtype=torch.long)
+            return calls
+
+        portable = greedy(lambda t, p: method.execute([t, p])[0].clone().numpy())
+    with torch.no_grad():
+        eager = greedy(lambda t, p: model(t, p).numpy())
+    weights = {k: v.detach().numpy() for k, v in pristine.items()}
+    states: dict = {}
+    reference = greedy(lambda t, p: run_program(program, weights, [t.numpy(), p.numpy()],
+                                                states)[0])
+
+    def chosen(calls):
+        return [int(np.argmax(c["logits"][-1])) for c in calls]
+
+    doc = {
+        "description": "tests/fixtures/pte/tiny_decoder.pte + .ptd "
+                       "(scripts/make-pte-fixtures.py)",
+        "model": "TinyDecoder (Llama-like: 2 layers, hidden 32, 4 query / 2 KV heads of 8, "
+                 "SwiGLU 64, vocab 64, context 16, RoPE neox base 1e4), torch.manual_seed(0); "
+                 "inputs tokens i64 [S], input_pos i64 [S], S dynamic 1..16; output logits "
+                 "[S, 64]; KV caches: program states",
+        "backend_id": "WebDelegateBackend",
+        "ptd_tag": "tiny_decoder",
+        "partitions": result.partitions,
+        "ops_outside_delegate": result.unsupported_ops,
+        "kernel_ops_in_pte": list(result.kernel_ops),
+        "named_data_keys": sorted(p["key"] for p in program["params"]),
+        "state_names": [program["tensors"][t]["name"] for t in program["states"]],
+        "calls": [
+            {"tokens": e["tokens"], "input_pos": e["input_pos"],
+             "expected": {"executorch_portable": tensor_json(pt["logits"]),
+                          "eager": tensor_json(e["logits"]),
+                          "reference_interpreter": tensor_json(r["logits"])}}
+            for e, pt, r in zip(eager, portable, reference)
+        ],
+        "greedy_tokens": {"executorch_portable": chosen(portable), "eager": chosen(eager),
+                          "reference_interpreter": chosen(reference)},
+        "max_abs_diff": {
+            "portable_vs_eager": max(float(np.abs(a["logits"] - b["logits"]).max())
+                                     for a, b in zip(portable, eager)),
+            "reference_vs_eager": max(float(np.abs(a["logits"] - b["logits"]).max())
+                                      for a, b in zip(reference, eager)),
+        },
+        "how": "calls run in order on ONE loaded method / session (prefill of 4 tokens at "
+               "positions 0..3, then 5 decode steps of 1 token, each the argmax of the "
+               "previous call's last row); the caches persist between calls",
+        "sha256": {"tiny_decoder.pte": sha256(out / "tiny_decoder.pte"),
+                   "tiny_decoder.ptd": sha256(out / "tiny_decoder.ptd")},
+    }
+    (out / "tiny_decoder.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"tiny_decoder: partitions={result.partitions} outside={result.unsupported_ops} "
+          f"kernels={result.kernel_ops} greedy={doc['greedy_tokens']} "
+          f"diffs={doc['max_abs_diff']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=["block", "minilm"])
+    parser.add_argument("--only", choices=["block", "minilm", "decoder"])
     parser.add_argument("--out", default=str(REPO / "tests" / "fixtures" / "pte"))
     parser.add_argument("--ptd-dir", default=str(REPO / "target" / "pte-fixtures"),
                         help="where the uncommitted minilm.ptd goes")
@@ -296,6 +460,8 @@ def main() -> None:
         make_block(out)
     if args.only in (None, "minilm"):
         make_minilm(out, Path(args.ptd_dir))
+    if args.only in (None, "decoder"):
+        make_decoder(out)
 
 
 if __name__ == "__main__":

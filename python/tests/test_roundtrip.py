@@ -123,6 +123,50 @@ class RoundTrip(unittest.TestCase):
                 (out,) = run_program(prog, weights, [x.numpy()])
                 np.testing.assert_allclose(out, model(x).detach().numpy(), atol=1e-5)
 
+    def test_kv_cache_buffers_become_states(self):
+        import webdelegate_executorch.custom_ops as ops
+
+        class Step(torch.nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.q = torch.nn.Linear(8, 8, bias=False)
+                self.register_buffer("k_cache", torch.zeros(6, 1, 4))
+                self.register_buffer("v_cache", torch.zeros(6, 1, 4))
+
+            def forward(self, x, pos):
+                q = ops.rope(self.q(x).view(-1, 2, 4), pos, 4, 1e4, True)
+                kv = x.view(-1, 2, 4)[:, :1, :]
+                o, k, v = ops.attention_with_cache(q, kv, kv, self.k_cache, self.v_cache,
+                                                   pos, 0.5)
+                self.k_cache.copy_(k)
+                self.v_cache.copy_(v)
+                return torch.nn.functional.silu(o.reshape(-1, 8))
+
+        torch.manual_seed(0)
+        model = Step().eval()
+        seq = torch.export.Dim("seq", min=1, max=6)
+        with tempfile.TemporaryDirectory() as tmp:
+            tmp = Path(tmp)
+            result = export_to_pte(model, (torch.randn(3, 8), torch.arange(3)), tmp, "m",
+                                   dynamic_shapes=({0: seq}, {0: seq}),
+                                   dump_dir=tmp / "dump", strict=True)
+            _, plan = plan_of(result.pte_path)
+            self.assertEqual(plan.operators, [])
+            prog = json.loads((tmp / "dump" / "program0.json").read_text())
+            names = [prog["tensors"][t]["name"] for t in prog["states"]]
+            self.assertEqual(names, ["k_cache", "v_cache"])
+            self.assertNotIn("k_cache", {p["key"] for p in prog["params"]})
+            fresh = Step().eval()
+            fresh.load_state_dict(model.state_dict())
+            fresh.k_cache.zero_()
+            fresh.v_cache.zero_()
+            weights = {"q.weight": fresh.q.weight.detach().numpy()}
+            states: dict = {}
+            for xs, ps in ((torch.randn(3, 8), torch.arange(3)),
+                           (torch.randn(1, 8), torch.tensor([3]))):
+                (out,) = run_program(prog, weights, [xs.numpy(), ps.numpy()], states)
+                np.testing.assert_allclose(out, fresh(xs, ps).detach().numpy(), atol=1e-5)
+
 
 if __name__ == "__main__":
     unittest.main()

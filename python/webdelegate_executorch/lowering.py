@@ -571,8 +571,8 @@ def _getitem(lw: Lowerer, node: torch.fx.Node) -> Any:
     src, index = node.args
     value = lw.env[src]
     if not isinstance(value, Tuple_) or value.items[index] is None:
-        raise Unsupported(node, f"element {index} of {src.name} is not lowered (only the "
-                                "normalised output of a layer norm is)")
+        raise Unsupported(node, f"element {index} of {src.name} is not lowered (a layer "
+                                "norm's mean and rstd are not)")
     return value.items[index]
 
 
@@ -704,6 +704,14 @@ def _binary(lw: Lowerer, node: torch.fx.Node) -> Any:
             return Lazy("masked", node, {"x": x, "m": b if x is a else a, "mask": mask})
         if a is b:
             return Lazy("square", node, {"x": a})
+        for x, other in ((a, b), (b, a)):
+            sig = lazy_kind(lw, other, "sigmoid")
+            if sig is not None and sig.src["x"] is x:
+                # x * sigmoid(x): SiLU as decomposed by export.
+                tx = lw.tensor(x, node)
+                shape = lw.shape(node)
+                tid = lw.b.op("Unary", lw.fresh("silu"), "F32", shape, op="Silu", x=tx.id)
+                return Tensor(tid, shape)
     if key == "aten.div":
         pooled = lazy_kind(lw, a, "masked_sum")
         count = lazy_kind(lw, b, "mask_count")
@@ -803,6 +811,12 @@ def _vector_norm(lw: Lowerer, node: torch.fx.Node) -> Any:
     if ord_ != 2 or [d % rank for d in (dims or [])] != [rank - 1] or not keepdim:
         raise Unsupported(node, "a vector norm other than the L2 norm over the last dim")
     return Lazy("norm", node, {"x": x})
+
+
+@handles("aten.sigmoid")
+def _sigmoid(lw: Lowerer, node: torch.fx.Node) -> Any:
+    """``sigmoid(x)`` exists only as SiLU's half: ``x * sigmoid(x)``."""
+    return Lazy("sigmoid", node, {"x": node.args[0]})
 
 
 @handles("aten.clamp", "aten.clamp_min")
@@ -1050,3 +1064,80 @@ def _scalar_tensor(lw: Lowerer, node: torch.fx.Node) -> Any:
 def supported_op_names() -> List[str]:
     """The ops the lowering knows (some only inside patterns)."""
     return sorted(HANDLERS)
+
+
+# ---------------------------------------------------------------- decoders
+
+
+def positions_i32(lw: Lowerer, node: torch.fx.Node, positions: Any) -> int:
+    """The program's i32 ``[S]`` positions for an i32/i64 positions operand (one ``Cast``
+    per operand, shared by every op that reads it)."""
+    memo = lw.__dict__.setdefault("_positions_i32", {})
+    if positions in memo:
+        return memo[positions]
+    tp = lw.tensor(positions, node)
+    if len(tp.shape) != 1:
+        raise Unsupported(node, f"positions are {lw.text(tp.shape)}, expected [S]")
+    pid = tp.id
+    if lw.b.dtype_of(pid) != "I32":
+        if lw.b.dtype_of(pid) != "I64":
+            raise Unsupported(node, "positions must be i32 or i64")
+        pid = lw.b.op("Cast", lw.fresh("positions"), "I32", tp.shape, x=pid)
+    memo[positions] = pid
+    return pid
+
+
+@handles("aten.rms_norm")
+def _rms_norm(lw: Lowerer, node: torch.fx.Node) -> Any:
+    """``rms_norm(x, [H], weight?, eps)`` -> ``RmsNorm``."""
+    x, normalized_shape = node.args[:2]
+    weight = arg(node, 2, "weight")
+    eps = arg(node, 3, "eps")
+    if len(normalized_shape) != 1:
+        raise Unsupported(node, "RMS norm over more than the last dim")
+    if eps is None:
+        eps = float(torch.finfo(val(x).dtype).eps)
+    tx = lw.tensor(x, node)
+    tw = lw.tensor(weight, node) if weight is not None else None
+    shape = lw.shape(node)
+    tid = lw.b.op("RmsNorm", lw.fresh("rms_norm"), "F32", shape, x=tx.id,
+                  weight=tw.id if tw else None, eps=float(eps))
+    return Tensor(tid, shape)
+
+
+@handles("webdelegate.rope")
+def _rope(lw: Lowerer, node: torch.fx.Node) -> Any:
+    """``webdelegate::rope`` -> ``Rope``."""
+    x, positions, dims, base, neox = node.args[:5]
+    tx = lw.tensor(x, node)
+    pid = positions_i32(lw, node, positions)
+    shape = lw.shape(node)
+    tid = lw.b.op("Rope", lw.fresh("rope"), "F32", shape, x=tx.id, positions=pid,
+                  dims=int(dims), base=float(base), style="Neox" if neox else "GptJ")
+    return Tensor(tid, shape)
+
+
+@handles("webdelegate.attention_with_cache")
+def _attention_with_cache(lw: Lowerer, node: torch.fx.Node) -> Any:
+    """``webdelegate::attention_with_cache`` -> ``Attention`` writing the two cache states in
+    place: the op's cache results ARE the states, so the buffer mutations they feed need no
+    copy."""
+    q, k, v, k_cache, v_cache, positions = node.args[:6]
+    scale = arg(node, 6, "scale")
+    window = arg(node, 7, "window", 0)
+    softcap = arg(node, 8, "softcap", 0.0)
+    caches = []
+    for name, cache in (("k_cache", k_cache), ("v_cache", v_cache)):
+        tc = lw.tensor(cache, node)
+        if tc.id not in lw.b.states:
+            raise Unsupported(node, f"{name} ({cache.name}) is not a mutable buffer of the "
+                                    "delegate (tag it with the partition: it becomes a state)")
+        caches.append(tc)
+    tq, tk, tv = (lw.tensor(t, node) for t in (q, k, v))
+    pid = positions_i32(lw, node, positions)
+    out_val = node.meta["val"][0]
+    shape = [lw.dim(node, s) for s in out_val.shape]
+    tid = lw.b.op("Attention", lw.fresh("attention"), "F32", shape, q=tq.id, k=tk.id,
+                  v=tv.id, k_cache=caches[0].id, v_cache=caches[1].id, positions=pid,
+                  scale=float(scale), window=int(window), softcap=float(softcap))
+    return Tuple_([Tensor(tid, shape), caches[0], caches[1]])

@@ -19,6 +19,7 @@ from torch.export import ExportedProgram
 from torch.fx.passes.infra.partitioner import CapabilityBasedPartitioner
 from torch.fx.passes.operator_support import OperatorSupportBase
 
+from . import custom_ops
 from .backend import WebDelegateBackend
 from .backend import compile_specs as make_compile_specs
 from .lowering import Lowerer, target_name
@@ -28,8 +29,12 @@ logger = logging.getLogger(__name__)
 #: Ops kept whole through ``to_edge_transform_and_lower`` (the program has them as one op).
 OPS_TO_NOT_DECOMPOSE = [
     torch.ops.aten.linear.default,
+    torch.ops.aten.rms_norm.default,
+    custom_ops.rope,
+    custom_ops.attention_with_cache,
     torch.ops.aten.layer_norm.default,
     torch.ops.aten.gelu.default,
+    torch.ops.aten.silu.default,
     torch.ops.aten.matmul.default,
 ]
 
@@ -43,6 +48,31 @@ class _Supported(OperatorSupportBase):
 
     def is_node_supported(self, submodules, node: torch.fx.Node) -> bool:  # noqa: D102
         return node.op == "call_function" and node.name in self.supported
+
+
+def _sym_sizes_per_partition(graph: torch.fx.Graph) -> None:
+    """Gives each partition its own copy of a ``sym_size`` node that several partitions (or
+    the partition and the graph outside) read, so no Int EValue crosses a delegate boundary:
+    each delegate binds the symbol from the tensor it receives."""
+    for node in list(graph.nodes):
+        if node.op != "call_function" or "sym_size" not in str(node.target):
+            continue
+        own = node.meta.get("delegation_tag")
+        by_tag: Dict[Optional[str], List[torch.fx.Node]] = {}
+        for user in node.users:
+            by_tag.setdefault(user.meta.get("delegation_tag"), []).append(user)
+        for tag, users in by_tag.items():
+            if tag == own:
+                continue
+            with graph.inserting_after(node):
+                copy = graph.call_function(node.target, node.args, node.kwargs)
+            copy.meta = dict(node.meta)
+            if tag is None:
+                copy.meta.pop("delegation_tag", None)
+            else:
+                copy.meta["delegation_tag"] = tag
+            for user in users:
+                user.replace_input_with(node, copy)
 
 
 class WebDelegatePartitioner(Partitioner):
@@ -78,7 +108,8 @@ class WebDelegatePartitioner(Partitioner):
     def ops_to_not_decompose(
         self, ep: ExportedProgram
     ) -> Tuple[List[torch._ops.OpOverload], Optional[Callable[[torch.fx.Node], bool]]]:
-        """``linear``, ``layer_norm``, ``gelu``, ``matmul`` stay whole (one program op each)."""
+        """``linear``, ``layer_norm``, ``rms_norm``, ``gelu``, ``matmul`` and our custom
+        ``rope`` / ``attention_with_cache`` stay whole (one program op each)."""
         return OPS_TO_NOT_DECOMPOSE, None
 
     def probe(self, exported_program: ExportedProgram) -> Dict[torch.fx.Node, str]:
@@ -141,6 +172,7 @@ class WebDelegatePartitioner(Partitioner):
                 node.meta["delegation_tag"] = tag
             tags[tag] = self.delegation_spec
         self.partition_count = len(partitions)
+        _sym_sizes_per_partition(exported_program.graph_module.graph)
         tag_constant_data(exported_program)
         tag_mutated_buffer(exported_program)
         logger.info("WebDelegatePartitioner: %d partition(s), %d node(s) outside",

@@ -18,8 +18,11 @@ def _erf(x: np.ndarray) -> np.ndarray:
 
 
 def run_program(program: Mapping[str, Any], weights: Mapping[str, np.ndarray],
-                inputs: Sequence[np.ndarray]) -> List[np.ndarray]:
-    """Runs ``program`` (serde JSON object) on ``inputs``; returns its outputs."""
+                inputs: Sequence[np.ndarray],
+                states: Dict[int, np.ndarray] | None = None) -> List[np.ndarray]:
+    """Runs ``program`` (serde JSON object) on ``inputs``; returns its outputs. ``states``
+    (tensor id -> array) carries state tensors across calls: pass the same dict to every
+    call of one session (it starts empty: states are zero at init)."""
     tensors = program["tensors"]
     values: Dict[int, np.ndarray] = {}
     symbols: Dict[int, int] = {}
@@ -47,8 +50,11 @@ def run_program(program: Mapping[str, Any], weights: Mapping[str, np.ndarray],
     for param in program["params"]:
         values[param["tensor"]] = np.asarray(weights[param["key"]]).astype(
             dtype(param["tensor"])).reshape(dims(param["tensor"]))
+    states = {} if states is None else states
     for state in program["states"]:
-        values.setdefault(state, np.zeros(dims(state), dtype(state)))
+        if state not in states:
+            states[state] = np.zeros(dims(state), dtype(state))
+        values[state] = states[state]
 
     for entry in program["ops"]:
         ((kind, op),) = entry.items()
@@ -123,6 +129,46 @@ def run_program(program: Mapping[str, Any], weights: Mapping[str, np.ndarray],
             x = v(op["x"]).astype(np.float32)
             norm = np.sqrt((x * x).sum(-1, keepdims=True))
             result = x / np.maximum(norm, np.float32(op["eps"]))
+        elif kind == "RmsNorm":
+            x = v(op["x"]).astype(np.float32)
+            result = x / np.sqrt((x * x).mean(-1, keepdims=True) + np.float32(op["eps"]))
+            if op.get("weight") is not None:
+                result = result * v(op["weight"])
+        elif kind == "Rope":
+            x = v(op["x"]).astype(np.float32)
+            dims_, half = op["dims"], op["dims"] // 2
+            inv = (1.0 / (np.float64(op["base"]) ** (np.arange(half) * 2.0 / dims_))
+                   ).astype(np.float32)
+            theta = v(op["positions"]).astype(np.float32)[:, None] * inv[None, :]
+            cos, sin = np.cos(theta)[:, None, :], np.sin(theta)[:, None, :]
+            result = x.copy()
+            if op["style"] == "Neox":
+                a, b = x[..., :half], x[..., half:dims_]
+                result[..., :half] = a * cos - b * sin
+                result[..., half:dims_] = a * sin + b * cos
+            else:
+                a, b = x[..., 0:dims_:2], x[..., 1:dims_:2]
+                result[..., 0:dims_:2] = a * cos - b * sin
+                result[..., 1:dims_:2] = a * sin + b * cos
+        elif kind == "Attention":
+            q, k, vv = v(op["q"]), v(op["k"]), v(op["v"])
+            kc, vc = values[op["k_cache"]], values[op["v_cache"]]
+            pos = v(op["positions"]).astype(np.int64)
+            if pos.min() < 0 or pos.max() >= kc.shape[0] or len(set(pos.tolist())) != len(pos):
+                raise ValueError(f"attention positions {pos.tolist()} out of range or repeated")
+            kc[pos] = k
+            vc[pos] = vv
+            group = q.shape[1] // kc.shape[1]
+            result = np.zeros(list(q.shape[:2]) + [vc.shape[-1]], np.float32)
+            for s_, p in enumerate(pos):
+                lo = 0 if op["window"] == 0 else max(0, p + 1 - op["window"])
+                for h in range(q.shape[1]):
+                    g = h // group
+                    logits = (kc[lo:p + 1, g] @ q[s_, h]) * np.float32(op["scale"])
+                    if op["softcap"] > 0:
+                        logits = np.tanh(logits / op["softcap"]) * op["softcap"]
+                    e = np.exp(logits - logits.max())
+                    result[s_, h] = (e / e.sum()) @ vc[lo:p + 1, g]
         else:
             raise NotImplementedError(f"reference interpreter: op {kind}")
         result = np.asarray(result).astype(dtype(out))
