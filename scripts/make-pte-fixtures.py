@@ -15,11 +15,18 @@ Fixtures:
   PyTorch, (3) the NumPy reference interpreter running the lowered program.
 - minilm: all-MiniLM-L6-v2 (.cache/models/all-MiniLM-L6-v2) as a sentence embedder
   (SentenceEmbedder: BERT + mean pooling + L2 normalisation), dynamic sequence length ->
-  minilm.pte (committed, no weights), minilm.ptd.head (the .ptd's index, committed), minilm.ptd (tag "minilm", ~90 MB, written to target/pte-fixtures/, NOT committed:
-  scripts/make-minilm-ptd.py rebuilds it byte for byte from model.safetensors without torch),
+  minilm.pte (committed, no weights), minilm.ptd.head (the .ptd's header and index,
+  committed), minilm.ptd (tag "minilm", ~90 MB, written to target/pte-fixtures/, NOT
+  committed: scripts/make-minilm-ptd.py rebuilds it byte for byte from model.safetensors
+  without torch),
   minilm.program.txt, minilm.json: tokenised sentences with sentence-transformers'
   embeddings, eager embeddings, ExecuTorch-runtime embeddings (non-delegated export), the
   reference interpreter's.
+- tiny_decoder: a Llama-like TinyDecoder (2 layers, GQA, RoPE, SwiGLU, static KV cache of 16
+  positions as buffers -> program states), tokens/input_pos of dynamic length ->
+  tiny_decoder.pte + .ptd, tiny_decoder.program.txt/.json, tiny_decoder.json: a prefill and
+  five greedy decode steps on one session, logits from the portable runtime (non-delegated
+  export, custom ops decomposed), eager, and the reference interpreter.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import Dict, List, Optional
+from typing import Dict, List
 
 import torch
 from executorch.exir._serialize._named_data_store import NamedDataStore

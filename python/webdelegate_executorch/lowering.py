@@ -404,9 +404,8 @@ class Lowerer:
             ones = [1] * len(lead)
             tid = self.b.op("Reshape", self.fresh("reshape"), value.dtype, ones + [n], x=rid)
             return Tensor(tid, ones + [n])
-        lazy = self.env.get(node)
-        raise Unsupported(node, "a uniform integer constant used as a tensor"
-                                + ("" if lazy is None else ""))
+        raise Unsupported(node, "a uniform integer constant used as a tensor (only an "
+                                "embedding lookup of it is lowered)")
 
     # ------------------------------------------------------------ outputs
 

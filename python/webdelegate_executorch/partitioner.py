@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import logging
-import operator
 from typing import Callable, Dict, List, Optional, Set, Tuple
 
 import torch

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
-from typing import Any, Dict, List, Optional, Sequence, Union
+from typing import Any, Dict, List, Sequence, Union
 
 #: A dim: a fixed extent or the index of a symbol in ``Program.symbols``.
 Dim = Union[int, "Symbol"]
@@ -132,8 +132,3 @@ def dims_text(shape: Sequence[Dim], symbols: Sequence[str]) -> str:
     """A shape for messages, e.g. ``[$seq, 384]``."""
     parts = [f"${symbols[d.index]}" if isinstance(d, Symbol) else str(d) for d in shape]
     return "[" + ", ".join(parts) + "]"
-
-
-def optional(value: Optional[int]) -> Optional[int]:
-    """Identity, for readability at op construction sites (``bias=optional(b)``)."""
-    return value
