@@ -529,7 +529,7 @@ fn random_mutants_never_panic() {
         i64::MAX as u64,
         u64::MAX,
     ];
-    let mut rng = Rng(0x5EED_0F_97D5);
+    let mut rng = Rng(0x5EED_0F97_D5A1);
     for (name, original) in FIXTURES {
         let end = PtdIndex::from_bytes(original)
             .unwrap()
