@@ -17,6 +17,7 @@ use webdelegate::StatusCode;
 use webdelegate::params::EntryStorage;
 use webdelegate::params::formats::Format;
 use webdelegate::params::formats::gguf::GgufIndex;
+use webdelegate::params::formats::ptd::PtdIndex;
 use webdelegate::params::formats::safetensors::SafetensorsIndex;
 
 pub fn code(format: Format, bytes: &[u8]) -> StatusCode {
@@ -33,6 +34,7 @@ fn header_end(format: Format, bytes: &[u8]) -> usize {
             pollster::block_on(SafetensorsIndex::parse(bytes)).map(|index| index.data_start())
         }
         Format::Gguf => pollster::block_on(GgufIndex::parse(bytes)).map(|index| index.data_start()),
+        Format::Ptd => PtdIndex::from_bytes(bytes).map(|index| index.header().flatbuffer_end()),
         Format::Irpa => parse_checked(format, bytes).map(|index| {
             index
                 .entries()

@@ -94,8 +94,8 @@ pub fn check_invariants(format: Format, bytes: &[u8], index: &ParameterIndex) {
             }
         }
     }
-    if format != Format::Irpa {
-        // IRPA allows entries to share bytes; the others must not overlap.
+    if !matches!(format, Format::Irpa | Format::Ptd) {
+        // IRPA and .ptd allow entries to share bytes; the others must not overlap.
         data.sort_unstable();
         for pair in data.windows(2) {
             assert!(pair[0].1 <= pair[1].0, "{format}: overlapping {pair:?}");

@@ -1,8 +1,9 @@
-//! Weight-file indexes: which key lives at which bytes of a `safetensors`, GGUF or IRPA file,
-//! read with a few small ranged reads and never by downloading the file.
+//! Weight-file indexes: which key lives at which bytes of a `safetensors`, GGUF, IRPA or
+//! ExecuTorch `.ptd` file, read with a few small ranged reads and never by downloading the file.
 //!
-//! Each format has its own module ([`safetensors`], [`gguf`], [`irpa`]) with a rich index type
-//! (file metadata, header sizes, alignment) and a plain [`ParameterIndex`] for providers.
+//! Each format has its own module ([`safetensors`], [`gguf`], [`irpa`], [`ptd`]) with a rich
+//! index type (file metadata, header sizes, alignment, layouts) and a plain [`ParameterIndex`]
+//! for providers.
 //! [`detect`] picks a format the way IREE's parser registry does (by extension, case-insensitive)
 //! and falls back to the file's magic when the name says nothing; [`parse_index`] dispatches.
 //!
@@ -17,12 +18,14 @@
 //! - **Upstream codes.** Errors carry IREE's status codes as IREE's own parsers use them:
 //!   truncation is `OUT_OF_RANGE`, malformed content `INVALID_ARGUMENT`, unsupported versions
 //!   and element types `UNIMPLEMENTED`, a reader without a known size `FAILED_PRECONDITION`.
-//!   Messages name the field, key or offset that is wrong.
+//!   Messages name the field, key or offset that is wrong. (IREE has no `.ptd` parser; ours
+//!   uses the same codes the same way.)
 
 mod cursor;
 pub mod gguf;
 pub mod irpa;
 mod prefix;
+pub mod ptd;
 pub mod safetensors;
 
 use crate::error::{Status, StatusCode};
@@ -33,7 +36,8 @@ use std::pin::pin;
 use std::task::{Context, Poll, Waker};
 
 /// The largest index region a parser accepts, in bytes: a `safetensors` JSON header, the GGUF
-/// key-value and tensor-info sections, an IRPA entry table or metadata segment. 100 MB is the
+/// key-value and tensor-info sections, an IRPA entry table or metadata segment, a `.ptd`
+/// flatbuffer (with its extended header). 100 MB is the
 /// `safetensors` crate's own header limit; larger is `INVALID_ARGUMENT`.
 pub const MAX_HEADER_BYTES: u64 = 100_000_000;
 
@@ -50,11 +54,15 @@ pub enum Format {
     Gguf,
     /// IREE parameter archive, version 0.
     Irpa,
+    /// ExecuTorch's flat-tensor named-data file (`.ptd`, flatbuffer identifier `FT01`), schema
+    /// version 0.
+    Ptd,
 }
 
 impl Format {
-    /// Every format, in the order upstream's registry tries extensions.
-    pub const ALL: [Format; 3] = [Format::Irpa, Format::Gguf, Format::Safetensors];
+    /// Every format: IREE's, in the order upstream's registry tries extensions, then ExecuTorch's
+    /// `.ptd` (not in IREE's registry).
+    pub const ALL: [Format; 4] = [Format::Irpa, Format::Gguf, Format::Safetensors, Format::Ptd];
 
     /// The file extension (without the dot), as upstream's registry matches it.
     pub const fn extension(self) -> &'static str {
@@ -62,6 +70,7 @@ impl Format {
             Self::Safetensors => "safetensors",
             Self::Gguf => "gguf",
             Self::Irpa => "irpa",
+            Self::Ptd => "ptd",
         }
     }
 
@@ -80,7 +89,7 @@ impl std::str::FromStr for Format {
     fn from_str(name: &str) -> StatusResult<Self> {
         Self::from_extension(name.strip_prefix('.').unwrap_or(name)).ok_or_else(|| {
             Status::unimplemented(format!(
-                "unsupported file format {name:?}; supported formats: [irpa, gguf, safetensors]"
+                "unsupported file format {name:?}; supported formats: [irpa, gguf, safetensors, ptd]"
             ))
         })
     }
@@ -106,8 +115,8 @@ pub fn format_from_name(name_or_url: &str) -> Option<Format> {
 }
 
 /// The format a file's first bytes announce, if any: the GGUF magic `"GGUF"`, the IRPA magic
-/// `"IRPA"`, or for `safetensors` (which has no magic) a plausible header length followed by the
-/// JSON header's opening `{`.
+/// `"IRPA"`, the `.ptd` flatbuffer identifier `"FT01"` at bytes 4..8, or for `safetensors`
+/// (which has no magic) a plausible header length followed by the JSON header's opening `{`.
 pub fn format_from_magic(first_bytes: &[u8]) -> Option<Format> {
     let magic = first_bytes.get(..4)?;
     if magic == gguf::MAGIC.to_le_bytes() {
@@ -115,6 +124,9 @@ pub fn format_from_magic(first_bytes: &[u8]) -> Option<Format> {
     }
     if magic == irpa::MAGIC.to_le_bytes() {
         return Some(Format::Irpa);
+    }
+    if first_bytes.get(4..8) == Some(ptd::IDENTIFIER.as_slice()) {
+        return Some(Format::Ptd);
     }
     let length = u64::from_le_bytes(first_bytes.get(..8)?.try_into().ok()?);
     let plausible = (2..=MAX_HEADER_BYTES).contains(&length);
@@ -133,7 +145,7 @@ pub fn detect(name_or_url: &str, first_bytes: &[u8]) -> StatusResult<Format> {
         .ok_or_else(|| {
             Status::unimplemented(format!(
                 "unsupported file format for {name_or_url:?}: neither its extension nor its first \
-                 bytes match one of the supported formats [.irpa, .gguf, .safetensors]"
+                 bytes match one of the supported formats [.irpa, .gguf, .safetensors, .ptd]"
             ))
         })
 }
@@ -154,6 +166,7 @@ pub async fn parse_index<R: RangeRead + ?Sized>(
             .into_index()),
         Format::Gguf => gguf::parse_index(reader).await,
         Format::Irpa => Ok(irpa::IrpaIndex::parse(reader).await?.into_index()),
+        Format::Ptd => Ok(ptd::PtdIndex::parse(reader).await?.into_index()),
     }
 }
 

@@ -1,5 +1,7 @@
 //! Unit tests of the format helpers: detection, alignment, the streaming cursor and the prefix
-//! cache. The parsers are tested against real peers' files in `tests/formats_*.rs`.
+//! cache; and the `.ptd` parser on files built here with the schema's generated builder, for
+//! the table-level defects ExecuTorch's own writer cannot produce. The parsers are tested
+//! against real peers' files in `tests/formats_*.rs` (`.ptd`: tests/formats_ptd.rs).
 
 use super::cursor::{MAX_CHUNK, RangeCursor};
 use super::*;
@@ -49,6 +51,9 @@ fn extensions_pick_formats_as_upstream() {
         ("https://host/w.gguf/model.bin", None),
         ("gguf", Some(Format::Gguf)),
         ("C:\\weights\\model.irpa", Some(Format::Irpa)),
+        ("https://host/w/model.ptd?x=1", Some(Format::Ptd)),
+        ("MODEL.PTD", Some(Format::Ptd)),
+        ("model.pte", None),
         ("model.safetensors.tmp", None),
         ("", None),
         ("https://host/resolve/main/model", None),
@@ -63,6 +68,7 @@ fn format_names_parse_like_extensions() {
     assert_eq!("GGUF".parse::<Format>(), Ok(Format::Gguf));
     assert_eq!(".safetensors".parse::<Format>(), Ok(Format::Safetensors));
     assert_eq!("irpa".parse::<Format>(), Ok(Format::Irpa));
+    assert_eq!(".PTD".parse::<Format>(), Ok(Format::Ptd));
     let error = "onnx".parse::<Format>().unwrap_err();
     assert_eq!(error.code(), StatusCode::Unimplemented);
     for format in Format::ALL {
@@ -78,6 +84,9 @@ fn magic_identifies_formats_when_the_name_does_not() {
     assert_eq!(format_from_magic(b"GGUF\x03\0\0\0"), Some(Format::Gguf));
     assert_eq!(format_from_magic(b"IRPA\0\0\0\0"), Some(Format::Irpa));
     assert_eq!(format_from_magic(b"GGU"), None);
+    assert_eq!(format_from_magic(b"\x44\0\0\0FT01FH01"), Some(Format::Ptd));
+    assert_eq!(format_from_magic(b"\x44\0\0\0FT01"), Some(Format::Ptd));
+    assert_eq!(format_from_magic(b"\x44\0\0\0ET12eh00"), None);
     let mut too_long = (MAX_HEADER_BYTES + 1).to_le_bytes().to_vec();
     too_long.push(b'{');
     assert_eq!(format_from_magic(&too_long), None);
@@ -213,5 +222,404 @@ fn unknown_sizes_are_a_failed_precondition() {
             StatusCode::FailedPrecondition,
             "{format}: {error}"
         );
+    }
+}
+
+mod ptd_built {
+    //! `.ptd` files built with the schema's generated builder and framed as ExecuTorch's
+    //! serializer frames them (header inserted after the identifier, root offset moved, segment
+    //! data at a 128-aligned base), each with one defect.
+
+    use super::*;
+    use crate::executorch_schema::flat_tensor::{
+        DataSegment, DataSegmentArgs, FlatTensor, FlatTensorArgs, NamedData, NamedDataArgs,
+        TensorLayout, TensorLayoutArgs,
+    };
+    use crate::executorch_schema::program::ScalarType;
+    use crate::params::EntryStorage;
+    use crate::params::formats::ptd::{PtdIndex, PtdLayout};
+    use flatbuffers::FlatBufferBuilder;
+
+    #[derive(Clone)]
+    struct Layout {
+        scalar: i8,
+        sizes: Option<Vec<i32>>,
+        dim_order: Option<Vec<u8>>,
+    }
+
+    fn layout(scalar: ScalarType, sizes: &[i32]) -> Option<Layout> {
+        Some(Layout {
+            scalar: scalar.0,
+            sizes: Some(sizes.to_vec()),
+            dim_order: Some((0..sizes.len() as u8).collect()),
+        })
+    }
+
+    #[derive(Clone)]
+    struct Named {
+        key: Option<String>,
+        segment: u32,
+        layout: Option<Layout>,
+    }
+
+    #[derive(Clone)]
+    struct Spec {
+        version: u32,
+        segments: Option<Vec<(u64, u64)>>,
+        named: Option<Vec<Named>>,
+        data: Vec<u8>,
+    }
+
+    fn named(key: &str, segment: u32, layout: Option<Layout>) -> Named {
+        Named {
+            key: Some(key.to_owned()),
+            segment,
+            layout,
+        }
+    }
+
+    /// Two segments (8 and 4 bytes at 0 and 128); `a` (F32 [2]) and `b` (U8 [8]) share the
+    /// first, `c` (opaque) is the second.
+    fn valid() -> Spec {
+        let mut data = vec![0u8; 132];
+        data[..8].copy_from_slice(&[1, 2, 3, 4, 5, 6, 7, 8]);
+        data[128..].copy_from_slice(&[9, 10, 11, 12]);
+        Spec {
+            version: 0,
+            segments: Some(vec![(0, 8), (128, 4)]),
+            named: Some(vec![
+                named("a", 0, layout(ScalarType::FLOAT, &[2])),
+                named("b", 0, layout(ScalarType::BYTE, &[8])),
+                named("c", 1, None),
+            ]),
+            data,
+        }
+    }
+
+    fn flatbuffer(spec: &Spec) -> Vec<u8> {
+        let mut fbb = FlatBufferBuilder::new();
+        let segments = spec.segments.as_ref().map(|segments| {
+            let tables: Vec<_> = segments
+                .iter()
+                .map(|&(offset, size_)| {
+                    DataSegment::create(&mut fbb, &DataSegmentArgs { offset, size_ })
+                })
+                .collect();
+            fbb.create_vector(&tables)
+        });
+        let named_data = spec.named.as_ref().map(|named| {
+            let tables: Vec<_> = named
+                .iter()
+                .map(|n| {
+                    let key = n.key.as_deref().map(|key| fbb.create_string(key));
+                    let tensor_layout = n.layout.as_ref().map(|l| {
+                        let sizes = l.sizes.as_ref().map(|s| fbb.create_vector(s));
+                        let dim_order = l.dim_order.as_ref().map(|d| fbb.create_vector(d));
+                        TensorLayout::create(
+                            &mut fbb,
+                            &TensorLayoutArgs {
+                                scalar_type: ScalarType(l.scalar),
+                                sizes,
+                                dim_order,
+                            },
+                        )
+                    });
+                    NamedData::create(
+                        &mut fbb,
+                        &NamedDataArgs {
+                            key,
+                            segment_index: n.segment,
+                            tensor_layout,
+                        },
+                    )
+                })
+                .collect();
+            fbb.create_vector(&tables)
+        });
+        let root = FlatTensor::create(
+            &mut fbb,
+            &FlatTensorArgs {
+                version: spec.version,
+                segments,
+                named_data,
+            },
+        );
+        fbb.finish(root, Some("FT01"));
+        fbb.finished_data().to_vec()
+    }
+
+    /// The file ExecuTorch's serializer would write for `spec`.
+    fn write(spec: &Spec) -> Vec<u8> {
+        let payload = flatbuffer(spec);
+        let size = payload.len() as u64;
+        let base = align_up(48 + size, 128).unwrap();
+        let root = u32::from_le_bytes(payload[..4].try_into().unwrap()) + 48;
+        let mut out = root.to_le_bytes().to_vec();
+        out.extend_from_slice(&payload[4..8]);
+        out.extend_from_slice(b"FH01");
+        out.extend_from_slice(&40u32.to_le_bytes());
+        for field in [48, size, base, spec.data.len() as u64] {
+            out.extend_from_slice(&field.to_le_bytes());
+        }
+        out.resize(56, 0);
+        out.extend_from_slice(&payload[8..]);
+        out.resize(base as usize, 0);
+        out.extend_from_slice(&spec.data);
+        out
+    }
+
+    fn parse(spec: &Spec) -> StatusResult<PtdIndex> {
+        PtdIndex::from_bytes(&write(spec))
+    }
+
+    #[track_caller]
+    fn refused(spec: &Spec, code: StatusCode, needle: &str) {
+        let error = parse(spec).expect_err("a defective file was accepted");
+        assert_eq!(error.code(), code, "{error}");
+        assert!(error.message().contains(needle), "{error}");
+    }
+
+    #[test]
+    fn a_built_file_parses_with_shared_segments_and_layouts() {
+        let bytes = write(&valid());
+        let index = PtdIndex::from_bytes(&bytes).unwrap();
+        assert_eq!(index.version(), 0);
+        let base = index.header().segment_base_offset;
+        assert_eq!(base % 128, 0);
+        let entries = index.index().entries();
+        assert_eq!(entries.len(), 3);
+        let (a, b, c) = (&entries[0], &entries[1], &entries[2]);
+        assert_eq!(a.storage, EntryStorage::Data { offset: base });
+        assert_eq!(
+            b.storage, a.storage,
+            "keys sharing a segment share its bytes"
+        );
+        assert_eq!((a.length, b.length, c.length), (8, 8, 4));
+        assert_eq!(c.storage, EntryStorage::Data { offset: base + 128 });
+        assert_eq!(
+            (a.dtype.as_deref(), a.shape.clone()),
+            (Some("F32"), Some(vec![2]))
+        );
+        assert_eq!(
+            (b.dtype.as_deref(), b.shape.clone()),
+            (Some("U8"), Some(vec![8]))
+        );
+        assert_eq!((&c.dtype, &c.shape), (&None, &None));
+        assert_eq!(index.get("c").unwrap().segment_index, 1);
+        // The same through the generic entry points, with the format detected by magic.
+        let (format, generic) =
+            pollster::block_on(detect_and_parse_index("blob", bytes.as_slice())).unwrap();
+        assert_eq!(format, Format::Ptd);
+        assert_eq!(&generic, index.index());
+    }
+
+    #[test]
+    fn table_defects_have_coded_errors() {
+        use StatusCode::*;
+        let with = |edit: &dyn Fn(&mut Spec)| {
+            let mut spec = valid();
+            edit(&mut spec);
+            spec
+        };
+        let set_layout = |layout: Option<Layout>| {
+            with(&move |s: &mut Spec| s.named.as_mut().unwrap()[0].layout = layout.clone())
+        };
+        refused(&with(&|s| s.version = 1), Unimplemented, "version 1");
+        refused(
+            &with(&|s| s.segments = None),
+            InvalidArgument,
+            "no segments",
+        );
+        refused(&with(&|s| s.named = None), InvalidArgument, "no named_data");
+        refused(
+            &with(&|s| s.named.as_mut().unwrap()[1].key = None),
+            InvalidArgument,
+            "named data 1 has no key",
+        );
+        refused(
+            &with(&|s| s.named.as_mut().unwrap()[2].key = Some("a".into())),
+            InvalidArgument,
+            "repeats key \"a\"",
+        );
+        refused(
+            &with(&|s| s.named.as_mut().unwrap()[2].segment = 2),
+            InvalidArgument,
+            "names segment 2",
+        );
+        refused(
+            &with(&|s| s.named.as_mut().unwrap()[2].segment = u32::MAX),
+            InvalidArgument,
+            "segment 4294967295",
+        );
+        refused(
+            &with(&|s| s.segments.as_mut().unwrap()[1] = (129, 4)),
+            InvalidArgument,
+            "segment 1 [129, 133) runs past",
+        );
+        refused(
+            &with(&|s| s.segments.as_mut().unwrap()[1] = (u64::MAX - 1, 4)),
+            InvalidArgument,
+            "overflows",
+        );
+        // Layouts.
+        for code in [8, 9, 10, 18, 21, 30, -1, i8::MAX] {
+            let bad = Layout {
+                scalar: code,
+                ..layout(ScalarType::FLOAT, &[2]).unwrap()
+            };
+            refused(&set_layout(Some(bad)), Unimplemented, "does not define");
+        }
+        refused(
+            &set_layout(layout(ScalarType::FLOAT, &[-2, -1])),
+            InvalidArgument,
+            "negative size",
+        );
+        let wrong_orders: [Option<Vec<u8>>; 4] =
+            [Some(vec![0]), Some(vec![0, 0]), Some(vec![0, 2]), None];
+        for dim_order in wrong_orders {
+            let bad = Layout {
+                dim_order,
+                ..layout(ScalarType::BYTE, &[2, 4]).unwrap()
+            };
+            refused(&set_layout(Some(bad)), InvalidArgument, "not a permutation");
+        }
+        refused(
+            &set_layout(layout(ScalarType::FLOAT, &[3])),
+            InvalidArgument,
+            "holds 8 bytes but sizes [3] of F32 need 12",
+        );
+        refused(
+            &set_layout(layout(ScalarType::DOUBLE, &[i32::MAX; 4])),
+            InvalidArgument,
+            "more than 2^64",
+        );
+    }
+
+    #[test]
+    fn layouts_the_index_cannot_state_row_major_are_kept_but_not_reported() {
+        let mut spec = valid();
+        let named = spec.named.as_mut().unwrap();
+        // Channels-last style: a valid permutation that is not the identity.
+        named[1].layout = Some(Layout {
+            dim_order: Some(vec![1, 0]),
+            ..layout(ScalarType::BYTE, &[2, 4]).unwrap()
+        });
+        // Packed sub-byte types: the name is reported, the byte size is not checked.
+        named[0].layout = layout(ScalarType::QUINT4X2, &[16]);
+        // A layout with neither sizes nor dim order is a scalar.
+        spec.segments.as_mut().unwrap()[1] = (128, 4);
+        spec.named.as_mut().unwrap()[2].layout = Some(Layout {
+            scalar: ScalarType::INT.0,
+            sizes: None,
+            dim_order: None,
+        });
+        let index = parse(&spec).unwrap();
+        let entries = index.index().entries();
+        assert_eq!(entries[0].dtype.as_deref(), Some("QUInt4x2"));
+        assert_eq!(entries[0].shape, Some(vec![16]));
+        assert_eq!((&entries[1].dtype, &entries[1].shape), (&None, &None));
+        assert_eq!(
+            index.get("b").unwrap().layout,
+            Some(PtdLayout {
+                scalar_type: ScalarType::BYTE.0,
+                sizes: vec![2, 4],
+                dim_order: vec![1, 0],
+            })
+        );
+        assert_eq!(entries[2].dtype.as_deref(), Some("I32"));
+        assert_eq!(entries[2].shape, Some(vec![]));
+    }
+
+    /// A file over bytes, recording every read.
+    struct Reads<'a> {
+        bytes: &'a [u8],
+        log: RefCell<Vec<(u64, u64)>>,
+    }
+
+    impl RangeRead for Reads<'_> {
+        fn size(&self) -> Option<u64> {
+            Some(self.bytes.len() as u64)
+        }
+        fn read_range(
+            &self,
+            offset: u64,
+            length: u64,
+        ) -> LocalBoxFuture<'_, StatusResult<Vec<u8>>> {
+            self.log.borrow_mut().push((offset, length));
+            self.bytes.read_range(offset, length)
+        }
+    }
+
+    #[test]
+    fn a_long_flatbuffer_costs_one_more_read_of_exactly_its_rest() {
+        let mut spec = valid();
+        let keys = 3000;
+        spec.named = Some(
+            (0..keys)
+                .map(|i| named(&format!("layer.{i}.some.long.weight.name"), i % 2, None))
+                .collect(),
+        );
+        // Lots of segment data after the flatbuffer, which must never be read.
+        spec.data.resize(1 << 20, 7);
+        let bytes = write(&spec);
+        let reader = Reads {
+            bytes: &bytes,
+            log: RefCell::new(Vec::new()),
+        };
+        let index = pollster::block_on(PtdIndex::parse(&reader)).unwrap();
+        assert_eq!(index.index().entries().len(), keys as usize);
+        let end = index.header().flatbuffer_end();
+        assert!(end > INITIAL_READ_BYTES, "{end}");
+        assert_eq!(
+            *reader.log.borrow(),
+            vec![
+                (0, INITIAL_READ_BYTES),
+                (INITIAL_READ_BYTES, end - INITIAL_READ_BYTES)
+            ]
+        );
+        // A short flatbuffer in a large file: one read, never past the first 64 KiB.
+        let mut spec = valid();
+        spec.data.resize(1 << 20, 7);
+        let bytes = write(&spec);
+        let reader = Reads {
+            bytes: &bytes,
+            log: RefCell::new(Vec::new()),
+        };
+        pollster::block_on(PtdIndex::parse(&reader)).unwrap();
+        assert_eq!(*reader.log.borrow(), vec![(0, INITIAL_READ_BYTES)]);
+    }
+
+    #[test]
+    fn a_flatbuffer_over_the_limit_is_refused_before_it_is_read() {
+        let mut bytes = write(&valid());
+        let huge = MAX_HEADER_BYTES + 1;
+        bytes[24..32].copy_from_slice(&(huge - 48).to_le_bytes());
+        bytes[32..40].copy_from_slice(&huge.to_le_bytes());
+        bytes[40..48].copy_from_slice(&0u64.to_le_bytes());
+        // A reader that claims a file that large but serves only its real bytes.
+        struct Claims<'a>(&'a [u8]);
+        impl RangeRead for Claims<'_> {
+            fn size(&self) -> Option<u64> {
+                Some(MAX_HEADER_BYTES * 2)
+            }
+            fn read_range(
+                &self,
+                offset: u64,
+                length: u64,
+            ) -> LocalBoxFuture<'_, StatusResult<Vec<u8>>> {
+                Box::pin(async move {
+                    assert!(
+                        offset + length <= self.0.len() as u64,
+                        "read past the header"
+                    );
+                    self.0.read_range(offset, length).await
+                })
+            }
+        }
+        let mut padded = bytes.clone();
+        padded.resize(INITIAL_READ_BYTES as usize, 0);
+        let error = pollster::block_on(PtdIndex::parse(&Claims(&padded))).unwrap_err();
+        assert_eq!(error.code(), StatusCode::InvalidArgument, "{error}");
+        assert!(error.message().contains("exceeds the limit"), "{error}");
     }
 }

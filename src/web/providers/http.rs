@@ -165,9 +165,9 @@ impl HttpParameterProvider {
     }
 
     /// Serves the file at `url` as `scope`, reading its index with small Range requests.
-    /// `options`: `format` (`'safetensors'`, `'gguf'`, `'irpa'`), `sha256` (hex, of the whole
-    /// file), `parameterSha256` (`{key: hex}`), `index` (`[{key, offset, length, dtype?, shape?}]`,
-    /// an index the page already has). Rejects with the HTTP or parser error's status.
+    /// `options`: `format` (`'safetensors'`, `'gguf'`, `'irpa'`, `'ptd'`), `sha256` (hex, of the
+    /// whole file), `parameterSha256` (`{key: hex}`), `index` (`[{key, offset, length, dtype?,
+    /// shape?}]`, an index the page already has). Rejects with the HTTP or parser error's status.
     #[wasm_bindgen(js_name = addScope, unchecked_return_type = "Promise<void>")]
     pub fn add_scope(
         &self,

@@ -83,7 +83,7 @@ export interface IndexEntrySpec {
 
 /** Options of `addScope`. */
 export interface ScopeOptions {
-  format?: 'safetensors' | 'gguf' | 'irpa';
+  format?: 'safetensors' | 'gguf' | 'irpa' | 'ptd';
   /** SHA-256 (hex) of the whole file: loads then stream the whole file through it. */
   sha256?: string;
   /** SHA-256 (hex) per parameter, checked when a whole parameter is loaded. */

@@ -97,8 +97,8 @@ impl HttpProviderOptions {
 /// Settings of one scope (one file).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ScopeOptions {
-    /// The file's format (`"safetensors"`, `"gguf"`, `"irpa"`); detected from the URL's extension
-    /// or the file's first bytes when absent.
+    /// The file's format (`"safetensors"`, `"gguf"`, `"irpa"`, `"ptd"`); detected from the URL's
+    /// extension or the file's first bytes when absent.
     pub format: Option<String>,
     /// SHA-256 of the whole file: every load of the scope then streams the whole file, in order,
     /// through the digest (one request), and fails with `DATA_LOSS` on a mismatch.

@@ -8,8 +8,8 @@ use crate::params::formats::{Format, detect, parse_index};
 use crate::params::http::provider::file::HttpFile;
 use crate::params::{ParameterIndex, StatusResult};
 
-/// The format and index of `file`, in `format` (`"safetensors"`, `"gguf"`, `"irpa"`, any case)
-/// or the detected one.
+/// The format and index of `file`, in `format` (`"safetensors"`, `"gguf"`, `"irpa"`, `"ptd"`,
+/// any case) or the detected one.
 ///
 /// # Errors
 /// `UNIMPLEMENTED` for an unknown or undetectable format; the parser's errors for a malformed
