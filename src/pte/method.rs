@@ -189,10 +189,15 @@ impl Method {
             )
             .await
             .map_err(|e| {
+                let hint = if e.code() == ErrorCode::NotFound && options.external_data.is_none() {
+                    " (no external data was given: pass the program's .ptd)"
+                } else {
+                    ""
+                };
                 Error::new(
                     e.code(),
                     format!(
-                        "method {name:?}, delegate {index} ({} on {backend_name:?}): {}",
+                        "method {name:?}, delegate {index} ({} on {backend_name:?}): {}{hint}",
                         delegate.id,
                         e.message()
                     ),

@@ -79,8 +79,11 @@ impl ParameterProvider for NamedDataUnion {
         inline.and(external)
     }
 
+    /// The named-data scope always (a key either resolves or is `NOT_FOUND` naming where it
+    /// was looked for); other scopes as the external provider says.
     fn query_support(&self, scope: &str) -> bool {
-        self.inline.query_support(scope)
+        scope == NAMED_DATA_SCOPE
+            || self.inline.query_support(scope)
             || self
                 .external
                 .as_ref()
