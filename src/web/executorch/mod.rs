@@ -55,10 +55,10 @@ impl LoadOptions {
         let backend = fields::string(options, "backend")
             .map_err(invalid)?
             .unwrap_or_else(|| "auto".to_owned());
-        if !matches!(backend.as_str(), "auto" | "webgpu" | "cpu") {
-            return Err(Error::invalid_argument(format!(
-                "backend must be 'auto', 'webgpu' or 'cpu', got {backend:?}"
-            )));
+        if backend.is_empty() {
+            return Err(Error::invalid_argument(
+                "backend must be 'auto' or the name of a registered backend",
+            ));
         }
         let signal = match Reflect::get(options, &JsValue::from_str("signal")) {
             Ok(value) if value.is_undefined() || value.is_null() => None,
@@ -97,8 +97,9 @@ pub struct Module {
 #[wasm_bindgen]
 impl Module {
     /// Loads the program at `pteUrl`. `options`: `data` (the `.ptd` URL, when the weights are
-    /// external), `backend` (`'auto'` default, `'webgpu'`, `'cpu'`: where the webdelegate
-    /// partitioner's delegates run), `signal` (AbortSignal), and the HTTP provider's options
+    /// external), `backend` (where the webdelegate partitioner's delegates run: `'auto'`, the
+    /// default, for WebGPU else the CPU, or the name of any registered backend, a JavaScript
+    /// one included), `signal` (AbortSignal), and the HTTP provider's options
     /// (`onProgress`, `concurrency`, `persistentCache`, `retries`, ...). Rejects with a
     /// `WebDelegateError`: `AccessFailed` when a file cannot be fetched, `InvalidProgram` for a
     /// malformed `.pte`, `NotSupported` / `OperatorMissing` for a program this runtime cannot
@@ -155,7 +156,8 @@ impl Module {
         self.names.clone()
     }
 
-    /// The backend that runs the webdelegate partitioner's delegates (`'webgpu'` or `'cpu'`).
+    /// The registered backend that runs the webdelegate partitioner's delegates (e.g.
+    /// `'webgpu'`).
     #[wasm_bindgen(getter)]
     pub fn backend(&self) -> String {
         self.backend.clone()

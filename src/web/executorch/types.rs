@@ -9,8 +9,9 @@ const TYPES: &'static str = r#"
 export interface ModuleLoadOptions extends HttpProviderOptions {
   /** URL of the `.ptd` holding the program's external weights (streamed by Range). */
   data?: string;
-  /** Where the webdelegate partitioner's delegates run; default `'auto'` (WebGPU, else CPU). */
-  backend?: 'auto' | 'webgpu' | 'cpu';
+  /** Where the webdelegate partitioner's delegates run: `'auto'` (default: WebGPU, else the
+   * CPU), `'webgpu'`, `'cpu'`, or the name of any registered backend (a JavaScript one too). */
+  backend?: string;
   /** Aborts the load (rejects with `InvalidState`, every request stopped). */
   signal?: AbortSignal;
 }
