@@ -81,7 +81,8 @@ impl ExtendedHeader {
                  {EXTENDED_HEADER_MIN_LENGTH}"
             )));
         }
-        if bytes.len() < base + length as usize {
+        // In u64: on a 32-bit target (wasm32) `base + length` could overflow a usize.
+        if (bytes.len() as u64) < base as u64 + u64::from(length) {
             return Err(truncated());
         }
         Ok(Some(Self {
@@ -194,11 +195,16 @@ impl PteFile {
         let Some(segments) = program.segments().filter(|s| !s.is_empty()) else {
             return Ok(Vec::new());
         };
-        let header = header.ok_or_else(|| {
-            Error::invalid_program(
+        let Some(header) = header else {
+            // ExecuTorch writes no header when the segment data is empty, yet still lists the
+            // (empty) constant segment: a program without weights. Empty segments need no place.
+            if segments.iter().all(|segment| segment.size_() == 0) {
+                return Ok(vec![program_len..program_len; segments.len()]);
+            }
+            return Err(Error::invalid_program(
                 "the .pte lists segments but has no extended header to place them".to_owned(),
-            )
-        })?;
+            ));
+        };
         let base = usize::try_from(header.segment_base_offset)
             .ok()
             .filter(|&base| base >= program_len && base <= file_len)

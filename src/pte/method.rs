@@ -152,6 +152,9 @@ impl Method {
             .collect::<Result<Vec<_>>>()?;
 
         let inline = Arc::new(MemoryProvider::new());
+        // The scope exists even when the .pte has no named data, so `get_named_data_map()` is an
+        // empty map rather than `NotFound` (a backend that always asks would fail to init).
+        inline.add_scope(NAMED_DATA_SCOPE, false);
         for (key, bytes) in file.named_data() {
             inline.insert(NAMED_DATA_SCOPE, key, bytes.to_vec());
         }
