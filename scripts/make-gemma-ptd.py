@@ -34,7 +34,8 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "tests" / "fixtures" / "pte"
 DEFAULT_GGUF = REPO / ".cache" / "models" / "gemma-3-270m" / "gemma-3-270m-q4_k_m.gguf"
 
-# The flatbuffer reader of the MiniLM rebuild (same .ptd format).
+# The flatbuffer reader of the MiniLM rebuild (same .ptd format); no __pycache__ in scripts/.
+sys.dont_write_bytecode = True
 _spec = importlib.util.spec_from_file_location("make_minilm_ptd",
                                                REPO / "scripts" / "make-minilm-ptd.py")
 _minilm = importlib.util.module_from_spec(_spec)
@@ -86,11 +87,13 @@ def main() -> None:
     parser.add_argument("--gguf", default=str(DEFAULT_GGUF))
     parser.add_argument("--head", default=str(FIXTURES / "gemma.ptd.head"))
     parser.add_argument("--out", default=str(REPO / "target" / "pte-fixtures" / "gemma.ptd"))
-    parser.add_argument("--expect-sha256",
-                        default=json.loads((FIXTURES / "gemma.json").read_text())
-                        ["sha256"]["gemma.ptd"],
-                        help="'' skips the check")
+    parser.add_argument("--expect-sha256", default=None,
+                        help="default: the sha256 in tests/fixtures/pte/gemma.json; '' skips "
+                             "the check")
     args = parser.parse_args()
+    if args.expect_sha256 is None:
+        args.expect_sha256 = json.loads((FIXTURES / "gemma.json").read_text()
+                                        )["sha256"]["gemma.ptd"]
     try:
         from gguf import GGUFReader, dequantize
     except ImportError:

@@ -3,7 +3,7 @@
 python/requirements.txt; run with the venv that has them, e.g. /work/venv-et/bin/python, after
 `cargo build --release --bin webdelegate-lower`).
 
-    python scripts/make-pte-fixtures.py [--only block|minilm] [--out tests/fixtures/pte]
+    python scripts/make-pte-fixtures.py [--only block|minilm|decoder|gemma] [--out tests/fixtures/pte]
 
 Fixtures:
 - block: a small transformer-encoder block (seed 0, hidden 16, 2 heads, seq 5; linear, layer
@@ -27,6 +27,14 @@ Fixtures:
   tiny_decoder.pte + .ptd, tiny_decoder.program.txt/.json, tiny_decoder.json: a prefill and
   five greedy decode steps on one session, logits from the portable runtime (non-delegated
   export, custom ops decomposed), eager, and the reference interpreter.
+- gemma: Gemma 3 270M (.cache/models/gemma-3-270m, the Q4_K_M GGUF) loaded by transformers
+  (dequantized, f32) as webdelegate_executorch.gemma3.Gemma3ForWebDelegate (KV cache of 1024
+  positions as states; tokens/input_pos [S], S dynamic; last-row logits) -> gemma.pte
+  (committed), gemma.ptd.head (committed), gemma.ptd (tag "gemma", 1.07 GB, to target/;
+  scripts/make-gemma-ptd.py rebuilds it torch-free from the GGUF), gemma.program.txt,
+  gemma.json: 4 prompts x 32 greedy tokens + a 697-token prompt (past the 512 sliding window)
+  x 8, from transformers eager, the reference interpreter and ExecuTorch's portable runtime
+  on the non-delegated export (~13 min on 2 cores; --gemma-no-portable skips it).
 """
 
 from __future__ import annotations
@@ -463,7 +471,7 @@ GEMMA_PROMPTS = [
     "The three primary colors are",
 ]
 #: A prompt longer than Gemma 3's 512-position sliding window, so its sliding layers drop
-#: early positions (the window is exercised): the numbers 1 to 160 (about 530 tokens: digits are single tokens).
+#: early positions (the window is exercised): the numbers 1 to 160 (697 tokens with BOS: digits are single tokens).
 GEMMA_LONG_PROMPT = "Count with me: " + ", ".join(str(i) for i in range(1, 161)) + ","
 
 
