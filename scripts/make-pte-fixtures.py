@@ -3,7 +3,7 @@
 python/requirements.txt; run with the venv that has them, e.g. /work/venv-et/bin/python, after
 `cargo build --release --bin webdelegate-lower`).
 
-    python scripts/make-pte-fixtures.py [--only block|minilm] [--out tests/fixtures/pte]
+    python scripts/make-pte-fixtures.py [--only block|minilm|decoder|gemma] [--out tests/fixtures/pte]
 
 Fixtures:
 - block: a small transformer-encoder block (seed 0, hidden 16, 2 heads, seq 5; linear, layer
@@ -27,6 +27,14 @@ Fixtures:
   tiny_decoder.pte + .ptd, tiny_decoder.program.txt/.json, tiny_decoder.json: a prefill and
   five greedy decode steps on one session, logits from the portable runtime (non-delegated
   export, custom ops decomposed), eager, and the reference interpreter.
+- gemma: Gemma 3 270M (.cache/models/gemma-3-270m, the Q4_K_M GGUF) loaded by transformers
+  (dequantized, f32) as webdelegate_executorch.gemma3.Gemma3ForWebDelegate (KV cache of 1024
+  positions as states; tokens/input_pos [S], S dynamic; last-row logits) -> gemma.pte
+  (committed), gemma.ptd.head (committed), gemma.ptd (tag "gemma", 1.07 GB, to target/;
+  scripts/make-gemma-ptd.py rebuilds it torch-free from the GGUF), gemma.program.txt,
+  gemma.json: 4 prompts x 32 greedy tokens + a 697-token prompt (past the 512 sliding window)
+  x 8, from transformers eager, the reference interpreter and ExecuTorch's portable runtime
+  on the non-delegated export (~13 min on 2 cores; --gemma-no-portable skips it).
 """
 
 from __future__ import annotations
@@ -454,12 +462,222 @@ def make_decoder(out: Path) -> None:
           f"diffs={doc['max_abs_diff']}")
 
 
+GEMMA_DIR = REPO / ".cache" / "models" / "gemma-3-270m"
+GEMMA_GGUF = "gemma-3-270m-q4_k_m.gguf"
+GEMMA_PROMPTS = [
+    "The capital of France is",
+    "Once upon a time,",
+    "def fibonacci(n):",
+    "The three primary colors are",
+]
+#: A prompt longer than Gemma 3's 512-position sliding window, so its sliding layers drop
+#: early positions (the window is exercised): the numbers 1 to 160 (697 tokens with BOS: digits are single tokens).
+GEMMA_LONG_PROMPT = "Count with me: " + ", ".join(str(i) for i in range(1, 161)) + ","
+
+
+def make_gemma(out: Path, ptd_dir: Path, new_tokens: int = 32, long_new_tokens: int = 8,
+               max_context: int = 1024, portable: bool = True) -> None:
+    """gemma.pte (+ gemma.ptd to ptd_dir, its head committed as gemma.ptd.head): Gemma 3
+    270M loaded by transformers from the GGUF (dequantized to f32), prefill + decode from one
+    method, KV cache as program states; gemma.json: prompts, token ids and greedy
+    continuations from transformers eager, the reference interpreter on the lowered program,
+    and ExecuTorch's portable runtime on the non-delegated export."""
+    import time
+
+    from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+    from webdelegate_executorch.gemma3 import Gemma3ForWebDelegate
+
+    tokenizer = AutoTokenizer.from_pretrained(GEMMA_DIR, gguf_file=GEMMA_GGUF)
+    hf = AutoModelForCausalLM.from_pretrained(GEMMA_DIR, gguf_file=GEMMA_GGUF,
+                                              dtype=torch.float32,
+                                              attn_implementation="eager").eval()
+    prompts = [(p, new_tokens) for p in GEMMA_PROMPTS] + [(GEMMA_LONG_PROMPT, long_new_tokens)]
+    prompt_ids = [tokenizer(p, return_tensors="pt")["input_ids"][0] for p, _ in prompts]
+    for (p, n), ids in zip(prompts, prompt_ids):
+        if len(ids) + n > max_context:
+            raise ValueError(f"prompt of {len(ids)} tokens + {n} exceeds {max_context}")
+
+    def eager_greedy(ids: torch.Tensor, n: int) -> list:
+        """transformers' own forward with its DynamicCache, argmax each step (generate's
+        greedy search, without its stop on EOS)."""
+        cache = DynamicCache(config=hf.config)
+        chosen, step = [], ids[None]
+        with torch.no_grad():
+            for _ in range(n):
+                logits = hf(input_ids=step, cache=cache, use_cache=True).logits[0, -1]
+                chosen.append(int(torch.argmax(logits)))
+                step = torch.tensor([[chosen[-1]]])
+        return chosen
+
+    eager = [eager_greedy(ids, n) for ids, (_, n) in zip(prompt_ids, prompts)]
+    generated = []
+    with torch.no_grad():
+        for ids, (_, n) in zip(prompt_ids, prompts):
+            g = hf.generate(ids[None], max_new_tokens=n, do_sample=False)[0, len(ids):]
+            generated.append(g.tolist())
+    print("gemma: eager greedy done")
+
+    model = Gemma3ForWebDelegate(hf, max_context=max_context).eval()
+    weights = {k: v.detach().numpy() for k, v in model.named_parameters()}
+    seq = torch.export.Dim("seq", min=1, max=max_context)
+    dynamic = ({0: seq}, {0: seq})
+    example = (prompt_ids[0], torch.arange(len(prompt_ids[0])))
+
+    def greedy(run, ids: torch.Tensor, n: int) -> list:
+        chosen, tokens, pos = [], ids, torch.arange(len(ids))
+        for _ in range(n):
+            logits = np.asarray(run(tokens, pos))
+            chosen.append(int(np.argmax(logits[-1])))
+            tokens = torch.tensor([chosen[-1]], dtype=torch.long)
+            pos = torch.tensor([int(pos[-1]) + 1], dtype=torch.long)
+        return chosen
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        started = time.time()
+        result = export_to_pte(model, example, tmp / "delegated", "gemma",
+                               dynamic_shapes=dynamic, external_tag="gemma",
+                               dump_dir=tmp / "dump", strict=True)
+        export_seconds = time.time() - started
+        model.reset_cache()
+        shutil.copy(result.pte_path, out / "gemma.pte")
+        ptd_dir.mkdir(parents=True, exist_ok=True)
+        shutil.copy(result.ptd_paths["gemma"], ptd_dir / "gemma.ptd")
+        with open(ptd_dir / "gemma.ptd", "rb") as f:
+            head = f.read(64)
+            segment_base = int.from_bytes(head[32:40], "little")  # FH01 segment_base_offset
+            f.seek(0)
+            (out / "gemma.ptd.head").write_bytes(f.read(segment_base))
+        program = json.loads((tmp / "dump" / "program0.json").read_text())
+        shutil.copy(tmp / "dump" / "program0.txt", out / "gemma.program.txt")
+        print(f"gemma: exported in {export_seconds:.0f} s")
+
+        reference = []
+        for ids, (_, n) in zip(prompt_ids, prompts):
+            states: dict = {}
+            reference.append(greedy(
+                lambda t, p: run_program(program, weights, [t.numpy(), p.numpy()], states)[0],
+                ids, n))
+        print("gemma: reference interpreter done")
+
+        portable_tokens = None
+        portable_seconds = None
+        if portable:
+            from executorch.runtime import Runtime
+
+            (tmp / "portable").mkdir()
+            started = time.time()
+            with torch.no_grad():
+                exported = torch.export.export(model, example, dynamic_shapes=dynamic,
+                                               strict=False)
+            model.reset_cache()
+            edge = to_edge_transform_and_lower(
+                exported, compile_config=EdgeCompileConfig(_check_ir_validity=False))
+            et = edge.to_executorch(ExecutorchBackendConfig(external_constants=True))
+            with open(tmp / "portable" / "portable.pte", "wb") as f:
+                et.write_to_file(f)
+            et.write_tensor_data_to_file(str(tmp / "portable"))
+            del exported, edge, et
+            (ptd,) = sorted((tmp / "portable").glob("*.ptd"))
+            method = Runtime.get().load_program(tmp / "portable" / "portable.pte",
+                                                data_path=ptd).load_method("forward")
+            portable_tokens = [
+                greedy(lambda t, p: method.execute([t, p])[0].clone().numpy(), ids, n)
+                for ids, (_, n) in zip(prompt_ids, prompts)]
+            portable_seconds = time.time() - started
+            print(f"gemma: portable runtime done in {portable_seconds:.0f} s")
+
+    def agreement(other: list | None) -> dict | None:
+        if other is None:
+            return None
+        equal = sum(a == b for e, o in zip(eager, other) for a, b in zip(e, o))
+        total = sum(len(e) for e in eager)
+        return {"equal": equal, "total": total, "fraction": equal / total}
+
+    cases = []
+    for i, ((prompt, n), ids) in enumerate(zip(prompts, prompt_ids)):
+        continuation = {"transformers_eager": eager[i], "reference_interpreter": reference[i]}
+        if portable_tokens is not None:
+            continuation["executorch_portable"] = portable_tokens[i]
+        cases.append({
+            "prompt": prompt,
+            "prompt_ids": ids.tolist(),
+            "new_tokens": n,
+            "greedy": continuation,
+            "transformers_generate": generated[i],
+            "text": {k: tokenizer.decode(v) for k, v in continuation.items()},
+        })
+    ptd_path = ptd_dir / "gemma.ptd"
+    doc = {
+        "description": "tests/fixtures/pte/gemma.pte; weights gemma.ptd (~1.07 GB f32, not "
+                       "committed: scripts/make-gemma-ptd.py rebuilds it from the GGUF with "
+                       "gguf-py and tests/fixtures/pte/gemma.ptd.head)",
+        "model": f"Gemma 3 270M ({GEMMA_DIR.name}/{GEMMA_GGUF}) loaded by transformers "
+                 "(AutoModelForCausalLM.from_pretrained(dir, gguf_file=...), dequantized, "
+                 "f32) as webdelegate_executorch.gemma3.Gemma3ForWebDelegate",
+        "backend_id": "WebDelegateBackend",
+        "ptd_tag": "gemma",
+        "signature": {
+            "inputs": [{"name": "tokens", "dtype": "int64", "shape": ["S"]},
+                       {"name": "input_pos", "dtype": "int64", "shape": ["S"]}],
+            "outputs": [{"name": "logits", "dtype": "float32",
+                         "shape": [1, int(hf.config.vocab_size)],
+                         "note": "the last row's logits (the next token's)"}],
+            "dynamic": {"S": [1, max_context]},
+            "max_context": max_context,
+            "states": "per layer k_cache and v_cache f32 [max_context, 1, 256]",
+        },
+        "weights_dtype": "float32 (exactly transformers' parameters: the dequantized GGUF "
+                         "tensors, norm weights minus 1 as transformers' GGUF loader stores "
+                         "them; the program adds the 1 back with a Scale op, as Gemma3RMSNorm "
+                         "does)",
+        "partitions": result.partitions,
+        "ops_outside_delegate": result.unsupported_ops,
+        "kernel_ops_in_pte": list(result.kernel_ops),
+        "named_data_keys": sorted(p["key"] for p in program["params"]),
+        "state_names": [program["tensors"][t]["name"] for t in program["states"]],
+        "program_ops": len(program["ops"]),
+        "cases": cases,
+        "greedy_agreement_with_transformers": {
+            "reference_interpreter": agreement(reference),
+            "executorch_portable": agreement(portable_tokens),
+            "transformers_generate": agreement(generated),
+        },
+        "how": {
+            "transformers_eager": "Gemma3ForCausalLM forward with its DynamicCache, f32, "
+                                  "attn_implementation='eager'; argmax of each step's last "
+                                  "row, prompt as prefill then one token per step (no stop at "
+                                  "EOS)",
+            "transformers_generate": "model.generate(do_sample=False, max_new_tokens=n) "
+                                     "(stops at EOS)",
+            "reference_interpreter": "webdelegate_executorch.reference.run_program on the "
+                                     "lowered program, one session (states) per prompt",
+            "executorch_portable": "executorch.runtime (portable kernels) on the "
+                                   "NON-delegated export of the same module (custom ops "
+                                   "decomposed), weights from its own .ptd; one loaded "
+                                   "method for all prompts (positions restart at 0)",
+            "agreement": "position-wise equality of the greedy tokens with transformers_eager",
+        },
+        "export_seconds": round(export_seconds, 1),
+        "portable_seconds": None if portable_seconds is None else round(portable_seconds, 1),
+        "sha256": {"gemma.pte": sha256(out / "gemma.pte"), "gemma.ptd": sha256(ptd_path)},
+        "ptd_bytes": ptd_path.stat().st_size,
+        "pte_bytes": (out / "gemma.pte").stat().st_size,
+    }
+    (out / "gemma.json").write_text(json.dumps(doc, indent=1) + "\n")
+    print(f"gemma: partitions={result.partitions} outside={result.unsupported_ops} "
+          f"agreement={doc['greedy_agreement_with_transformers']}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--only", choices=["block", "minilm", "decoder"])
+    parser.add_argument("--only", choices=["block", "minilm", "decoder", "gemma"])
+    parser.add_argument("--gemma-no-portable", action="store_true",
+                        help="skip ExecuTorch's portable runtime for Gemma (minutes)")
     parser.add_argument("--out", default=str(REPO / "tests" / "fixtures" / "pte"))
     parser.add_argument("--ptd-dir", default=str(REPO / "target" / "pte-fixtures"),
-                        help="where the uncommitted minilm.ptd goes")
+                        help="where the uncommitted minilm.ptd and gemma.ptd go")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -469,6 +687,8 @@ def main() -> None:
         make_minilm(out, Path(args.ptd_dir))
     if args.only in (None, "decoder"):
         make_decoder(out)
+    if args.only in (None, "gemma"):
+        make_gemma(out, Path(args.ptd_dir), portable=not args.gemma_no_portable)
 
 
 if __name__ == "__main__":

@@ -1004,14 +1004,57 @@ def _slice(lw: Lowerer, node: torch.fx.Node) -> Any:
             raise Unsupported(node, f"slice with a symbolic end {end}")
     elif end is not None and (end >= sys.maxsize or (isinstance(extent, int) and end >= extent)):
         end = None
+    if isinstance(extent, int):
+        # Python's negative bounds, counted from a fixed extent.
+        if start < 0:
+            start = max(0, start + extent)
+        if end is not None and end < 0:
+            end = max(0, end + extent)
+    elif start == -1 and end is None:
+        return last_row_emit(lw, node, x, dim)
     tx = lw.tensor(x, node)
     shape = lw.shape(node)
     if start == 0 and end is None:
         return tx
     if start < 0 or (end is not None and end < 0):
-        raise Unsupported(node, "slice with a negative bound")
+        raise Unsupported(node, "slice with a negative bound along a symbolic dim (only "
+                                "x[-1:], the last row, is lowered)")
     tid = lw.b.op("Slice", lw.fresh("slice"), lw.b.dtype_of(tx.id), shape, x=tx.id,
                   axis=dim, start=int(start), end=None if end is None else int(end))
+    return Tensor(tid, shape)
+
+
+def last_row_emit(lw: Lowerer, node: torch.fx.Node, x: Any, dim: int) -> Tensor:
+    """``x[-1:]`` along dim 0 of symbolic extent ``S`` (a decoder's last-token logits): the
+    program's ``Slice`` has a fixed start, so the row index ``S - 1`` is computed in the
+    program, exactly: ``Argmax`` of the f32 ramp ``Range(S)`` (integers below 2^24 are exact in
+    f32, and the ramp's maximum is unique), then ``Gather`` of that row (of ``x`` viewed as
+    ``[S, rest]`` when it has more than two dims)."""
+    if dim != 0:
+        raise Unsupported(node, "x[-1:] along a symbolic dim other than the first")
+    tx = lw.tensor(x, node)
+    if lw.b.dtype_of(tx.id) != "F32":
+        raise Unsupported(node, "x[-1:] of a non-f32 tensor")
+    if len(tx.shape) < 2:
+        raise Unsupported(node, "x[-1:] of a 1-D tensor (the program gathers rows)")
+    rows = tx.shape[0]
+    rest = tx.shape[1:]
+    table = tx.id
+    if len(rest) > 1:
+        width = 1
+        for d in rest:
+            if not isinstance(d, int):
+                raise Unsupported(node, "x[-1:] of a tensor with more than one symbolic dim")
+            width *= d
+        table = lw.b.op("Reshape", lw.fresh("reshape"), "F32", [rows, width], x=table)
+    ramp = lw.b.op("Range", lw.fresh("range"), "F32", [rows])
+    ramp = lw.b.op("Reshape", lw.fresh("reshape"), "F32", [1, rows], x=ramp)
+    last = lw.b.op("Argmax", lw.fresh("last_index"), "I32", [1], x=ramp)
+    width_shape = [1, lw.b.shape_of(table)[-1]]
+    tid = lw.b.op("Gather", lw.fresh("last_row"), "F32", width_shape, table=table, ids=last)
+    shape = lw.shape(node)
+    if shape != width_shape:
+        tid = lw.b.op("Reshape", lw.fresh("reshape"), "F32", shape, x=tid)
     return Tensor(tid, shape)
 
 

@@ -119,6 +119,8 @@ def run_program(program: Mapping[str, Any], weights: Mapping[str, np.ndarray],
             result = np.concatenate([v(i) for i in op["inputs"]], axis=op["axis"])
         elif kind == "Cast":
             result = v(op["x"])
+        elif kind == "Argmax":
+            result = np.argmax(v(op["x"]), axis=-1)
         elif kind == "Range":
             result = np.arange(dims(out)[0])
         elif kind == "MeanPool":
