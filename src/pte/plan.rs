@@ -44,8 +44,8 @@ pub fn scalar_type_from_code(code: i8) -> Result<ScalarType> {
         .map(|(_, t)| *t)
         .ok_or_else(|| {
             Error::not_supported(format!(
-                "tensors of {} are not supported outside a delegate (supported: Byte, Int, \
-                 Long, Float, Double, Bool)",
+                "tensors of {} are not supported outside a delegate (supported: BYTE, INT, \
+                 LONG, FLOAT, DOUBLE, BOOL)",
                 scalar_type_name(code)
             ))
         })

@@ -1,6 +1,7 @@
 //! Weights prepared once at init: a 2-D f32 parameter that every op reading it uses as the
-//! right operand `b` of a matmul (with the same `transpose_b`) is packed into the GEMM's panel
-//! order and its raw values are dropped, so executions neither pack it nor keep two copies.
+//! right operand `b` of a matmul (with the same `transpose_b`), or as the weight of a `linear`
+//! (a `b` transposed: `[n, k]` rows), is packed into the GEMM's panel order and its raw values
+//! are dropped, so executions neither pack it nor keep two copies.
 
 use crate::backends::cpu::gemm::PackedB;
 use crate::backends::cpu::values::Values;
@@ -9,7 +10,7 @@ use crate::program::ops;
 use crate::program::{DType, Dim, Op, Program, TensorId};
 
 /// The `transpose_b` every reader of `id` uses it with, if every reader is a matmul taking it as
-/// `b` (and not also as `a` or bias).
+/// `b` (and not also as `a` or bias) or a linear taking it as its weight (transposed).
 fn sole_matmul_use(program: &Program, id: TensorId) -> Option<bool> {
     let mut flag = None;
     for op in &program.ops {
@@ -27,6 +28,12 @@ fn sole_matmul_use(program: &Program, id: TensorId) -> Option<bool> {
                 None => flag = Some(*transpose_b),
                 Some(previous) if previous == *transpose_b => {}
                 Some(_) => return None,
+            },
+            Op::Linear(ops::Linear {
+                x, weight, bias, ..
+            }) if *weight == id && *x != id && *bias != Some(id) => match flag {
+                None | Some(true) => flag = Some(true),
+                Some(false) => return None,
             },
             _ => return None,
         }
@@ -81,5 +88,42 @@ mod tests {
         assert!(packed(linear).is_some());
         assert!(packed(shared).is_none());
         assert!(packed(mixed).is_none());
+    }
+
+    #[test]
+    fn linear_weights_pack_as_transposed_right_operands() {
+        let mut b = ProgramBuilder::new();
+        let f = |n| Dim::Fixed(n);
+        let x = b.input("x", DType::F32, vec![f(2), f(3)]);
+        let alone = b.param("alone", DType::F32, vec![f(3), f(3)], "s", "alone");
+        let with_mm = b.param("with_mm", DType::F32, vec![f(3), f(3)], "s", "with_mm");
+        let against = b.param("against", DType::F32, vec![f(3), f(3)], "s", "against");
+        let mut linear = |x, weight| {
+            b.push(|out| ops::Linear {
+                x,
+                weight,
+                bias: None,
+                out,
+            })
+            .unwrap()
+        };
+        let h = linear(x, alone);
+        let h = linear(h, with_mm);
+        let h = linear(h, against);
+        let h = b.matmul(h, with_mm, None, false, true).unwrap();
+        let h = b.matmul(h, against, None, false, false).unwrap();
+        b.output(h);
+        let program = b.finish().unwrap();
+        let values = Values::F32(vec![1.0; 9]);
+        let packed = |id| pack_param(&program, id, &values).unwrap();
+        assert!(packed(alone).is_some());
+        assert!(
+            packed(with_mm).is_some(),
+            "linear and a transposed matmul agree"
+        );
+        assert!(
+            packed(against).is_none(),
+            "linear and an untransposed matmul disagree"
+        );
     }
 }

@@ -12,12 +12,18 @@
 //! was initialised with the `activations = "int8"` compile spec: then every activation row of
 //! a Q8_0 / Q5_0 / Q4_K / Q6_K `linear` (any `M`) is quantized to int8 blocks and dotted with
 //! the weight's integer quants (`webdelegate_kernels::int8_dots`), on the pool too.
+//!
+//! A 2-D f32 weight that only `linear`s (and transposed matmuls) read is packed at init
+//! (`weights.rs`) and runs through the blocked GEMM instead, as a matmul with its `b`
+//! transposed: the path of encoder-shaped work (`M` in the hundreds), e.g. the `linear`s of a
+//! model exported from PyTorch.
 
 use crate::backends::cpu::frame::{CpuOp, Frame, RunContext, Slot};
-use crate::backends::cpu::gemm::kernel_error;
+use crate::backends::cpu::gemm::{self, RightOperand, kernel_error};
 use crate::backends::cpu::values::{Values, ValuesRef};
 use crate::error::{Error, Result};
 use crate::program::TensorId;
+use crate::program::geometry::MatMulGeometry;
 use crate::program::ops::Linear;
 use crate::quant::BlockFormat;
 use webdelegate_kernels::blocks::{self, RowFormat};
@@ -249,6 +255,30 @@ impl CpuOp for Linear {
             let (x, shared) = (f.operand(self.x)?, &mut cx.scratch.shared);
             let out = threaded.linear(shared, self.weight, (x, bias), (m, k, n), int8)?;
             return Ok(Slot::Shared(out));
+        }
+        // An f32 weight packed at init (see `weights.rs`): the blocked GEMM, `x [m, k]` times
+        // the weight's rows transposed, on the pool when the weight lives there.
+        let packed = cx.packed.get(self.weight as usize).and_then(Option::as_ref);
+        if packed.is_some() || cx.threaded.is_some_and(|t| t.has_packed(self.weight)) {
+            let geometry = MatMulGeometry::new(&[m, k], &[n, k], false, true)?;
+            if let Some(threaded) = cx.threaded.filter(|t| t.has_packed(self.weight)) {
+                let (x, shared) = (f.operand(self.x)?, &mut cx.scratch.shared);
+                let out = threaded.matmul(shared, self.weight, (x, bias), &geometry, numel)?;
+                return Ok(Slot::Shared(out));
+            }
+            if let Some(packed) = packed {
+                let mut out = cx.scratch.pool.take(numel)?;
+                let right = RightOperand::Packed(packed);
+                gemm::matmul(
+                    f.f32(self.x)?,
+                    right,
+                    bias,
+                    &geometry,
+                    &mut out,
+                    &mut cx.scratch.gemm,
+                )?;
+                return Ok(Slot::Owned(Values::F32(out)));
+            }
         }
         let mut out = cx.scratch.pool.take(numel)?;
         let weight = weight_rows(f, self.weight)?;
