@@ -200,4 +200,20 @@ else
   die "missing $REF_PROMPTS (the committed Gemma prompts)"
 fi
 
+# --- Gemma 3 270M's ExecuTorch weights file (.cache/pte/gemma.ptd, 1.07 GB f32) for
+# tests/fixtures/pte/gemma.pte: dequantized from the GGUF with gguf-py (transformers' own
+# dequantizer) in the reference venv, without torch; the script checks the SHA-256 the export
+# recorded. About a minute on two cores.
+GEMMA_PTD=.cache/pte/gemma.ptd
+if [[ -f "$GEMMA_PTD" && ! "$GEMMA_PTD" -ot tests/fixtures/pte/gemma.ptd.head \
+      && ! "$GEMMA_PTD" -ot tests/fixtures/pte/gemma.json ]]; then
+  echo "ok gemma.ptd ($GEMMA_PTD)"
+else
+  echo "installing gemma.ptd (scripts/make-gemma-ptd.py, about a minute)"
+  mkdir -p .cache/pte
+  "$REF_VENV/bin/python" scripts/make-gemma-ptd.py --gguf "$GEMMA_DIR/$GEMMA_FILE" \
+    --out "$GEMMA_PTD.partial" >/dev/null
+  mv "$GEMMA_PTD.partial" "$GEMMA_PTD"
+fi
+
 echo "setup done"
