@@ -8,6 +8,8 @@
 //!   verifying and checking everything before anything runs.
 //! - `plan`: [`MethodPlan`], one method as owned, checked values (value table, chains of
 //!   instructions, operators, delegate entries).
+//! - `sources`: where a plan's bytes lie (segments, constants, inline blobs), built by `file`
+//!   and read by `plan`.
 //! - `prim_ops`: the scalar prim ops of dynamic shapes that run outside delegates.
 //! - `named_data`: [`NamedDataUnion`], the `.pte`'s named data over the `.ptd`'s provider.
 //! - `method`: [`Method`], which initialises each delegate through the registry by backend id
@@ -22,6 +24,7 @@ mod method;
 mod named_data;
 mod plan;
 mod prim_ops;
+mod sources;
 
 pub use file::{EXTENDED_HEADER_MAGIC, ExtendedHeader, PteFile};
 pub use method::{MAX_INSTRUCTIONS_PER_EXECUTE, Method, MethodLoadOptions};

@@ -11,7 +11,7 @@
 use crate::error::{Error, Result};
 use crate::evalue::ScalarType;
 use crate::executorch_schema::program as fb;
-use crate::pte::file::{PlanSources, checked_index};
+use crate::pte::sources::{PlanSources, checked_index};
 use crate::registry::CompileSpec;
 use std::ops::Range;
 
