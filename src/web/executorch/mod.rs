@@ -20,7 +20,7 @@ use crate::error::{Error, Result};
 use crate::evalue::EValue;
 use crate::fifo_slot::{FifoSlot, SlotClosed};
 use crate::params::http::{HttpProvider, ScopeOptions};
-use crate::params::{ParameterProvider, SharedProvider, Signal};
+use crate::params::{ParameterProvider, SharedProvider};
 use crate::pte::{
     Method, MethodLoadOptions, MethodPlan, NAMED_DATA_SCOPE, PteFile, ValueSpec,
     WEBDELEGATE_BACKEND_ID, scalar_type_code,
@@ -30,6 +30,7 @@ use crate::web::edge::errors::to_js_error;
 use crate::web::edge::fields;
 use crate::web::loading::{candidates, fetch_bytes, race_abort, status_error};
 use crate::web::providers::http::provider_from_options;
+use crate::web::providers::ops::parse_signal;
 use js_sys::{Array, Object, Promise, Reflect};
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
@@ -251,16 +252,8 @@ impl Module {
     /// Sends a signal (`'suspend'`, `'resume'`, `'lowMemory'`) to this module's `.ptd`
     /// provider only (the page's lifecycle already reaches every provider and backend).
     pub fn notify(&self, signal: &str) -> JsResult<()> {
-        let signal = match signal {
-            "resume" => Signal::Resume,
-            "suspend" => Signal::Suspend,
-            "lowMemory" => Signal::LowMemory,
-            other => {
-                return Err(to_js_error(Error::invalid_argument(format!(
-                    "unknown signal {other:?}"
-                ))));
-            }
-        };
+        let signal = parse_signal(signal)
+            .map_err(|s| to_js_error(Error::invalid_argument(s.message().to_owned())))?;
         match &self.provider {
             Some(provider) => provider
                 .notify(signal)
