@@ -17,10 +17,7 @@ pub const CPU: &str = CpuBackend::NAME;
 /// # Errors
 /// `Internal` when the registry is full.
 pub fn register_if_absent(name: &str, backend: registry::SharedBackend) -> Result<bool> {
-    if registry::get_backend_class(name).is_some() {
-        return Ok(false);
-    }
-    registry::register_backend(Backend::new(name, backend)).map(|()| true)
+    registry::register_backend_if_absent(Backend::new(name, backend))
 }
 
 /// Registers the CPU backend (if absent) and a WebGPU backend whose device is acquired now (if

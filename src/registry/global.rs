@@ -43,6 +43,21 @@ pub fn register_backend(backend: Backend) -> Result<()> {
     with_registry(|table| table.register_backend(backend))
 }
 
+/// Registers `backend` unless its name is taken; `Ok(false)` when it was. The check and the
+/// registration happen under one lock, so two threads racing to register the same default
+/// backend both succeed (one registers, the other sees it). Not in upstream.
+///
+/// # Errors
+/// `Internal` when the name is free but 16 backends are registered already.
+pub fn register_backend_if_absent(backend: Backend) -> Result<bool> {
+    with_registry(|table| {
+        if table.get_backend_class(backend.name()).is_some() {
+            return Ok(false);
+        }
+        table.register_backend(backend).map(|()| true)
+    })
+}
+
 /// The backend registered under `name`, if any (upstream's `get_backend_class`).
 pub fn get_backend_class(name: &str) -> Option<SharedBackend> {
     with_registry(|table| table.get_backend_class(name))

@@ -23,7 +23,7 @@ pub use delegate::{DelegateEntry, LoadedDelegate, MethodDelegates};
 pub use freeable::FreeableBuffer;
 pub use global::{
     get_backend_class, get_backend_name, get_num_registered_backends, get_option, notify_backends,
-    register_backend, registered_backend_names, set_option,
+    register_backend, register_backend_if_absent, registered_backend_names, set_option,
 };
 pub use interface::{BackendInterface, CompileSpec, DelegateHandle, LocalBoxFuture, MaybeSendSync};
 pub use named_data::{LayoutScalarType, NamedDataMap, TensorLayout};
