@@ -216,4 +216,35 @@ else
   mv "$GEMMA_PTD.partial" "$GEMMA_PTD"
 fi
 
+# --- Real chat templates and their jinja2 renders (tests/chat_templates.rs, bench suite chat) ---
+# The templates of real model files, fetched here and never committed (scripts/chat-templates.py
+# fetch: the llama.cpp sources vendored in the llama-cpp-python sdist, and a GGUF header from
+# PyPI), rendered over tests/fixtures/chat/conversations.json by transformers' own
+# render_jinja_template (Python jinja2) in a pinned venv (no torch). Redone when the script or
+# the conversations change.
+CHAT_VENV=.cache/venv-chat
+CHAT_TRANSFORMERS_VERSION=5.25.0
+CHAT_JINJA2_VERSION=3.1.6
+if [[ -x "$CHAT_VENV/bin/python" ]] &&
+  "$CHAT_VENV/bin/python" -c "import importlib.metadata as m, sys; sys.exit(0 if m.version('transformers') == '$CHAT_TRANSFORMERS_VERSION' and m.version('jinja2') == '$CHAT_JINJA2_VERSION' else 1)" 2>/dev/null; then
+  echo "ok chat-template venv ($CHAT_VENV: transformers $CHAT_TRANSFORMERS_VERSION, jinja2 $CHAT_JINJA2_VERSION)"
+else
+  echo "installing chat-template venv ($CHAT_VENV: transformers==$CHAT_TRANSFORMERS_VERSION jinja2==$CHAT_JINJA2_VERSION)"
+  rm -rf "$CHAT_VENV"
+  python3 -m venv "$CHAT_VENV"
+  "$CHAT_VENV/bin/pip" install --quiet "transformers==$CHAT_TRANSFORMERS_VERSION" "jinja2==$CHAT_JINJA2_VERSION"
+fi
+CHAT_DIR=.cache/chat-templates
+CHAT_STAMP="$(sha256sum scripts/chat-templates.py tests/fixtures/chat/conversations.json | awk '{print $1}' | tr '\n' ' ')$CHAT_TRANSFORMERS_VERSION"
+if [[ -f "$CHAT_DIR/expected.json" && -f "$CHAT_DIR/.stamp" && "$(cat "$CHAT_DIR/.stamp")" == "$CHAT_STAMP" ]]; then
+  echo "ok chat templates ($CHAT_DIR)"
+else
+  echo "installing chat templates ($CHAT_DIR: fetch from PyPI, render with jinja2)"
+  rm -f "$CHAT_DIR/.stamp" "$CHAT_DIR/expected.json"
+  "$CHAT_VENV/bin/python" scripts/chat-templates.py fetch "$CHAT_DIR"
+  "$CHAT_VENV/bin/python" scripts/chat-templates.py render "$CHAT_DIR" 2>&1 | grep -v 'PyTorch was not found' || true
+  [[ -f "$CHAT_DIR/expected.json" ]] || die "scripts/chat-templates.py render wrote no $CHAT_DIR/expected.json"
+  echo "$CHAT_STAMP" >"$CHAT_DIR/.stamp"
+fi
+
 echo "setup done"

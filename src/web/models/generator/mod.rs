@@ -8,31 +8,36 @@
 //! ([`crate::models::decoder`]), and initialises it on the backend the options ask for
 //! (`'auto'`: see [`crate::web::loading`]); the weights stream from the server straight
 //! into the backend's buffers. `generate(prompt, options)` returns an async iterator of
-//! `{token, text, ms}` ([`stream`]); `generateText` resolves to the whole text. Calls run one
-//! at a time in call order; `destroy()` rejects the waiting ones.
+//! `{token, text, ms}` ([`stream`]); `generateText` resolves to the whole text;
+//! `chat.completions.create(request)` runs OpenAI's chat completions over the model's own chat
+//! template ([`chat`]); `applyChatTemplate` gives the rendered prompt. Calls run one at a time
+//! in call order; `destroy()` rejects the waiting ones.
 
+mod chat;
 mod options;
 mod stream;
 
 use crate::error::{Error, Result};
 use crate::fifo_slot::FifoSlot;
+use crate::models::chat::ChatPrompt;
 use crate::models::decoder::{DecoderConfig, DecoderProgramOptions, decoder_program};
 use crate::models::decoder_session::DecoderSession;
 use crate::models::generator::TextGenerator;
 use crate::params::http::{HttpProvider, ScopeOptions};
 use crate::program;
 use crate::registry::BackendInitContext;
-use crate::text::GgufTokenizer;
+use crate::text::{ChatRender, GgufTokenizer};
 use crate::web::edge::errors::to_js_error;
 use crate::web::loading::{init_on_first, race_abort, status_error};
 use crate::web::providers::http::provider_from_options;
 use crate::web::registry::introspect;
+use chat::{Chat, ChatShared};
 use js_sys::{Float32Array, Object, Promise, Reflect, Uint32Array};
 use options::{DEFAULT_CONTEXT, LoadOptions, evaluate_options, generate_options};
 use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
-use stream::GenerationStream;
+use stream::{GenerationStream, Prompt};
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_futures::JsFuture;
 
@@ -52,6 +57,7 @@ pub struct Generator {
     provider: Arc<HttpProvider>,
     generator: FifoSlot<TextGenerator>,
     last_finish: Rc<Cell<Option<&'static str>>>,
+    chat: Rc<ChatShared>,
 }
 
 fn set(object: &Object, key: &str, value: JsValue) {
@@ -68,7 +74,9 @@ impl Generator {
     /// Loads the GGUF decoder at `ggufUrl` (architectures `gemma3`, `llama`, `qwen2`).
     /// `options`: `backend` (`'auto'` default, `'webgpu'`, `'cpu'`), `contextLength`
     /// (positions the KV cache holds, default 2048, at most the model's training context),
-    /// `logits` (default false: also output logits, for `evaluate`), `signal` (AbortSignal),
+    /// `logits` (default false: also output logits, for `evaluate`), `chatTemplate` (a Jinja
+    /// chat template to use instead of the file's `tokenizer.chat_template`; it must compile),
+    /// `signal` (AbortSignal),
     /// and the HTTP provider's options (`onProgress`, `concurrency`,
     /// `persistentCache`, ...). Rejects with a `WebDelegateError`: `InvalidArgument` for a bad
     /// option, `NotFound`/`AccessFailed` when the file cannot be fetched,
@@ -96,6 +104,22 @@ impl Generator {
                 .map_err(status_error)?;
             let config = DecoderConfig::from_gguf(header.metadata())?;
             let tokenizer = GgufTokenizer::from_gguf(&header)?;
+            // A template that does not compile fails the load only when the caller gave it;
+            // the file's own is reported when chat is used (generate() still works).
+            let chat_prompt = ChatPrompt::new(
+                options.chat_template.as_deref(),
+                header.metadata(),
+                &tokenizer,
+            );
+            if options.chat_template.is_some()
+                && let Err(error) = &chat_prompt
+            {
+                return Err(error.clone());
+            }
+            let model_name = header
+                .metadata_value("general.name")
+                .and_then(|v| v.as_str())
+                .map(str::to_owned);
             let index = header.into_index();
             let context = options
                 .context
@@ -117,22 +141,33 @@ impl Generator {
                 .with_method_name("generate")
                 .with_parameters(Arc::clone(&provider) as crate::params::SharedProvider);
             let placed = init_on_first(&options.backend, &blob, &init, &options.cpu).await?;
-            Ok((config, tokenizer, context, placed))
+            Ok((config, tokenizer, context, placed, chat_prompt, model_name))
         };
-        let (config, tokenizer, context, placed) =
+        let (config, tokenizer, context, placed, chat_prompt, model_name) =
             race_abort(work, options.signal.as_ref(), &provider).await?;
         let tokenizer = Arc::new(tokenizer);
         let vocab = tokenizer.vocab_size();
         let session = DecoderSession::new(placed.delegate, context, vocab, options.logits);
+        let generator = FifoSlot::new(TextGenerator::new(Arc::clone(&tokenizer), session));
+        let last_finish = Rc::new(Cell::new(None));
+        let chat = Rc::new(ChatShared {
+            generator: generator.clone(),
+            tokenizer: Arc::clone(&tokenizer),
+            prompt: chat_prompt,
+            provider: Arc::clone(&provider),
+            last_finish: Rc::clone(&last_finish),
+            model: model_name.unwrap_or_else(|| config.arch.name().to_owned()),
+        });
         Ok(Generator {
             backend: placed.backend,
             fallback: placed.fallback,
             architecture: config.arch.name(),
             context,
-            generator: FifoSlot::new(TextGenerator::new(Arc::clone(&tokenizer), session)),
+            generator,
             tokenizer,
             provider,
-            last_finish: Rc::new(Cell::new(None)),
+            last_finish,
+            chat,
         })
     }
 
@@ -153,7 +188,7 @@ impl Generator {
             generate_options(&options.unwrap_or(JsValue::UNDEFINED)).map_err(to_js_error)?;
         Ok(GenerationStream::new(
             &self.generator,
-            prompt,
+            Prompt::Text(prompt),
             options,
             signal,
             Arc::clone(&self.provider),
@@ -173,7 +208,7 @@ impl Generator {
         let stream = parsed.map(|(options, signal)| {
             GenerationStream::new(
                 &self.generator,
-                prompt,
+                Prompt::Text(prompt),
                 options,
                 signal,
                 Arc::clone(&self.provider),
@@ -188,6 +223,58 @@ impl Generator {
                 .map_err(to_js_error)?;
             Ok(JsValue::from_str(&text))
         })
+    }
+
+    /// OpenAI's chat completions: `generator.chat.completions.create(request)` (see
+    /// `ChatCompletions.create`).
+    #[wasm_bindgen(getter)]
+    pub fn chat(&self) -> Chat {
+        Chat::new(Rc::clone(&self.chat))
+    }
+
+    /// The prompt text the model's chat template gives `messages` (as transformers'
+    /// `apply_chat_template(messages, tokenize=False)`): `options.addGenerationPrompt` (default
+    /// true), `tools`, `chatTemplateKwargs` (extra template variables). Throws `NotFound` when
+    /// the model has no template, `InvalidArgument` for bad messages or a template that
+    /// refuses them (naming the template line).
+    #[wasm_bindgen(js_name = applyChatTemplate)]
+    pub fn apply_chat_template(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChatMessage[]")] messages: JsValue,
+        #[wasm_bindgen(unchecked_param_type = "ApplyChatTemplateOptions")] options: Option<JsValue>,
+    ) -> JsResult<String> {
+        let options = options.unwrap_or(JsValue::UNDEFINED);
+        let json = |value: JsValue, what: &str| -> Result<Option<serde_json::Value>> {
+            if value.is_undefined() || value.is_null() {
+                return Ok(None);
+            }
+            serde_wasm_bindgen::from_value(value)
+                .map(Some)
+                .map_err(|e| {
+                    Error::invalid_argument(format!("{what} must be plain JSON data: {e}"))
+                })
+        };
+        let render = || -> Result<String> {
+            let prompt = self.chat.prompt.as_ref().map_err(Clone::clone)?;
+            let messages = json(messages, "messages")?;
+            let field = |key: &str| {
+                crate::web::edge::fields::optional(&options, key).unwrap_or(JsValue::UNDEFINED)
+            };
+            let tools = json(field("tools"), "tools")?;
+            let extra = json(field("chatTemplateKwargs"), "chatTemplateKwargs")?;
+            let add = crate::web::edge::fields::boolean(&options, "addGenerationPrompt")
+                .map_err(|s| Error::invalid_argument(s.message().to_owned()))?
+                .unwrap_or(true);
+            prompt.render(&ChatRender {
+                messages: messages.as_ref(),
+                tools: tools.as_ref(),
+                documents: None,
+                add_generation_prompt: add,
+                extra: extra.as_ref(),
+                now_ms: None,
+            })
+        };
+        render().map_err(to_js_error)
     }
 
     /// The token ids of `text` as this model's tokenizer gives them (llama.cpp's ids).

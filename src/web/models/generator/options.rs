@@ -25,6 +25,8 @@ pub(super) struct LoadOptions {
     pub cpu: CpuLoadOptions,
     /// Aborts the load.
     pub signal: Option<web_sys::AbortSignal>,
+    /// A chat template to use instead of the file's `tokenizer.chat_template`.
+    pub chat_template: Option<String>,
 }
 
 fn invalid(status: crate::error::Status) -> Error {
@@ -69,6 +71,7 @@ impl LoadOptions {
                 activations: cpu_activations_option(options)?,
             },
             signal: signal(options)?,
+            chat_template: string(options, "chatTemplate").map_err(invalid)?,
         })
     }
 }

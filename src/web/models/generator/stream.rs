@@ -46,14 +46,38 @@ enum Hold {
     Released,
 }
 
+/// What a generation starts from.
+pub(super) enum Prompt {
+    /// Text, tokenized when the generation starts (as the options say).
+    Text(String),
+    /// Token ids (a rendered chat).
+    Ids(Vec<u32>),
+}
+
+/// Token counts and times of one stream, readable while and after it runs.
+#[derive(Clone, Copy, Debug, Default)]
+pub(super) struct StreamUsage {
+    /// Prompt tokens (known once the prefill ran).
+    pub prompt_tokens: u64,
+    /// Of those, tokens whose cache rows were reused.
+    pub cached_tokens: u64,
+    /// Tokens generated so far.
+    pub completion_tokens: u64,
+    /// Milliseconds of the prefill (to the first token).
+    pub prefill_ms: f64,
+    /// Milliseconds of the decode steps after the first token.
+    pub decode_ms: f64,
+}
+
 /// Everything one generation needs between `next()` calls.
 struct StreamState {
     hold: Hold,
-    prompt: Option<(String, GenerateOptions)>,
+    prompt: Option<(Prompt, GenerateOptions)>,
     generation: Option<Generation>,
     signal: Option<web_sys::AbortSignal>,
     provider: Arc<HttpProvider>,
     finish: Rc<Cell<Option<&'static str>>>,
+    usage: Rc<Cell<StreamUsage>>,
 }
 
 impl StreamState {
@@ -105,10 +129,29 @@ impl StreamState {
             let Some((prompt, options)) = self.prompt.take() else {
                 return Ok(None);
             };
-            self.generation = Some(generator.start(&prompt, options).await?);
+            let generation = match prompt {
+                Prompt::Text(text) => generator.start(&text, options).await?,
+                Prompt::Ids(ids) => generator.start_ids(&ids, options).await?,
+            };
+            let stats = generator.stats();
+            self.usage.set(StreamUsage {
+                prompt_tokens: stats.prompt_tokens,
+                cached_tokens: stats.reused_tokens,
+                prefill_ms: stats.prefill_ms,
+                ..StreamUsage::default()
+            });
+            self.generation = Some(generation);
         }
         let generation = self.generation.as_mut().expect("started above");
         let piece = generator.next_piece(generation).await?;
+        if let Some(piece) = &piece {
+            let mut usage = self.usage.get();
+            if usage.completion_tokens > 0 {
+                usage.decode_ms += piece.ms;
+            }
+            usage.completion_tokens += 1;
+            self.usage.set(usage);
+        }
         match (&piece, generation.finish_reason()) {
             (_, Some(reason)) => self.release(reason.name()),
             (None, None) => self.release("length"),
@@ -123,6 +166,56 @@ impl StreamState {
 pub struct GenerationStream {
     state: FifoSlot<StreamState>,
     finish: Rc<Cell<Option<&'static str>>>,
+    usage: Rc<Cell<StreamUsage>>,
+}
+
+/// OpenAI's `usage` object for `usage`.
+#[allow(clippy::cast_precision_loss)]
+pub(super) fn usage_object(usage: StreamUsage) -> JsValue {
+    let set = |object: &Object, key: &str, value: JsValue| {
+        let _ = Reflect::set(object, &JsValue::from_str(key), &value);
+    };
+    let number = |n: u64| JsValue::from_f64(n as f64);
+    let object = Object::new();
+    set(&object, "prompt_tokens", number(usage.prompt_tokens));
+    set(
+        &object,
+        "completion_tokens",
+        number(usage.completion_tokens),
+    );
+    set(
+        &object,
+        "total_tokens",
+        number(usage.prompt_tokens + usage.completion_tokens),
+    );
+    let details = Object::new();
+    set(&details, "cached_tokens", number(usage.cached_tokens));
+    set(&object, "prompt_tokens_details", details.into());
+    let extra = Object::new();
+    let fed = usage.prompt_tokens.saturating_sub(usage.cached_tokens) as f64;
+    let steps = usage.completion_tokens.saturating_sub(1) as f64;
+    set(
+        &extra,
+        "prefill_tokens_per_s",
+        JsValue::from_f64(fed / (usage.prefill_ms / 1000.0)),
+    );
+    set(
+        &extra,
+        "decode_tokens_per_s",
+        JsValue::from_f64(steps / (usage.decode_ms / 1000.0)),
+    );
+    set(
+        &extra,
+        "time_to_first_token_s",
+        JsValue::from_f64(usage.prefill_ms / 1000.0),
+    );
+    set(
+        &extra,
+        "time_per_output_token_s",
+        JsValue::from_f64(usage.decode_ms / 1000.0 / steps),
+    );
+    set(&object, "extra", extra.into());
+    object.into()
 }
 
 /// The iterator result `{value, done}`.
@@ -152,13 +245,14 @@ impl GenerationStream {
     /// A stream for `prompt` that waits for `generator`'s slot (its place in line taken now).
     pub(super) fn new(
         generator: &FifoSlot<TextGenerator>,
-        prompt: String,
+        prompt: Prompt,
         options: GenerateOptions,
         signal: Option<web_sys::AbortSignal>,
         provider: Arc<HttpProvider>,
         last_finish: Rc<Cell<Option<&'static str>>>,
     ) -> Self {
         last_finish.set(None);
+        let usage = Rc::new(Cell::new(StreamUsage::default()));
         let state = StreamState {
             hold: Hold::Waiting(Box::pin(generator.acquire())),
             prompt: Some((prompt, options)),
@@ -166,11 +260,18 @@ impl GenerationStream {
             signal,
             provider,
             finish: Rc::clone(&last_finish),
+            usage: Rc::clone(&usage),
         };
         GenerationStream {
             state: FifoSlot::new(state),
             finish: last_finish,
+            usage,
         }
+    }
+
+    /// The stream's counts so far.
+    pub(super) fn usage(&self) -> StreamUsage {
+        self.usage.get()
     }
 
     /// The stream as the async iterator `generate()` returns.
@@ -231,6 +332,14 @@ impl GenerationStream {
             slot.close();
             Ok(JsValue::UNDEFINED)
         })
+    }
+
+    /// OpenAI's `usage` of this generation so far: `{prompt_tokens, completion_tokens,
+    /// total_tokens, prompt_tokens_details: {cached_tokens}, extra: {prefill_tokens_per_s,
+    /// decode_tokens_per_s, time_to_first_token_s, time_per_output_token_s}}`.
+    #[wasm_bindgen(getter = usage, unchecked_return_type = "ChatCompletionUsage")]
+    pub fn usage_json(&self) -> JsValue {
+        usage_object(self.usage())
     }
 
     /// Why the generation ended (`"eos"`, `"stop"`, `"length"`, `"context"`, `"aborted"`,

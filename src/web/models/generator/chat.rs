@@ -1,0 +1,326 @@
+//! `generator.chat.completions.create(request)`: OpenAI's chat completions API (the shape
+//! WebLLM users write) over a [`Generator`](super::Generator).
+//!
+//! `create` resolves to the completion object (`stream` false, the default) or to an async
+//! iterable of `chat.completion.chunk`s (`stream: true`): a first chunk with the assistant role,
+//! then one chunk per piece of text, then one with `finish_reason` (`"stop"`, `"length"` or
+//! `"abort"`), then (with `stream_options: {include_usage: true}`) one with `usage` and no
+//! choices. The request is checked, rendered and tokenized before `create` resolves; a bad
+//! request rejects with `InvalidArgument` (or `NotSupported` for what we do not offer yet) and
+//! nothing runs. A completion takes its turn on the generator like `generate()` (one at a time,
+//! in call order), reuses the cached prefix of the conversation, and an aborted `signal` ends it
+//! with `finish_reason: "abort"` and the text so far.
+
+use super::options::signal;
+use super::stream::{GenerationStream, Prompt};
+use crate::error::{Error, ErrorCode, Result};
+use crate::fifo_slot::FifoSlot;
+use crate::models::chat::ChatPrompt;
+use crate::models::generator::{GenerateOptions, TextGenerator};
+use crate::params::http::HttpProvider;
+use crate::text::{ChatRender, GgufTokenizer};
+use crate::web::edge::errors::to_js_error;
+use crate::web::edge::fields::{boolean, integer, optional, string};
+use js_sys::{Object, Promise, Reflect};
+use std::cell::Cell;
+use std::rc::Rc;
+use std::sync::Arc;
+use wasm_bindgen::prelude::*;
+
+#[wasm_bindgen(module = "/src/web/models/generator/stream.js")]
+extern "C" {
+    #[wasm_bindgen(js_name = chatChunks)]
+    fn chat_chunks(stream: GenerationStream, meta: &JsValue) -> JsValue;
+    #[wasm_bindgen(js_name = chatCompletion)]
+    fn chat_completion(stream: GenerationStream, meta: &JsValue) -> Promise;
+}
+
+/// What a chat completion needs of its generator.
+pub(super) struct ChatShared {
+    /// The generator's slot (completions wait their turn in it).
+    pub generator: FifoSlot<TextGenerator>,
+    /// The tokenizer.
+    pub tokenizer: Arc<GgufTokenizer>,
+    /// The model's chat prompt, or why there is none.
+    pub prompt: std::result::Result<ChatPrompt, Error>,
+    /// The provider (its suspension pauses a completion).
+    pub provider: Arc<HttpProvider>,
+    /// The generator's last finish reason.
+    pub last_finish: Rc<Cell<Option<&'static str>>>,
+    /// The `model` field of completions (the file's `general.name`, else its architecture).
+    pub model: String,
+}
+
+/// `generator.chat`: holds `completions`.
+#[wasm_bindgen]
+pub struct Chat {
+    shared: Rc<ChatShared>,
+}
+
+impl Chat {
+    pub(super) fn new(shared: Rc<ChatShared>) -> Self {
+        Self { shared }
+    }
+}
+
+#[wasm_bindgen]
+impl Chat {
+    /// `chat.completions`, whose `create` runs a chat completion.
+    #[wasm_bindgen(getter)]
+    pub fn completions(&self) -> ChatCompletions {
+        ChatCompletions {
+            shared: Rc::clone(&self.shared),
+        }
+    }
+}
+
+/// `generator.chat.completions`.
+#[wasm_bindgen]
+pub struct ChatCompletions {
+    shared: Rc<ChatShared>,
+}
+
+/// A parsed request.
+struct Request {
+    messages: serde_json::Value,
+    tools: Option<serde_json::Value>,
+    extra: Option<serde_json::Value>,
+    options: GenerateOptions,
+    stream: bool,
+    include_usage: bool,
+    signal: Option<web_sys::AbortSignal>,
+}
+
+fn invalid(status: crate::error::Status) -> Error {
+    Error::invalid_argument(status.message().to_owned())
+}
+
+fn to_json(value: &JsValue, what: &str) -> Result<serde_json::Value> {
+    serde_wasm_bindgen::from_value(value.clone())
+        .map_err(|e| Error::invalid_argument(format!("{what} must be plain JSON data: {e}")))
+}
+
+/// A finite number option within `range`.
+fn number(
+    object: &JsValue,
+    key: &str,
+    range: std::ops::RangeInclusive<f64>,
+) -> Result<Option<f64>> {
+    optional(object, key)
+        .filter(|v| !v.is_null())
+        .map(|v| {
+            v.as_f64()
+                .filter(|n| n.is_finite() && range.contains(n))
+                .ok_or_else(|| {
+                    Error::invalid_argument(format!(
+                        "{key} must be a number in {}..={}, got {v:?}",
+                        range.start(),
+                        range.end()
+                    ))
+                })
+        })
+        .transpose()
+}
+
+/// Checks and reads `request`.
+#[allow(clippy::cast_possible_truncation)]
+fn parse_request(request: &JsValue) -> Result<Request> {
+    if !request.is_object() {
+        return Err(Error::invalid_argument(
+            "create() takes a request object: {messages, ...}",
+        ));
+    }
+    let messages = optional(request, "messages")
+        .ok_or_else(|| Error::invalid_argument("messages is required"))?;
+    if !js_sys::Array::is_array(&messages) || js_sys::Array::from(&messages).length() == 0 {
+        return Err(Error::invalid_argument(
+            "messages must be a non-empty array of {role, content}",
+        ));
+    }
+    let messages = to_json(&messages, "messages")?;
+    let tools = optional(request, "tools")
+        .filter(|v| !v.is_null())
+        .map(|v| to_json(&v, "tools"))
+        .transpose()?;
+    let extra = optional(request, "chat_template_kwargs")
+        .filter(|v| !v.is_null())
+        .map(|v| to_json(&v, "chat_template_kwargs"))
+        .transpose()?;
+    if extra.as_ref().is_some_and(|e| !e.is_object()) {
+        return Err(Error::invalid_argument(
+            "chat_template_kwargs must be an object",
+        ));
+    }
+    if let Some(format) = optional(request, "response_format").filter(|v| !v.is_null()) {
+        let kind = string(&format, "type").map_err(invalid)?;
+        if kind.as_deref() != Some("text") {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                format!(
+                    "response_format {:?} is not supported yet (only \"text\"): constrained \
+                     decoding is not built",
+                    kind.unwrap_or_default()
+                ),
+            ));
+        }
+    }
+    if integer(request, "n")
+        .map_err(invalid)?
+        .is_some_and(|n| n != 1)
+    {
+        return Err(Error::new(ErrorCode::NotSupported, "n must be 1"));
+    }
+    if boolean(request, "logprobs").map_err(invalid)? == Some(true) {
+        return Err(Error::new(
+            ErrorCode::NotSupported,
+            "logprobs are not supported",
+        ));
+    }
+    for penalty in ["frequency_penalty", "presence_penalty"] {
+        if number(request, penalty, -2.0..=2.0)?.is_some_and(|p| p != 0.0) {
+            return Err(Error::new(
+                ErrorCode::NotSupported,
+                format!("{penalty} is not supported (only 0)"),
+            ));
+        }
+    }
+    // OpenAI's defaults: temperature 1, top_p 1 (no top-k beyond the sampler's 1024 bound).
+    let mut options = GenerateOptions {
+        max_new_tokens: u32::MAX,
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+        add_special: false,
+        parse_special: true,
+        ..GenerateOptions::default()
+    };
+    let max_tokens = match integer(request, "max_tokens").map_err(invalid)? {
+        Some(n) => Some(n),
+        None => integer(request, "max_completion_tokens").map_err(invalid)?,
+    };
+    if let Some(n) = max_tokens {
+        options.max_new_tokens = u32::try_from(n).ok().filter(|&n| n >= 1).ok_or_else(|| {
+            Error::invalid_argument(format!("max_tokens must be 1..=2^32-1, got {n}"))
+        })?;
+    }
+    if let Some(t) = number(request, "temperature", 0.0..=2.0)? {
+        options.temperature = t as f32;
+    }
+    if let Some(p) = number(request, "top_p", 0.0..=1.0)? {
+        options.top_p = p as f32;
+    }
+    if let Some(k) = integer(request, "top_k").map_err(invalid)? {
+        options.top_k = u32::try_from(k).unwrap_or(u32::MAX);
+    }
+    if let Some(seed) = integer(request, "seed").map_err(invalid)? {
+        options.seed = seed;
+    }
+    if let Some(stop) = optional(request, "stop").filter(|v| !v.is_null()) {
+        options.stop = if let Some(one) = stop.as_string() {
+            vec![one]
+        } else if js_sys::Array::is_array(&stop) {
+            js_sys::Array::from(&stop)
+                .iter()
+                .map(|s| {
+                    s.as_string()
+                        .ok_or_else(|| Error::invalid_argument("stop must hold only strings"))
+                })
+                .collect::<Result<_>>()?
+        } else {
+            return Err(Error::invalid_argument(
+                "stop must be a string or an array of strings",
+            ));
+        };
+    }
+    let include_usage = optional(request, "stream_options")
+        .filter(|v| !v.is_null())
+        .map(|o| boolean(&o, "include_usage").map_err(invalid))
+        .transpose()?
+        .flatten()
+        .unwrap_or(false);
+    Ok(Request {
+        messages,
+        tools,
+        extra,
+        options,
+        stream: boolean(request, "stream")
+            .map_err(invalid)?
+            .unwrap_or(false),
+        include_usage,
+        signal: signal(request)?,
+    })
+}
+
+impl ChatShared {
+    /// The prompt token ids of a parsed request.
+    fn prompt_ids(&self, request: &Request) -> Result<Vec<u32>> {
+        let prompt = self.prompt.as_ref().map_err(Clone::clone)?;
+        prompt.token_ids(
+            &self.tokenizer,
+            &ChatRender {
+                messages: Some(&request.messages),
+                tools: request.tools.as_ref(),
+                documents: None,
+                add_generation_prompt: true,
+                extra: request.extra.as_ref(),
+                now_ms: None,
+            },
+        )
+    }
+}
+
+fn set(object: &Object, key: &str, value: &JsValue) {
+    let _ = Reflect::set(object, &JsValue::from_str(key), value);
+}
+
+#[wasm_bindgen]
+impl ChatCompletions {
+    /// Runs a chat completion: `request` is OpenAI's `{messages, stream, max_tokens
+    /// (max_completion_tokens), temperature (default 1), top_p (1), top_k (non-standard),
+    /// seed, stop, tools, response_format ({type: 'text'} only, for now), stream_options:
+    /// {include_usage}, chat_template_kwargs (extra template variables), signal}`. Resolves to
+    /// a `ChatCompletion`, or with `stream: true` to an async iterable of
+    /// `ChatCompletionChunk`s. Rejects with `InvalidArgument` for a bad request or a template
+    /// that refuses the conversation, `NotFound` when the model has no chat template (pass
+    /// `chatTemplate` to `Generator.load`), `NotSupported` for `response_format` json,
+    /// `n > 1`, `logprobs` or penalties.
+    #[wasm_bindgen(
+        unchecked_return_type = "Promise<ChatCompletion | AsyncIterableIterator<ChatCompletionChunk>>"
+    )]
+    pub fn create(
+        &self,
+        #[wasm_bindgen(unchecked_param_type = "ChatCompletionRequest")] request: JsValue,
+    ) -> Promise {
+        let started = parse_request(&request).and_then(|request| {
+            let ids = self.shared.prompt_ids(&request)?;
+            Ok((request, ids))
+        });
+        let (request, ids) = match started {
+            Ok(started) => started,
+            Err(error) => return Promise::reject(&to_js_error(error)),
+        };
+        let stream = GenerationStream::new(
+            &self.shared.generator,
+            Prompt::Ids(ids),
+            request.options,
+            request.signal.clone(),
+            Arc::clone(&self.shared.provider),
+            Rc::clone(&self.shared.last_finish),
+        );
+        let meta = Object::new();
+        set(&meta, "model", &JsValue::from_str(&self.shared.model));
+        set(
+            &meta,
+            "includeUsage",
+            &JsValue::from_bool(request.include_usage),
+        );
+        if let Some(signal) = &request.signal {
+            set(&meta, "signal", signal);
+        }
+        if request.stream {
+            Promise::resolve(&chat_chunks(stream, &meta))
+        } else {
+            chat_completion(stream, &meta)
+        }
+    }
+}
