@@ -132,6 +132,9 @@ export interface GeneratorOptions {
    *  to int8 with one scale, integer dots, as llama.cpp's CPU backend does: faster decode,
    *  logits within the activations' rounding). Other backends ignore it. */
   cpuActivations?: 'f32' | 'int8';
+  /** A Jinja chat template used instead of the file's `tokenizer.chat_template` (for a file
+   *  without one); it must compile, else the load rejects with `InvalidArgument`. */
+  chatTemplate?: string;
   /** Aborts the load. */
   signal?: AbortSignal;
   onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;
@@ -179,6 +182,117 @@ export interface Evaluation {
   tokens: Uint32Array;
   /** The logits at `logitPositions`, row after row (`vocabSize` each). */
   logits: Float32Array;
+}
+
+/** One message of a conversation (OpenAI's shape; extra fields reach the template as given). */
+export interface ChatMessage {
+  role: 'system' | 'user' | 'assistant' | 'tool' | string;
+  /** Text, or a list of parts such as `{type: 'text', text}`; `null` for a tool-call turn. */
+  content?: string | Array<{ type: string; text?: string; [key: string]: unknown }> | null;
+  /** An assistant's tool calls: `{id, type: 'function', function: {name, arguments}}`. */
+  tool_calls?: Array<{ id?: string; type?: 'function'; function: { name: string; arguments: string | object } }>;
+  /** A tool message's call id. */
+  tool_call_id?: string;
+  name?: string;
+  [field: string]: unknown;
+}
+
+/** `chat.completions.create`'s request (OpenAI's chat completions). */
+export interface ChatCompletionRequest {
+  messages: ChatMessage[];
+  /** Resolve to an async iterable of chunks instead of one completion (default false). */
+  stream?: boolean;
+  /** With `stream`: `{include_usage: true}` adds a last chunk with `usage` and no choices. */
+  stream_options?: { include_usage?: boolean };
+  /** Tokens to generate at most (default: until the turn ends or the context is full). */
+  max_tokens?: number;
+  /** The same as `max_tokens` (OpenAI's newer name). */
+  max_completion_tokens?: number;
+  /** 0..2, 0 = greedy (default 1, as OpenAI). */
+  temperature?: number;
+  /** Nucleus mass, 0..1 (default 1). */
+  top_p?: number;
+  /** Not OpenAI's: candidates kept by top-k (default 0 = up to 1024). */
+  top_k?: number;
+  /** Seed of the draws: the same seed gives the same text. */
+  seed?: number;
+  /** Strings that end the text (not included; `finish_reason: 'stop'`). */
+  stop?: string | string[];
+  /** Tool definitions, passed to the template as transformers passes `tools`. */
+  tools?: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: object } }>;
+  /** Only `{type: 'text'}` for now; `json_object` / `json_schema` reject with `NotSupported`. */
+  response_format?: { type: 'text' | 'json_object' | 'json_schema'; [key: string]: unknown };
+  /** Extra template variables, e.g. `{enable_thinking: false}`. */
+  chat_template_kwargs?: Record<string, unknown>;
+  /** Ends the completion within one token with `finish_reason: 'abort'`. */
+  signal?: AbortSignal;
+  /** Accepted and ignored (one model per generator). */
+  model?: string;
+  [field: string]: unknown;
+}
+
+/** Token counts of a completion (OpenAI's `usage`, with WebLLM-style `extra` rates). */
+export interface ChatCompletionUsage {
+  prompt_tokens: number;
+  completion_tokens: number;
+  total_tokens: number;
+  /** `cached_tokens`: prompt tokens whose KV cache was kept from an earlier turn. */
+  prompt_tokens_details: { cached_tokens: number };
+  extra: {
+    prefill_tokens_per_s: number;
+    decode_tokens_per_s: number;
+    time_to_first_token_s: number;
+    time_per_output_token_s: number;
+  };
+}
+
+/** `chat.completions.create`'s result without `stream`. */
+export interface ChatCompletion {
+  id: string;
+  object: 'chat.completion';
+  created: number;
+  model: string;
+  choices: Array<{
+    index: 0;
+    message: { role: 'assistant'; content: string };
+    finish_reason: 'stop' | 'length' | 'abort';
+    logprobs: null;
+  }>;
+  usage: ChatCompletionUsage;
+}
+
+/** One chunk of a streamed completion. */
+export interface ChatCompletionChunk {
+  id: string;
+  object: 'chat.completion.chunk';
+  created: number;
+  model: string;
+  /** Empty in the last chunk when `stream_options.include_usage`. */
+  choices: Array<{
+    index: 0;
+    delta: { role?: 'assistant'; content?: string };
+    finish_reason: 'stop' | 'length' | 'abort' | null;
+    logprobs: null;
+  }>;
+  usage?: ChatCompletionUsage;
+}
+
+/** The special-token texts a `ChatTemplate` sees. */
+export interface ChatSpecialTokens {
+  bos_token?: string;
+  eos_token?: string;
+  unk_token?: string;
+  pad_token?: string;
+}
+
+/** Options of `Generator.applyChatTemplate` and `ChatTemplate.render`. */
+export interface ApplyChatTemplateOptions {
+  /** Milliseconds since the epoch that `strftime_now` formats (default: now). */
+  now?: number;
+  /** End with the header of the assistant's turn (default true). */
+  addGenerationPrompt?: boolean;
+  tools?: ChatCompletionRequest['tools'];
+  chatTemplateKwargs?: Record<string, unknown>;
 }
 
 /** One generated token. */

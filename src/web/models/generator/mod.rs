@@ -26,7 +26,7 @@ use crate::models::generator::TextGenerator;
 use crate::params::http::{HttpProvider, ScopeOptions};
 use crate::program;
 use crate::registry::BackendInitContext;
-use crate::text::{ChatRender, GgufTokenizer};
+use crate::text::GgufTokenizer;
 use crate::web::edge::errors::to_js_error;
 use crate::web::loading::{init_on_first, race_abort, status_error};
 use crate::web::providers::http::provider_from_options;
@@ -244,37 +244,15 @@ impl Generator {
         #[wasm_bindgen(unchecked_param_type = "ApplyChatTemplateOptions")] options: Option<JsValue>,
     ) -> JsResult<String> {
         let options = options.unwrap_or(JsValue::UNDEFINED);
-        let json = |value: JsValue, what: &str| -> Result<Option<serde_json::Value>> {
-            if value.is_undefined() || value.is_null() {
-                return Ok(None);
-            }
-            serde_wasm_bindgen::from_value(value)
-                .map(Some)
-                .map_err(|e| {
-                    Error::invalid_argument(format!("{what} must be plain JSON data: {e}"))
-                })
-        };
-        let render = || -> Result<String> {
-            let prompt = self.chat.prompt.as_ref().map_err(Clone::clone)?;
-            let messages = json(messages, "messages")?;
-            let field = |key: &str| {
-                crate::web::edge::fields::optional(&options, key).unwrap_or(JsValue::UNDEFINED)
-            };
-            let tools = json(field("tools"), "tools")?;
-            let extra = json(field("chatTemplateKwargs"), "chatTemplateKwargs")?;
-            let add = crate::web::edge::fields::boolean(&options, "addGenerationPrompt")
-                .map_err(|s| Error::invalid_argument(s.message().to_owned()))?
-                .unwrap_or(true);
-            prompt.render(&ChatRender {
-                messages: messages.as_ref(),
-                tools: tools.as_ref(),
-                documents: None,
-                add_generation_prompt: add,
-                extra: extra.as_ref(),
-                now_ms: None,
-            })
-        };
-        render().map_err(to_js_error)
+        let prompt = self
+            .chat
+            .prompt
+            .as_ref()
+            .map_err(|e| to_js_error(e.clone()))?;
+        crate::web::models::chat_template::render_messages(messages, &options, |request| {
+            prompt.render(request)
+        })
+        .map_err(to_js_error)
     }
 
     /// The token ids of `text` as this model's tokenizer gives them (llama.cpp's ids).
