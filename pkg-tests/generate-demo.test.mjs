@@ -3,7 +3,10 @@
 // SwiftShader, seconds per token): it must load, show the backend and the weight stream, and a
 // prompt typed into the box must stream the greedy continuation that llama.cpp and the float64
 // reference agree on (tests/fixtures/gemma/greedy_reference.json) into the output, with the
-// rates line filled. Stop must end a long generation early. Saves pkg-tests/artifacts/generate.png.
+// rates line filled. Stop must end a long generation early. The Chat section (with the llama.cpp
+// Gemma template the page fetches for the base model) must show two turns whose replies equal
+// the API's for the same conversation, the second reusing the cache. Saves
+// pkg-tests/artifacts/generate.png.
 import assert from 'node:assert/strict';
 import { existsSync } from 'node:fs';
 import { mkdir, readFile } from 'node:fs/promises';
@@ -63,6 +66,42 @@ test('Generate demo: a typed prompt streams the reference greedy text on the CPU
   t.diagnostic(`after stop: ${JSON.stringify(stopped)}`);
   assert.equal(stopped.finishReason, 'aborted');
   assert.ok(stopped.generatedTokens < 200, `stopped after ${stopped.generatedTokens} tokens`);
+
+  // Chat: a typed message streams the assistant's reply into the list; the second turn reuses
+  // the first's cache. Oracle: the same two-turn conversation through the API after reset().
+  const chatReady = await demo.evaluate(() => document.getElementById('chat').dataset.state);
+  assert.equal(chatReady, 'ready', await demo.evaluate(() => document.getElementById('chat-template-note').textContent));
+  await demo.page.locator('#chat-max-tokens').fill('10');
+  await demo.page.locator('#chat-temperature').fill('0');
+  const turns = ['What is the capital of France?', 'And of Italy?'];
+  for (const message of turns) {
+    await demo.page.locator('#chat-input').fill(message);
+    await demo.page.locator('#send').click();
+    await demo.page.waitForFunction(() => document.body.dataset.state === 'generating', undefined, { timeout: 10_000 }).catch(() => {});
+    await demo.page.waitForFunction(() => document.body.dataset.state === 'ready', undefined, { timeout: 120_000, polling: 250 });
+  }
+  const chat = await demo.evaluate(async (turns) => {
+    const bubbles = [...document.querySelectorAll('#messages li')].map((li) => ({ role: li.className, text: li.querySelector('.content').textContent }));
+    const rates = document.getElementById('chat-rates').textContent;
+    const { generator } = window.generateDemo;
+    await generator.reset();
+    const messages = [];
+    const replies = [];
+    for (const content of turns) {
+      messages.push({ role: 'user', content });
+      const c = await generator.chat.completions.create({ messages, max_tokens: 10, temperature: 0 });
+      replies.push(c.choices[0].message.content);
+      messages.push({ role: 'assistant', content: c.choices[0].message.content });
+    }
+    return { bubbles, rates, replies };
+  }, turns);
+  t.diagnostic(`chat: ${JSON.stringify(chat.bubbles)} · ${chat.rates}`);
+  assert.deepEqual(chat.bubbles.map((b) => b.role), ['user', 'assistant', 'user', 'assistant']);
+  assert.deepEqual(chat.bubbles.filter((b) => b.role === 'user').map((b) => b.text), turns);
+  assert.deepEqual(chat.bubbles.filter((b) => b.role === 'assistant').map((b) => b.text), chat.replies, 'the page shows the API\'s replies');
+  const cached = Number(/(\d+) cached/.exec(chat.rates)?.[1]);
+  assert.ok(cached > 10, `the second turn reused the first's cache: ${chat.rates}`);
+  assert.match(chat.rates, /ended: length/);
 
   await mkdir(ARTIFACTS, { recursive: true });
   await demo.page.screenshot({ path: path.join(ARTIFACTS, 'generate.png'), fullPage: true });

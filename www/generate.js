@@ -1,9 +1,13 @@
-// The text-generation demo: Generator.load streams the GGUF's tensors by Range into the backend
-// (progress, MB/s, cancel), then each Generate streams pieces as they arrive with live prefill
-// and decode rates, and Stop aborts within one token. URL parameters: ?backend=auto|webgpu|cpu,
-// ?model=URL of a .gguf, ?context=N. Reports its stage in document.body.dataset.state
-// (loading | ready | generating | error) and exposes window.generateDemo = {generator,
-// run(prompt, options) -> {text, tokens, stats}}.
+// The chat and text-generation demo: Generator.load streams the GGUF's tensors by Range into the
+// backend (progress, MB/s, cancel); then the Chat section talks to the model through
+// chat.completions.create (./chat.js) and each Generate streams pieces as they arrive with live
+// prefill and decode rates; Stop aborts within one token. URL parameters:
+// ?backend=auto|webgpu|cpu, ?model=URL of a .gguf, ?context=N, ?template=URL of a Jinja chat
+// template (default: the file's own; for the default model, which is the base Gemma 3 270M and
+// has none, the llama.cpp Gemma template that `npm run setup` fetches). Reports its stage in
+// document.body.dataset.state (loading | ready | generating | error) and exposes
+// window.generateDemo = {generator, run(prompt, options) -> {text, tokens, stats},
+// chat: {send(text, options) -> {content, finish, usage}}}.
 import init, * as wd from 'webdelegate';
 import { renderAdapter } from './adapter.js';
 import { el, fillSection, keyValueTable } from './dom.js';
@@ -11,10 +15,14 @@ import { fmtMB, fmtMs } from './format.js';
 import { watchLifecycle } from './lifecycle.js';
 import { startCpuThreads } from './threads.js';
 import { metricsChart } from './metrics.js';
+import { startChat } from './chat.js';
 import { describeError } from './model.js';
 import { loadSummary, loadTracker, progressBar } from './progress.js';
 
 export const DEFAULT_GGUF_URL = '/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf';
+// The default model is a base model without a chat template: the Gemma turn format from the
+// llama.cpp sources (fetched by `npm run setup`, not committed).
+const DEFAULT_TEMPLATE_URL = '/.cache/chat-templates/templates/google-gemma-2-2b-it.jinja';
 const BACKENDS = ['auto', 'webgpu', 'cpu'];
 const setState = (s) => { document.body.dataset.state = s; };
 
@@ -35,7 +43,11 @@ function readParams(search = location.search) {
     const n = Number(q.get('context'));
     if (Number.isInteger(n) && n >= 2) context = n; else warnings.push(`?context=${q.get('context')} is not an integer >= 2; using ${context}`);
   }
-  return { backend, modelUrl, context, warnings };
+  let templateUrl = q.has('model') ? null : DEFAULT_TEMPLATE_URL;
+  if (q.get('template')) {
+    try { templateUrl = new URL(q.get('template'), location.href).href; } catch { warnings.push(`?template=${q.get('template')} is not a URL`); }
+  }
+  return { backend, modelUrl, context, templateUrl, warnings };
 }
 
 function numberField(id) {
@@ -69,9 +81,20 @@ async function main() {
   const tracker = loadTracker(loadBar, (t, mbps) => chart.throughput(tracker.start, t, mbps));
   const lifecycle = watchLifecycle(wd, document.getElementById('lifecycle'), document.getElementById('lifecycle-detail'), () => tracker.latest);
 
+  let chatTemplate;
+  if (params.templateUrl) {
+    try {
+      const response = await fetch(params.templateUrl);
+      if (!response.ok) throw new Error(`HTTP ${response.status}`);
+      chatTemplate = await response.text();
+    } catch (e) {
+      notes.append(el('li', {}, `Could not fetch the chat template ${params.templateUrl} (${e.message}); using the file's own`));
+    }
+  }
   let generator;
   try {
     generator = await wd.Generator.load(params.modelUrl, {
+      chatTemplate,
       backend: params.backend,
       contextLength: params.context,
       signal: controller.signal,
@@ -161,7 +184,17 @@ async function main() {
   prompt.disabled = false;
   runButton.disabled = false;
   document.getElementById('generate').dataset.state = 'ready';
-  window.generateDemo = { generator, run };
+  let chat = null;
+  const templateNote = document.getElementById('chat-template-note');
+  try {
+    generator.applyChatTemplate([{ role: 'user', content: 'hi' }]);
+    chat = startChat(generator, { setState });
+    templateNote.textContent = `OpenAI-shaped chat.completions.create over ${chatTemplate ? `the template ${params.templateUrl}` : "the model file's chat template"}; each turn feeds only what the KV cache lacks.`;
+  } catch (e) {
+    templateNote.textContent = `Chat is off: ${describeError(e)}`;
+    document.getElementById('chat').dataset.state = 'error';
+  }
+  window.generateDemo = { generator, run, chat };
   setState('ready');
   await adapterDone;
 }
