@@ -264,3 +264,56 @@ test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW,
   assert.equal(r.badContext.error.code, 'InvalidArgument');
   t.diagnostic(`errors: ${JSON.stringify([r.missing.error.message, r.notGguf.error.message])}`);
 });
+
+test('CPU: destroy() ends a running generation at its next step; a generate() never iterated holds nothing', SLOW, async (t) => {
+  // Issue 37 (2, 3). Before: 58 more tokens arrived after destroy(), generateText resolved with
+  // the whole text, and a never-iterated generate() blocked the next call until garbage
+  // collection. No GC is forced here: a blocked call shows as 'blocked' after 30 s.
+  const page = await harness.openHarnessPage(t);
+  const r = await page.evaluate(async ({ url }) => {
+    const out = {};
+    const within = (promise, ms) => Promise.race([promise, new Promise((resolve) => setTimeout(() => resolve('blocked'), ms))]);
+    const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 128 });
+    const idle = gen.generate('The cat', { maxNewTokens: 60 });
+    out.afterIdle = await within(gen.generateText('The cat', { maxNewTokens: 3 }), 30_000);
+    const first = await idle.next();
+    out.idleRuns = first.done === false && typeof first.value.token === 'number';
+    await idle.return();
+    out.badTopK = await capture(() => gen.generate('x', { topK: -1 }));
+    out.badTemperature = await capture(() => gen.generate('x', { temperature: 'hot' }));
+    const it = gen.generate('The cat sat on the', { maxNewTokens: 60 });
+    await it.next();
+    await it.next();
+    gen.destroy();
+    const more = [];
+    try {
+      for (;;) {
+        const step = await it.next();
+        if (step.done) break;
+        more.push(step.value.token);
+      }
+    } catch (e) {
+      out.error = { code: e.code, message: e.message };
+    }
+    out.more = more.length;
+    out.finish = it.finishReason;
+    out.stats = gen.stats().finishReason;
+    const gen2 = await wd.Generator.load(url, { backend: 'cpu', contextLength: 128 });
+    const text = gen2.generateText('The cat', { maxNewTokens: 60 });
+    gen2.destroy();
+    out.textAfterDestroy = await capture(() => text);
+    return out;
+  }, { url: MODEL_URL });
+  assert.equal(typeof r.afterIdle, 'string', `a never-iterated generate() blocked the next call: ${r.afterIdle}`);
+  assert.ok(r.idleRuns, 'the idle stream runs once iterated');
+  assert.equal(r.more, 0, 'no token after destroy()');
+  assert.equal(r.error?.code, 'InvalidState', JSON.stringify(r.error));
+  assert.match(r.error.message, /destroyed/);
+  assert.equal(r.finish, 'destroyed');
+  assert.equal(r.textAfterDestroy.ok, false, 'generateText then destroy() rejects');
+  assert.equal(r.textAfterDestroy.error.code, 'InvalidState');
+  // Option errors print values as JavaScript writes them (issue 37, 6), not Rust's debug text.
+  assert.match(r.badTopK.error.message, /topK must be a non-negative integer, got -1$/);
+  assert.match(r.badTemperature.error.message, /got "hot"$/);
+  assert.doesNotMatch(r.badTopK.error.message + r.badTemperature.error.message, /JsValue/);
+});

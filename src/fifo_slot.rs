@@ -173,6 +173,15 @@ pub struct Turn<T: 'static> {
     slot: FifoSlot<T>,
 }
 
+impl<T: 'static> Turn<T> {
+    /// Whether the slot was closed while this turn held the value (the value is dropped when
+    /// the turn ends; a holder should stop using it).
+    #[cfg(web)]
+    pub fn slot_closed(&self) -> bool {
+        self.slot.state.borrow().closed
+    }
+}
+
 impl<T: 'static> Deref for Turn<T> {
     type Target = T;
 

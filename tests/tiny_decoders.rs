@@ -283,3 +283,37 @@ fn evaluate_across_chunks_equals_one_feed_of_every_row() {
         ErrorCode::InvalidArgument
     );
 }
+
+#[test]
+fn a_vocabulary_unlike_the_embedding_table_or_a_one_position_context_is_refused_at_load() {
+    use webdelegate::error::ErrorCode;
+    use webdelegate::models::decoder::check_vocabulary;
+    use webdelegate::params::formats::gguf::GgufValue;
+    use webdelegate::text::GgufTokenizer;
+    for file in ["tiny-llama.gguf", "tiny-qwen2.gguf"] {
+        let bytes = std::fs::read(fixture(file)).unwrap();
+        let header = block_on(GgufIndex::parse(bytes.as_slice())).unwrap();
+        let tokenizer = GgufTokenizer::from_gguf(&header).unwrap();
+        let vocab = tokenizer.vocab_size() as u64;
+        check_vocabulary(header.index(), vocab).unwrap();
+        for other in [vocab - 1, vocab + 182] {
+            let error = check_vocabulary(header.index(), other).unwrap_err();
+            assert_eq!(error.code(), ErrorCode::InvalidExternalData, "{error}");
+            assert!(
+                error.message().contains(&other.to_string())
+                    && error.message().contains(&vocab.to_string()),
+                "{error}"
+            );
+        }
+        let mut metadata = header.metadata().to_vec();
+        let at = metadata
+            .iter()
+            .position(|(key, _)| key.ends_with(".context_length"))
+            .unwrap();
+        for bad in [0, 1] {
+            metadata[at].1 = GgufValue::U32(bad);
+            let error = DecoderConfig::from_gguf(&metadata).unwrap_err();
+            assert!(error.message().contains("context_length"), "{error}");
+        }
+    }
+}

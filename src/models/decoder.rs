@@ -300,7 +300,14 @@ impl DecoderConfig {
                 meta.key("rope.freq_base")
             )));
         }
-        let train_context = meta.opt_uint("context_length")?.unwrap_or(2048).max(1);
+        let train_context = meta.opt_uint("context_length")?.unwrap_or(2048);
+        if train_context < 2 {
+            // A model that holds one position can never generate a token after its prompt.
+            return Err(bad_metadata(format!(
+                "{} is {train_context}; at least 2 positions are needed",
+                meta.key("context_length")
+            )));
+        }
         let window = u32::try_from(meta.opt_uint("attention.sliding_window")?.unwrap_or(0))
             .map_err(|_| bad_metadata("the sliding window does not fit 32 bits".into()))?;
         let attn_softcap = meta.opt_float("attn_logit_softcapping")?.unwrap_or(0.0);
@@ -648,6 +655,38 @@ impl Decoder<'_> {
         }
         self.b.add(x, down)
     }
+}
+
+/// Checks that the tokenizer's vocabulary (`tokens` entries) and the embedding table
+/// (`token_embd.weight` rows) have one size: ids past the table would fail the gather, rows
+/// past the vocabulary would be chosen as tokens without text.
+///
+/// # Errors
+/// `InvalidExternalData` naming both sizes; as [`decoder_program`] for a missing or ill-shaped
+/// table.
+pub fn check_vocabulary(catalog: &dyn TensorCatalog, tokenizer_vocab: u64) -> Result<()> {
+    let embedding = catalog
+        .tensor_info("token_embd.weight")
+        .ok_or_else(|| missing("token_embd.weight"))?;
+    let rows = embedding
+        .row_major_shape()
+        .and_then(|shape| shape.first().copied())
+        .ok_or_else(|| {
+            Error::new(
+                ErrorCode::InvalidExternalData,
+                "\"token_embd.weight\" records no shape",
+            )
+        })?;
+    if rows != tokenizer_vocab {
+        return Err(Error::new(
+            ErrorCode::InvalidExternalData,
+            format!(
+                "the vocabulary has {tokenizer_vocab} tokens but the embedding table \
+                 (\"token_embd.weight\") has {rows} rows"
+            ),
+        ));
+    }
+    Ok(())
 }
 
 /// The decoder program for `config`, reading the GGUF tensors `catalog` lists (an index or a

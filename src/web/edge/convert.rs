@@ -41,7 +41,8 @@ fn set(object: &Object, key: &str, value: &JsValue) -> Result<()> {
 pub fn array_items(value: &JsValue, what: &str) -> Result<Vec<JsValue>> {
     if !Array::is_array(value) {
         return Err(Error::invalid_argument(format!(
-            "{what} must be an array, got {value:?}"
+            "{what} must be an array, got {}",
+            crate::web::edge::fields::js_text(&value)
         )));
     }
     Ok(Array::from(value).iter().collect())
@@ -62,7 +63,8 @@ pub fn integer_from_js(value: &JsValue, what: &str) -> Result<i64> {
             .map_err(|_| Error::invalid_argument(format!("{what} does not fit in 64 bits")));
     }
     Err(Error::invalid_argument(format!(
-        "{what} must be an integer, got {value:?}"
+        "{what} must be an integer, got {}",
+        crate::web::edge::fields::js_text(&value)
     )))
 }
 

@@ -12,6 +12,25 @@ use wasm_bindgen::prelude::*;
 /// Largest integer a JS number holds exactly (`Number.MAX_SAFE_INTEGER`).
 pub const MAX_SAFE_INTEGER: f64 = 9_007_199_254_740_991.0;
 
+/// `value` as JavaScript would write it in a message: strings quoted, numbers, booleans,
+/// `null`/`undefined` as such, arrays and plain objects as JSON, anything else as `String(value)`.
+pub fn js_text(value: &JsValue) -> String {
+    if let Some(text) = value.as_string() {
+        return format!("{text:?}");
+    }
+    if value.is_undefined() {
+        return "undefined".into();
+    }
+    if value.is_object() && !value.is_function() {
+        if let Ok(json) = js_sys::JSON::stringify(value) {
+            if let Some(json) = json.as_string() {
+                return json;
+            }
+        }
+    }
+    js_sys::JsString::from(value.clone()).into()
+}
+
 /// `object[key]`, or `None` when absent, `undefined` or `null` (or `object` is not an object).
 pub fn optional(object: &JsValue, key: &str) -> Option<JsValue> {
     if !object.is_object() {
@@ -60,7 +79,8 @@ pub fn integer(object: &JsValue, key: &str) -> StatusResult<Option<u64>> {
                 .map(|n| n as u64)
                 .ok_or_else(|| {
                     Status::invalid_argument(format!(
-                        "{key} must be a non-negative integer, got {v:?}"
+                        "{key} must be a non-negative integer, got {}",
+                        js_text(&v)
                     ))
                 })
         })

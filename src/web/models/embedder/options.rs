@@ -79,7 +79,10 @@ impl LoadOptions {
         let signal = optional(options, "signal")
             .map(|value| {
                 value.dyn_into::<web_sys::AbortSignal>().map_err(|value| {
-                    Error::invalid_argument(format!("signal must be an AbortSignal, got {value:?}"))
+                    Error::invalid_argument(format!(
+                        "signal must be an AbortSignal, got {}",
+                        crate::web::edge::fields::js_text(&value)
+                    ))
                 })
             })
             .transpose()?;

@@ -7,8 +7,8 @@
 //! `"abort"`), then (with `stream_options: {include_usage: true}`) one with `usage` and no
 //! choices. The request is checked, rendered and tokenized before `create` resolves; a bad
 //! request rejects with `InvalidArgument` (or `NotSupported` for what we do not offer yet) and
-//! nothing runs. A completion takes its turn on the generator like `generate()` (one at a time,
-//! in call order), reuses the cached prefix of the conversation, and an aborted `signal` ends it
+//! nothing runs. A completion takes its turn on the generator like `generate()` (one at a time;
+//! a streamed one at its first `next()`, a whole one at once), reuses the cached prefix of the conversation, and an aborted `signal` ends it
 //! with `finish_reason: "abort"` and the text so far.
 
 use super::options::signal;
@@ -20,7 +20,7 @@ use crate::models::generator::{GenerateOptions, TextGenerator};
 use crate::params::http::HttpProvider;
 use crate::text::{ChatRender, GgufTokenizer};
 use crate::web::edge::errors::to_js_error;
-use crate::web::edge::fields::{boolean, integer, optional, string};
+use crate::web::edge::fields::{boolean, integer, js_text, optional, string};
 use js_sys::{Object, Promise, Reflect};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -113,9 +113,10 @@ fn number(
                 .filter(|n| n.is_finite() && range.contains(n))
                 .ok_or_else(|| {
                     Error::invalid_argument(format!(
-                        "{key} must be a number in {}..={}, got {v:?}",
+                        "{key} must be a number in {}..={}, got {}",
                         range.start(),
-                        range.end()
+                        range.end(),
+                        js_text(&v)
                     ))
                 })
         })

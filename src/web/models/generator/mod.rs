@@ -10,8 +10,10 @@
 //! into the backend's buffers. `generate(prompt, options)` returns an async iterator of
 //! `{token, text, ms}` ([`stream`]); `generateText` resolves to the whole text;
 //! `chat.completions.create(request)` runs OpenAI's chat completions over the model's own chat
-//! template ([`chat`]); `applyChatTemplate` gives the rendered prompt. Calls run one at a time
-//! in call order; `destroy()` rejects the waiting ones.
+//! template ([`chat`]); `applyChatTemplate` gives the rendered prompt. Calls run one at a time:
+//! a stream takes its place in line at its first `next()` (a `generate()` never iterated holds
+//! nothing), the others when called; `destroy()` rejects the waiting ones and ends a running
+//! generation at its next step.
 
 mod chat;
 mod options;
@@ -20,7 +22,9 @@ mod stream;
 use crate::error::{Error, Result};
 use crate::fifo_slot::FifoSlot;
 use crate::models::chat::ChatPrompt;
-use crate::models::decoder::{DecoderConfig, DecoderProgramOptions, decoder_program};
+use crate::models::decoder::{
+    DecoderConfig, DecoderProgramOptions, check_vocabulary, decoder_program,
+};
 use crate::models::decoder_session::DecoderSession;
 use crate::models::generator::TextGenerator;
 use crate::params::http::{HttpProvider, ScopeOptions};
@@ -125,6 +129,7 @@ impl Generator {
                 .context
                 .unwrap_or(DEFAULT_CONTEXT)
                 .min(config.train_context);
+            check_vocabulary(&index, tokenizer.vocab_size() as u64)?;
             let program = decoder_program(
                 &config,
                 &index,

@@ -5,7 +5,7 @@
 
 use crate::error::{Error, Result};
 use crate::models::generator::GenerateOptions;
-use crate::web::edge::fields::{boolean, integer, optional, string};
+use crate::web::edge::fields::{boolean, integer, js_text, optional, string};
 use crate::web::loading::{CpuLoadOptions, cpu_activations_option, threads_option};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
@@ -38,7 +38,10 @@ pub(super) fn signal(options: &JsValue) -> Result<Option<web_sys::AbortSignal>> 
     optional(options, "signal")
         .map(|value| {
             value.dyn_into::<web_sys::AbortSignal>().map_err(|value| {
-                Error::invalid_argument(format!("signal must be an AbortSignal, got {value:?}"))
+                Error::invalid_argument(format!(
+                    "signal must be an AbortSignal, got {}",
+                    js_text(&value)
+                ))
             })
         })
         .transpose()
@@ -88,9 +91,10 @@ fn number(
                 .filter(|n| n.is_finite() && range.contains(n))
                 .ok_or_else(|| {
                     Error::invalid_argument(format!(
-                        "{key} must be a number in {}..={}, got {v:?}",
+                        "{key} must be a number in {}..={}, got {}",
                         range.start(),
-                        range.end()
+                        range.end(),
+                        js_text(&v)
                     ))
                 })
         })
@@ -171,7 +175,8 @@ pub(super) fn evaluate_options(options: &JsValue) -> Result<Vec<u32>> {
                 .map(|n| n as u32)
                 .ok_or_else(|| {
                     Error::invalid_argument(format!(
-                        "logitPositions must hold integer positions, got {p:?}"
+                        "logitPositions must hold integer positions, got {}",
+                        js_text(&p)
                     ))
                 })
         })

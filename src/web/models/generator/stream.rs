@@ -1,9 +1,11 @@
 //! `GenerationStream`: one `generate()` call as an async iterator of `{token, text, ms}`.
 //!
-//! The stream takes its place in line for the generator when `generate()` is called (calls run
-//! in call order, one at a time) and holds it until the generation ends, `return()` is called
-//! (a `for await` loop that breaks), or an error ends it; then the next call proceeds. Each
-//! `next()` runs at most one decode step (the first runs the prefill), after:
+//! The stream takes its place in line for the generator at its first `next()` (so a
+//! `generate()` that is never iterated holds nothing; streams run one at a time, in the order
+//! they were first iterated) and holds it until the generation ends, `return()` is called (a
+//! `for await` loop that breaks), `destroy()` ends it, or an error ends it; then the next
+//! stream proceeds. Each `next()` runs at most one decode step (the first runs the prefill),
+//! after:
 //! - letting the page's event loop run (a macrotask), so the page stays responsive and a Stop
 //!   button can abort between two tokens even on the CPU backend;
 //! - checking the caller's `AbortSignal`: once aborted, `next()` rejects with `InvalidState`
@@ -38,6 +40,8 @@ const SUSPENDED_POLL: Duration = Duration::from_millis(200);
 
 /// The generator, as far as this stream has it.
 enum Hold {
+    /// Not iterated yet: not in line.
+    NotYet(FifoSlot<TextGenerator>),
     /// In line for it.
     Waiting(LocalBoxFuture<'static, std::result::Result<Turn<TextGenerator>, SlotClosed>>),
     /// Holding it.
@@ -96,6 +100,9 @@ impl StreamState {
 
     /// The next piece, or `None` once the generation is over.
     async fn advance(&mut self) -> Result<Option<Piece>> {
+        if let Hold::NotYet(slot) = &self.hold {
+            self.hold = Hold::Waiting(Box::pin(slot.acquire()));
+        }
         if let Hold::Waiting(turn) = &mut self.hold {
             match turn.await {
                 Ok(turn) => self.hold = Hold::Held(turn),
@@ -121,6 +128,14 @@ impl StreamState {
         if self.aborted() {
             self.release("aborted");
             return Err(Error::invalid_state("generation aborted"));
+        }
+        if let Hold::Held(generator) = &self.hold
+            && generator.slot_closed()
+        {
+            // destroy() while this generation held the generator: it ends now (the turn is
+            // given back, so the model is freed), not after its remaining tokens.
+            self.release("destroyed");
+            return Err(Error::invalid_state("this generator was destroyed"));
         }
         let Hold::Held(generator) = &mut self.hold else {
             return Ok(None);
@@ -242,7 +257,7 @@ fn iterator_result(piece: Option<&Piece>) -> JsValue {
 }
 
 impl GenerationStream {
-    /// A stream for `prompt` that waits for `generator`'s slot (its place in line taken now).
+    /// A stream for `prompt` that takes its place in line for `generator` at its first step.
     pub(super) fn new(
         generator: &FifoSlot<TextGenerator>,
         prompt: Prompt,
@@ -254,7 +269,7 @@ impl GenerationStream {
         last_finish.set(None);
         let usage = Rc::new(Cell::new(StreamUsage::default()));
         let state = StreamState {
-            hold: Hold::Waiting(Box::pin(generator.acquire())),
+            hold: Hold::NotYet(generator.clone()),
             prompt: Some((prompt, options)),
             generation: None,
             signal,
