@@ -9,7 +9,7 @@ llama-cpp-python 0.3.36 sdist, the same llama.cpp as the other fixtures) after `
 For each (model file, template): every conversation of tests/fixtures/chat/conversations.json
 that jinja2 renders (transformers' render_jinja_template, with the special-token texts of the
 model's own vocabulary) is tokenized by llama.cpp with parse_special and without added specials
-(`llama-tokenize --no-bos`, as a chat prompt that carries its own BOS is tokenized). Stored:
+(`llama-tokenize --no-bos --no-escape`, as a chat prompt that carries its own BOS is tokenized). Stored:
 the render's SHA-256 (so a test can tell a render difference from a tokenization one) and the ids.
 Also the whitespace runs that Hugging Face's conversion of Gemma's vocabulary tokenizes
 differently (40 spaces: llama.cpp [167, 145], HF tokenizers [152, 160]).
@@ -85,7 +85,7 @@ def llama_tokenize(binary, model, text):
     with tempfile.NamedTemporaryFile("w", encoding="utf-8", suffix=".txt", delete=False) as f:
         f.write(text)
         name = f.name
-    out = subprocess.run([binary, "-m", model, "-f", name, "--ids", "--no-bos", "--log-disable"],
+    out = subprocess.run([binary, "-m", model, "-f", name, "--ids", "--no-bos", "--no-escape", "--log-disable"],
                          capture_output=True, text=True, check=True).stdout.strip().splitlines()[-1]
     pathlib.Path(name).unlink()
     return json.loads(out)

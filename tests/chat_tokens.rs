@@ -42,8 +42,9 @@ fn rendered_chats_tokenize_as_llama_cpp_does() {
         let template = set["template"].as_str().unwrap();
         let tokenizer = tokenizer(root, model);
         let source_path = root.join(format!(".cache/chat-templates/templates/{template}.jinja"));
-        let source = std::fs::read_to_string(&source_path)
-            .unwrap_or_else(|e| panic!("{}: {e}; `npm run setup` fetches it", source_path.display()));
+        let source = std::fs::read_to_string(&source_path).unwrap_or_else(|e| {
+            panic!("{}: {e}; `npm run setup` fetches it", source_path.display())
+        });
         let prompt = ChatPrompt::new(Some(&source), &[], &tokenizer).unwrap();
         for case in set["cases"].as_array().unwrap() {
             let id = case["id"].as_u64().unwrap() as usize;
@@ -70,7 +71,20 @@ fn rendered_chats_tokenize_as_llama_cpp_does() {
                 .map(|v| v.as_u64().unwrap() as u32)
                 .collect();
             let got = tokenizer.encode(&text, false, true).unwrap();
-            assert_eq!(got, want, "{model} x {template} / conversation {id}: {text:?}");
+            if got != want {
+                let at = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
+                let context = |ids: &[u32]| {
+                    tokenizer.decode(&ids[at.saturating_sub(3)..(at + 6).min(ids.len())])
+                };
+                panic!(
+                    "{model} x {template} / conversation {id}: first difference at token {at}: \
+                     ours {:?} ({:?}), llama.cpp {:?} ({:?})",
+                    &got[at.saturating_sub(3)..(at + 6).min(got.len())],
+                    context(&got),
+                    &want[at.saturating_sub(3)..(at + 6).min(want.len())],
+                    context(&want)
+                );
+            }
             // The chat prompt's ids: the same, with one BOS where the vocabulary adds it.
             let ids = prompt.token_ids(&tokenizer, &request).unwrap();
             let bos = tokenizer.bos().filter(|_| tokenizer.add_bos_default());
@@ -96,6 +110,10 @@ fn rendered_chats_tokenize_as_llama_cpp_does() {
             .iter()
             .map(|v| v.as_u64().unwrap() as u32)
             .collect();
-        assert_eq!(tokenizer.encode(text, false, true).unwrap(), want, "{text:?}");
+        assert_eq!(
+            tokenizer.encode(text, false, true).unwrap(),
+            want,
+            "{text:?}"
+        );
     }
 }
