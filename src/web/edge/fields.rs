@@ -21,12 +21,13 @@ pub fn js_text(value: &JsValue) -> String {
     if value.is_undefined() {
         return "undefined".into();
     }
-    if value.is_object() && !value.is_function() {
-        if let Ok(json) = js_sys::JSON::stringify(value) {
-            if let Some(json) = json.as_string() {
-                return json;
-            }
-        }
+    if value.is_object()
+        && !value.is_function()
+        && let Some(json) = js_sys::JSON::stringify(value)
+            .ok()
+            .and_then(|json| json.as_string())
+    {
+        return json;
     }
     js_sys::JsString::from(value.clone()).into()
 }

@@ -11,7 +11,7 @@
 //! a streamed one at its first `next()`, a whole one at once), reuses the cached prefix of the conversation, and an aborted `signal` ends it
 //! with `finish_reason: "abort"` and the text so far.
 
-use super::options::signal;
+use super::options::{number, signal, stop_strings};
 use super::stream::{GenerationStream, Prompt};
 use crate::error::{Error, ErrorCode, Result};
 use crate::fifo_slot::FifoSlot;
@@ -20,7 +20,7 @@ use crate::models::generator::{GenerateOptions, TextGenerator};
 use crate::params::http::HttpProvider;
 use crate::text::{ChatRender, GgufTokenizer};
 use crate::web::edge::errors::to_js_error;
-use crate::web::edge::fields::{boolean, integer, js_text, optional, string};
+use crate::web::edge::fields::{boolean, integer, optional, string};
 use js_sys::{Object, Promise, Reflect};
 use std::cell::Cell;
 use std::rc::Rc;
@@ -98,29 +98,6 @@ fn invalid(status: crate::error::Status) -> Error {
 fn to_json(value: &JsValue, what: &str) -> Result<serde_json::Value> {
     serde_wasm_bindgen::from_value(value.clone())
         .map_err(|e| Error::invalid_argument(format!("{what} must be plain JSON data: {e}")))
-}
-
-/// A finite number option within `range`.
-fn number(
-    object: &JsValue,
-    key: &str,
-    range: std::ops::RangeInclusive<f64>,
-) -> Result<Option<f64>> {
-    optional(object, key)
-        .filter(|v| !v.is_null())
-        .map(|v| {
-            v.as_f64()
-                .filter(|n| n.is_finite() && range.contains(n))
-                .ok_or_else(|| {
-                    Error::invalid_argument(format!(
-                        "{key} must be a number in {}..={}, got {}",
-                        range.start(),
-                        range.end(),
-                        js_text(&v)
-                    ))
-                })
-        })
-        .transpose()
 }
 
 /// Checks and reads `request`.
@@ -216,22 +193,8 @@ fn parse_request(request: &JsValue) -> Result<Request> {
     if let Some(seed) = integer(request, "seed").map_err(invalid)? {
         options.seed = seed;
     }
-    if let Some(stop) = optional(request, "stop").filter(|v| !v.is_null()) {
-        options.stop = if let Some(one) = stop.as_string() {
-            vec![one]
-        } else if js_sys::Array::is_array(&stop) {
-            js_sys::Array::from(&stop)
-                .iter()
-                .map(|s| {
-                    s.as_string()
-                        .ok_or_else(|| Error::invalid_argument("stop must hold only strings"))
-                })
-                .collect::<Result<_>>()?
-        } else {
-            return Err(Error::invalid_argument(
-                "stop must be a string or an array of strings",
-            ));
-        };
+    if let Some(stop) = stop_strings(request)? {
+        options.stop = stop;
     }
     let include_usage = optional(request, "stream_options")
         .filter(|v| !v.is_null())

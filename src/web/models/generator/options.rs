@@ -80,7 +80,7 @@ impl LoadOptions {
 }
 
 /// A finite number option within `range`.
-fn number(
+pub(super) fn number(
     options: &JsValue,
     key: &str,
     range: std::ops::RangeInclusive<f64>,
@@ -99,6 +99,32 @@ fn number(
                 })
         })
         .transpose()
+}
+
+/// `options.stop`: a string or an array of strings.
+///
+/// # Errors
+/// `InvalidArgument` for anything else.
+pub(super) fn stop_strings(options: &JsValue) -> Result<Option<Vec<String>>> {
+    let Some(stop) = optional(options, "stop") else {
+        return Ok(None);
+    };
+    if let Some(one) = stop.as_string() {
+        return Ok(Some(vec![one]));
+    }
+    if !js_sys::Array::is_array(&stop) {
+        return Err(Error::invalid_argument(
+            "stop must be a string or an array of strings",
+        ));
+    }
+    js_sys::Array::from(&stop)
+        .iter()
+        .map(|s| {
+            s.as_string()
+                .ok_or_else(|| Error::invalid_argument("stop must hold only strings"))
+        })
+        .collect::<Result<_>>()
+        .map(Some)
 }
 
 /// `generate`'s options and its `signal`.
@@ -127,22 +153,8 @@ pub(super) fn generate_options(
     if let Some(seed) = integer(options, "seed").map_err(invalid)? {
         out.seed = seed;
     }
-    if let Some(stop) = optional(options, "stop") {
-        out.stop = if let Some(one) = stop.as_string() {
-            vec![one]
-        } else if js_sys::Array::is_array(&stop) {
-            js_sys::Array::from(&stop)
-                .iter()
-                .map(|s| {
-                    s.as_string()
-                        .ok_or_else(|| Error::invalid_argument("stop must hold only strings"))
-                })
-                .collect::<Result<_>>()?
-        } else {
-            return Err(Error::invalid_argument(
-                "stop must be a string or an array of strings",
-            ));
-        };
+    if let Some(stop) = stop_strings(options)? {
+        out.stop = stop;
     }
     if let Some(add) = boolean(options, "addSpecial").map_err(invalid)? {
         out.add_special = add;
