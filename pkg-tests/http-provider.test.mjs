@@ -569,3 +569,32 @@ test('notify("suspend") stops every request; notify("resume") finishes the load 
   assert.ok(r.value.stats.requestsSent > r.value.stats.requestsPlanned, 'the interrupted request was resumed');
   assert.equal(r.value.stats.bytesReceived, r.value.stats.bytesPlanned, 'resumed from the first byte not consumed');
 });
+
+test('a connection closed before any header, or a body the browser cannot decode, is retried and never called CORS', TEST_TIMEOUT, async (t) => {
+  // Issue 37 (1). Before: both were PERMISSION_DENIED "... (CORS) ... retrying cannot help"
+  // after one GET and one no-cors HEAD, with the retries budget unused. The fault server sends
+  // Access-Control-Allow-Origin on every answer, so CORS is never the cause here.
+  const p = await page(t);
+  const urlOf = (faults) => `${faulty.url}/f/${faults}/model.safetensors`;
+  const r = await p.evaluate(async (urls) => {
+    const add = (url) => capture(async () => {
+      const provider = new wd.HttpParameterProvider({ retries: 3, backoffMs: 20 });
+      await provider.addScope('m', url);
+      return provider.keys('m').length;
+    });
+    return {
+      hangupOnce: await add(urls.hangupOnce),
+      gzipOnce: await add(urls.gzipOnce),
+      hangupAlways: await add(urls.hangupAlways),
+    };
+  }, { hangupOnce: urlOf('hangup,times=1'), gzipOnce: urlOf('bad-gzip,times=1'), hangupAlways: urlOf('hangup') });
+  assert.ok(r.hangupOnce.ok, `closed before headers on the first request only: ${JSON.stringify(r.hangupOnce.error)}`);
+  assert.ok(r.hangupOnce.value > 0);
+  assert.ok(r.gzipOnce.ok, `undecodable body on the first request only: ${JSON.stringify(r.gzipOnce.error)}`);
+  assert.equal(r.hangupAlways.ok, false);
+  assert.equal(r.hangupAlways.error.code, 'UNAVAILABLE', JSON.stringify(r.hangupAlways.error));
+  assert.doesNotMatch(r.hangupAlways.error.message, /retrying cannot help/);
+  assert.match(r.hangupAlways.error.message, /not CORS/);
+  const log = (await (await fetch(`${faulty.url}/__log`)).text()).split('\n').filter((l) => l.includes('/f/hangup/'));
+  assert.ok(log.filter((l) => l.endsWith('hangup')).length >= 4, `the retries were used: ${log.length} requests`);
+});

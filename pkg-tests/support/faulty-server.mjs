@@ -9,6 +9,9 @@
 //   skip=N           faults apply only after the first N requests to this URL (default 0)
 //   times=N          ... and to at most N requests (default: all)
 //   status=C         answer with status C and no body
+//   hangup           close the connection before any header (the browser: ERR_EMPTY_RESPONSE)
+//   bad-gzip         send the body as is under Content-Encoding: gzip (the browser cannot
+//                    decode it)
 //   drop=N           send N body bytes, then destroy the socket
 //   stall=N          send N body bytes, then send nothing more (keep the socket open)
 //   slow=MS          send the body in 16 KiB pieces, MS milliseconds apart
@@ -110,6 +113,11 @@ export async function startFaultyServer({ root, port = 0 } = {}) {
       res.setHeader('Last-Modified', lastModified);
     }
     res.setHeader('Accept-Ranges', 'bytes');
+    if (applies && faults.hangup) {
+      entry.status = 'hangup';
+      return req.socket.destroy();
+    }
+    if (applies && faults['bad-gzip']) res.setHeader('Content-Encoding', 'gzip');
     if (applies && faults.status) {
       entry.status = faults.status;
       return res.writeHead(faults.status).end();

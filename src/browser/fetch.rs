@@ -13,10 +13,13 @@
 //! Failures are [`FetchError`]s whose [`FetchFailure`] says what kind they are. A `fetch`
 //! rejection is a `TypeError` both for a network failure and for a response the browser refuses
 //! to expose (CORS: the server, or one it redirected to, does not allow this page's origin); the
-//! browser does not say which. To tell them apart, a rejected request is probed once with a
-//! `no-cors` `HEAD` of the same URL: if that one gets an (opaque) answer, the server is
-//! reachable and the first failure was CORS ([`FetchFailure::Blocked`], permanent); if it fails
-//! too, the network is at fault ([`FetchFailure::Network`], worth a retry). On a
+//! browser does not say which. To tell them apart, a rejected request is probed with a
+//! `no-cors` `HEAD` of the same URL: if that one fails too, the network is at fault
+//! ([`FetchFailure::Network`], worth a retry). If it gets an (opaque) answer, the server is
+//! reachable, and a second, CORS-mode `HEAD` decides: refused, the server does not allow this
+//! origin ([`FetchFailure::Blocked`], permanent: "CORS"); answered, the server does allow it, so
+//! the first failure was something else that may be transient (a connection closed before the
+//! response, a body the browser could not decode) and it stays `Network`, retried. On a
 //! cross-origin-isolated page (COEP `require-corp`) the probe is refused as well unless the
 //! server sends `Cross-Origin-Resource-Policy`, so there a CORS failure cannot be told from a
 //! network one: it stays `Network` (retried) and its message says that CORS may be the cause.
@@ -257,7 +260,18 @@ pub fn fetch(request: &FetchRequest<'_>) -> Result<PendingFetch, FetchError> {
                 if failure.failure != FetchFailure::Network {
                     return Err(failure);
                 }
-                if reachable_without_cors(&url).await {
+                if probe(&url, RequestMode::NoCors).await {
+                    if probe(&url, RequestMode::Cors).await {
+                        return Err(FetchError::new(
+                            FetchFailure::Network,
+                            format!(
+                                "{} (not CORS: the server answers this page; the connection \
+                                 closed before the response, or the browser could not decode \
+                                 it)",
+                                failure.message
+                            ),
+                        ));
+                    }
                     return Err(FetchError::new(FetchFailure::Blocked, failure.message));
                 }
                 if cross_origin_isolated() {
@@ -290,11 +304,12 @@ pub fn cross_origin_isolated() -> bool {
         .is_ok_and(|value| value.is_truthy())
 }
 
-/// Whether a `no-cors` `HEAD` of `url` gets an answer (an opaque one: nothing of it is read).
-async fn reachable_without_cors(url: &str) -> bool {
+/// Whether a `HEAD` of `url` in `mode` gets an answer (nothing of it is read; a `no-cors` one
+/// is opaque, a `cors` one is refused unless the server allows this origin).
+async fn probe(url: &str, mode: RequestMode) -> bool {
     let init = RequestInit::new();
     init.set_method("HEAD");
-    init.set_mode(RequestMode::NoCors);
+    init.set_mode(mode);
     init.set_cache(web_sys::RequestCache::NoStore);
     let Ok(probe) = Request::new_with_str_and_init(url, &init) else {
         return false;
