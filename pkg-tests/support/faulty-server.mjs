@@ -9,7 +9,8 @@
 //   skip=N           faults apply only after the first N requests to this URL (default 0)
 //   times=N          ... and to at most N requests (default: all)
 //   status=C         answer with status C and no body
-//   hangup           close the connection before any header (the browser: ERR_EMPTY_RESPONSE)
+//   hangup           close a GET's connection before any header (the browser:
+//                    ERR_EMPTY_RESPONSE); HEADs are answered
 //   bad-gzip         send the body as is under Content-Encoding: gzip (the browser cannot
 //                    decode it)
 //   drop=N           send N body bytes, then destroy the socket
@@ -113,7 +114,7 @@ export async function startFaultyServer({ root, port = 0 } = {}) {
       res.setHeader('Last-Modified', lastModified);
     }
     res.setHeader('Accept-Ranges', 'bytes');
-    if (applies && faults.hangup) {
+    if (applies && faults.hangup && req.method === 'GET') {
       entry.status = 'hangup';
       return req.socket.destroy();
     }
