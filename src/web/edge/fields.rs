@@ -21,6 +21,22 @@ pub fn js_text(value: &JsValue) -> String {
     if value.is_undefined() {
         return "undefined".into();
     }
+    if value.is_null() {
+        return "null".into();
+    }
+    if let Some(flag) = value.as_bool() {
+        return flag.to_string();
+    }
+    if let Some(number) = value.as_f64() {
+        return if number.is_nan() {
+            "NaN".into()
+        } else if number.is_infinite() {
+            if number > 0.0 { "Infinity" } else { "-Infinity" }.into()
+        } else {
+            // JavaScript prints integral numbers without a fraction, as Rust's f64 Display does.
+            number.to_string()
+        };
+    }
     if value.is_object()
         && !value.is_function()
         && let Some(json) = js_sys::JSON::stringify(value)
@@ -29,7 +45,8 @@ pub fn js_text(value: &JsValue) -> String {
     {
         return json;
     }
-    js_sys::JsString::from(value.clone()).into()
+    // A function, symbol or bigint: its type is what a message can say without running it.
+    format!("a {}", value.js_typeof().as_string().unwrap_or_default())
 }
 
 /// `object[key]`, or `None` when absent, `undefined` or `null` (or `object` is not an object).
