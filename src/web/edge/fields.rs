@@ -31,7 +31,12 @@ pub fn js_text(value: &JsValue) -> String {
         return if number.is_nan() {
             "NaN".into()
         } else if number.is_infinite() {
-            if number > 0.0 { "Infinity" } else { "-Infinity" }.into()
+            if number > 0.0 {
+                "Infinity"
+            } else {
+                "-Infinity"
+            }
+            .into()
         } else {
             // JavaScript prints integral numbers without a fraction, as Rust's f64 Display does.
             number.to_string()
