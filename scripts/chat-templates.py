@@ -136,7 +136,8 @@ def fetch(out):
     print(f"  {n + 1} templates in {templates}")
 
 
-def render(out):
+def fixed_clock_renderer():
+    """transformers' chat_template_utils with strftime_now at FIXED_MS (its module's clock)."""
     import datetime as dt
 
     import transformers.utils.chat_template_utils as ctu
@@ -147,6 +148,11 @@ def render(out):
             return dt.datetime.fromtimestamp(FIXED_MS / 1000, dt.timezone.utc).replace(tzinfo=None)
 
     ctu.datetime = FixedDatetime
+    return ctu
+
+
+def render(out):
+    ctu = fixed_clock_renderer()
     cases = json.loads((ROOT / "tests/fixtures/chat/conversations.json").read_text())
     expected = {}
     for path in sorted((out / "templates").glob("*.jinja")):

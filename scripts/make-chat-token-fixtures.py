@@ -24,7 +24,6 @@ import sys
 import tempfile
 
 ROOT = pathlib.Path(__file__).resolve().parent.parent
-FIXED_MS = 1_722_035_109_000
 PAIRS = [
     (".cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf", "google-gemma-2-2b-it"),
     ("tests/fixtures/decoders/tiny-qwen2.gguf", "Qwen-Qwen2.5-7B-Instruct"),
@@ -32,15 +31,20 @@ PAIRS = [
 ]
 
 
+def chat_templates():
+    """scripts/chat-templates.py as a module (its GGUF reader and fixed-clock renderer)."""
+    spec = importlib.util.spec_from_file_location("chat_templates", ROOT / "scripts/chat-templates.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
 def gguf_specials(path):
     """bos/eos/unk/pad token texts from a GGUF header (transformers' special_tokens_map)."""
-    spec = importlib.util.spec_from_file_location("chat_templates", ROOT / "scripts/chat-templates.py")
-    chat_templates = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(chat_templates)
     names = {"bos": "bos", "eos": "eos", "unknown": "unk", "padding": "pad"}
     keys = {"tokenizer.ggml.tokens"} | {f"tokenizer.ggml.{n}_token_id" for n in names}
     with open(path, "rb") as f:
-        meta = chat_templates.gguf_metadata(f, keys)
+        meta = chat_templates().gguf_metadata(f, keys)
     tokens = meta["tokenizer.ggml.tokens"]
     out = {}
     for name, short in names.items():
@@ -64,19 +68,10 @@ def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--llama-tokenize", required=True)
     args = parser.parse_args()
-    import datetime as dt
-
-    import transformers.utils.chat_template_utils as ctu
-
-    class FixedDatetime(dt.datetime):
-        @classmethod
-        def now(cls, tz=None):
-            return dt.datetime.fromtimestamp(FIXED_MS / 1000, dt.timezone.utc).replace(tzinfo=None)
-
-    ctu.datetime = FixedDatetime
+    ctu = chat_templates().fixed_clock_renderer()
     cases = json.loads((ROOT / "tests/fixtures/chat/conversations.json").read_text())
     out = {"source": "llama.cpp llama-tokenize (llama-cpp-python 0.3.36's vendored llama.cpp), --no-bos, parse_special",
-           "fixed_ms": FIXED_MS, "sets": [], "whitespace": []}
+           "fixed_ms": chat_templates().FIXED_MS, "sets": [], "whitespace": []}
     for model, template in PAIRS:
         model_path = str(ROOT / model)
         specials = gguf_specials(model_path)

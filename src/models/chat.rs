@@ -9,8 +9,8 @@
 //!   and the rendered text does not start with it, it is added (llama.cpp's rule), never twice.
 //! - **Cache reuse across turns.** A follow-up turn's prompt starts with the tokens the caches
 //!   hold (the earlier turns as the template renders them), so only the new tokens are fed; a
-//!   conversation that diverges reuses the longest common prefix. [`ChatUsage::cached_tokens`]
-//!   counts them, as OpenAI's `usage.prompt_tokens_details.cached_tokens` does.
+//!   conversation that diverges reuses the longest common prefix (the generator's
+//!   `reused_tokens`, OpenAI's `usage.prompt_tokens_details.cached_tokens`).
 //! - **Generation ends at the end of the turn**: the vocabulary's end-of-generation tokens
 //!   (eos, eot, eom and the turn terminators llama.cpp recognises), a stop string, `max_tokens`
 //!   or the context.
@@ -21,51 +21,6 @@ use crate::text::{ChatRender, ChatTemplate, GgufTokenizer, SpecialTokens};
 
 /// The GGUF key of the model's chat template.
 pub const CHAT_TEMPLATE_KEY: &str = "tokenizer.chat_template";
-
-/// Why a completion ended, as OpenAI names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ChatFinish {
-    /// The model ended its turn, or a stop string appeared.
-    Stop,
-    /// `max_tokens` or the context ran out.
-    Length,
-    /// The caller aborted.
-    Abort,
-}
-
-impl ChatFinish {
-    /// The `finish_reason` string: `"stop"`, `"length"`, `"abort"`.
-    pub const fn name(self) -> &'static str {
-        match self {
-            Self::Stop => "stop",
-            Self::Length => "length",
-            Self::Abort => "abort",
-        }
-    }
-
-    /// The chat reason for a generation's reason (`"eos"`, `"stop"`, `"length"`, `"context"`,
-    /// `"aborted"`, as the generator names them); `None` for the others (an error, a stream
-    /// ended by its caller).
-    pub fn from_generation(reason: &str) -> Option<Self> {
-        match reason {
-            "eos" | "stop" => Some(Self::Stop),
-            "length" | "context" => Some(Self::Length),
-            "aborted" => Some(Self::Abort),
-            _ => None,
-        }
-    }
-}
-
-/// Token counts of one completion, as OpenAI's `usage` gives them.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct ChatUsage {
-    /// Tokens of the rendered prompt.
-    pub prompt_tokens: u64,
-    /// Of those, tokens whose cache rows were kept from an earlier turn (not fed again).
-    pub cached_tokens: u64,
-    /// Tokens generated (the end-of-turn token included).
-    pub completion_tokens: u64,
-}
 
 /// A model's chat template and its tokenizer: conversations in, prompt token ids out.
 #[derive(Debug)]
@@ -160,26 +115,5 @@ impl ChatPrompt {
             ids.insert(0, bos);
         }
         Ok(ids)
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finish_reasons_map_to_openais() {
-        assert_eq!(ChatFinish::from_generation("eos"), Some(ChatFinish::Stop));
-        assert_eq!(ChatFinish::from_generation("stop"), Some(ChatFinish::Stop));
-        assert_eq!(
-            ChatFinish::from_generation("context"),
-            Some(ChatFinish::Length)
-        );
-        assert_eq!(
-            ChatFinish::from_generation("aborted"),
-            Some(ChatFinish::Abort)
-        );
-        assert_eq!(ChatFinish::from_generation("error"), None);
-        assert_eq!(ChatFinish::Abort.name(), "abort");
     }
 }

@@ -24,7 +24,6 @@ use minijinja::value::{Kwargs, Value, ValueKind};
 use minijinja::{Environment, ErrorKind, State};
 use python::{DumpOptions, from_json};
 use std::collections::BTreeMap;
-use std::sync::Arc;
 
 /// The longest template source accepted (the largest real templates are about 30 KB).
 pub const MAX_TEMPLATE_BYTES: usize = 1 << 20;
@@ -342,9 +341,6 @@ impl ChatTemplate {
         String::from_utf8(writer.0).map_err(|_| Error::internal("the rendered prompt is not UTF-8"))
     }
 }
-
-/// Shared so a generator and its chat API hold one compiled template.
-pub type SharedChatTemplate = Arc<ChatTemplate>;
 
 #[cfg(test)]
 mod tests {

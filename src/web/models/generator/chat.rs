@@ -11,18 +11,15 @@
 //! a streamed one at its first `next()`, a whole one at once), reuses the cached prefix of the conversation, and an aborted `signal` ends it
 //! with `finish_reason: "abort"` and the text so far.
 
+use super::Shared;
 use super::options::{number, signal, stop_strings};
 use super::stream::{GenerationStream, Prompt};
 use crate::error::{Error, ErrorCode, Result};
-use crate::fifo_slot::FifoSlot;
-use crate::models::chat::ChatPrompt;
-use crate::models::generator::{GenerateOptions, TextGenerator};
-use crate::params::http::HttpProvider;
-use crate::text::{ChatRender, GgufTokenizer};
+use crate::models::generator::GenerateOptions;
+use crate::text::ChatRender;
 use crate::web::edge::errors::to_js_error;
 use crate::web::edge::fields::{boolean, integer, optional, string};
 use js_sys::{Object, Promise, Reflect};
-use std::cell::Cell;
 use std::rc::Rc;
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
@@ -35,30 +32,14 @@ extern "C" {
     fn chat_completion(stream: GenerationStream, meta: &JsValue) -> Promise;
 }
 
-/// What a chat completion needs of its generator.
-pub(super) struct ChatShared {
-    /// The generator's slot (completions wait their turn in it).
-    pub generator: FifoSlot<TextGenerator>,
-    /// The tokenizer.
-    pub tokenizer: Arc<GgufTokenizer>,
-    /// The model's chat prompt, or why there is none.
-    pub prompt: std::result::Result<ChatPrompt, Error>,
-    /// The provider (its suspension pauses a completion).
-    pub provider: Arc<HttpProvider>,
-    /// The generator's last finish reason.
-    pub last_finish: Rc<Cell<Option<&'static str>>>,
-    /// The `model` field of completions (the file's `general.name`, else its architecture).
-    pub model: String,
-}
-
 /// `generator.chat`: holds `completions`.
 #[wasm_bindgen]
 pub struct Chat {
-    shared: Rc<ChatShared>,
+    shared: Rc<Shared>,
 }
 
 impl Chat {
-    pub(super) fn new(shared: Rc<ChatShared>) -> Self {
+    pub(super) fn new(shared: Rc<Shared>) -> Self {
         Self { shared }
     }
 }
@@ -77,7 +58,7 @@ impl Chat {
 /// `generator.chat.completions`.
 #[wasm_bindgen]
 pub struct ChatCompletions {
-    shared: Rc<ChatShared>,
+    shared: Rc<Shared>,
 }
 
 /// A parsed request.
@@ -215,22 +196,20 @@ fn parse_request(request: &JsValue) -> Result<Request> {
     })
 }
 
-impl ChatShared {
-    /// The prompt token ids of a parsed request.
-    fn prompt_ids(&self, request: &Request) -> Result<Vec<u32>> {
-        let prompt = self.prompt.as_ref().map_err(Clone::clone)?;
-        prompt.token_ids(
-            &self.tokenizer,
-            &ChatRender {
-                messages: Some(&request.messages),
-                tools: request.tools.as_ref(),
-                documents: None,
-                add_generation_prompt: true,
-                extra: request.extra.as_ref(),
-                now_ms: None,
-            },
-        )
-    }
+/// The prompt token ids of a parsed request, with the generator's chat prompt.
+fn prompt_ids(shared: &Shared, request: &Request) -> Result<Vec<u32>> {
+    let prompt = shared.chat_prompt.as_ref().map_err(Clone::clone)?;
+    prompt.token_ids(
+        &shared.tokenizer,
+        &ChatRender {
+            messages: Some(&request.messages),
+            tools: request.tools.as_ref(),
+            documents: None,
+            add_generation_prompt: true,
+            extra: request.extra.as_ref(),
+            now_ms: None,
+        },
+    )
 }
 
 fn set(object: &Object, key: &str, value: &JsValue) {
@@ -256,7 +235,7 @@ impl ChatCompletions {
         #[wasm_bindgen(unchecked_param_type = "ChatCompletionRequest")] request: JsValue,
     ) -> Promise {
         let started = parse_request(&request).and_then(|request| {
-            let ids = self.shared.prompt_ids(&request)?;
+            let ids = prompt_ids(&self.shared, &request)?;
             Ok((request, ids))
         });
         let (request, ids) = match started {

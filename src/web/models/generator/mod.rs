@@ -35,7 +35,7 @@ use crate::web::edge::errors::to_js_error;
 use crate::web::loading::{init_on_first, race_abort, status_error};
 use crate::web::providers::http::provider_from_options;
 use crate::web::registry::introspect;
-use chat::{Chat, ChatShared};
+use chat::Chat;
 use js_sys::{Float32Array, Object, Promise, Reflect, Uint32Array};
 use options::{DEFAULT_CONTEXT, LoadOptions, evaluate_options, generate_options};
 use std::cell::Cell;
@@ -50,6 +50,22 @@ type JsResult<T> = std::result::Result<T, JsValue>;
 /// The provider scope the model's weights are served under.
 const SCOPE: &str = "model";
 
+/// What a generator's calls share, its chat API's included (`generator.chat` holds it too).
+struct Shared {
+    /// The model, lent to one call at a time.
+    generator: FifoSlot<TextGenerator>,
+    /// The tokenizer (usable while a generation holds the model).
+    tokenizer: Arc<GgufTokenizer>,
+    /// The weights' provider (its suspension pauses a generation).
+    provider: Arc<HttpProvider>,
+    /// Why the last generation ended.
+    last_finish: Rc<Cell<Option<&'static str>>>,
+    /// The model's chat prompt, or why there is none.
+    chat_prompt: Result<ChatPrompt>,
+    /// The `model` field of chat completions (the file's `general.name`, else its architecture).
+    model: String,
+}
+
 /// A loaded decoder model, ready to generate.
 #[wasm_bindgen]
 pub struct Generator {
@@ -57,11 +73,7 @@ pub struct Generator {
     fallback: Option<String>,
     architecture: &'static str,
     context: u64,
-    tokenizer: Arc<GgufTokenizer>,
-    provider: Arc<HttpProvider>,
-    generator: FifoSlot<TextGenerator>,
-    last_finish: Rc<Cell<Option<&'static str>>>,
-    chat: Rc<ChatShared>,
+    shared: Rc<Shared>,
 }
 
 fn set(object: &Object, key: &str, value: JsValue) {
@@ -153,26 +165,19 @@ impl Generator {
         let tokenizer = Arc::new(tokenizer);
         let vocab = tokenizer.vocab_size();
         let session = DecoderSession::new(placed.delegate, context, vocab, options.logits);
-        let generator = FifoSlot::new(TextGenerator::new(Arc::clone(&tokenizer), session));
-        let last_finish = Rc::new(Cell::new(None));
-        let chat = Rc::new(ChatShared {
-            generator: generator.clone(),
-            tokenizer: Arc::clone(&tokenizer),
-            prompt: chat_prompt,
-            provider: Arc::clone(&provider),
-            last_finish: Rc::clone(&last_finish),
-            model: model_name.unwrap_or_else(|| config.arch.name().to_owned()),
-        });
         Ok(Generator {
             backend: placed.backend,
             fallback: placed.fallback,
             architecture: config.arch.name(),
             context,
-            generator,
-            tokenizer,
-            provider,
-            last_finish,
-            chat,
+            shared: Rc::new(Shared {
+                generator: FifoSlot::new(TextGenerator::new(Arc::clone(&tokenizer), session)),
+                tokenizer,
+                provider,
+                last_finish: Rc::new(Cell::new(None)),
+                chat_prompt,
+                model: model_name.unwrap_or_else(|| config.arch.name().to_owned()),
+            }),
         })
     }
 
@@ -192,12 +197,12 @@ impl Generator {
         let (options, signal) =
             generate_options(&options.unwrap_or(JsValue::UNDEFINED)).map_err(to_js_error)?;
         Ok(GenerationStream::new(
-            &self.generator,
+            &self.shared.generator,
             Prompt::Text(prompt),
             options,
             signal,
-            Arc::clone(&self.provider),
-            Rc::clone(&self.last_finish),
+            Arc::clone(&self.shared.provider),
+            Rc::clone(&self.shared.last_finish),
         )
         .into_iterable())
     }
@@ -212,12 +217,12 @@ impl Generator {
         let parsed = generate_options(&options.unwrap_or(JsValue::UNDEFINED));
         let stream = parsed.map(|(options, signal)| {
             GenerationStream::new(
-                &self.generator,
+                &self.shared.generator,
                 Prompt::Text(prompt),
                 options,
                 signal,
-                Arc::clone(&self.provider),
-                Rc::clone(&self.last_finish),
+                Arc::clone(&self.shared.provider),
+                Rc::clone(&self.shared.last_finish),
             )
         });
         wasm_bindgen_futures::future_to_promise(async move {
@@ -234,7 +239,7 @@ impl Generator {
     /// `ChatCompletions.create`).
     #[wasm_bindgen(getter)]
     pub fn chat(&self) -> Chat {
-        Chat::new(Rc::clone(&self.chat))
+        Chat::new(Rc::clone(&self.shared))
     }
 
     /// The prompt text the model's chat template gives `messages` (as transformers'
@@ -250,8 +255,8 @@ impl Generator {
     ) -> JsResult<String> {
         let options = options.unwrap_or(JsValue::UNDEFINED);
         let prompt = self
-            .chat
-            .prompt
+            .shared
+            .chat_prompt
             .as_ref()
             .map_err(|e| to_js_error(e.clone()))?;
         crate::web::models::chat_template::render_messages(messages, &options, |request| {
@@ -275,6 +280,7 @@ impl Generator {
                 .map_err(|s| to_js_error(Error::invalid_argument(s.message().to_owned())))
         };
         let ids = self
+            .shared
             .tokenizer
             .encode(text, flag("addSpecial")?, flag("parseSpecial")?)
             .map_err(to_js_error)?;
@@ -284,7 +290,7 @@ impl Generator {
     /// The text of `ids` (control tokens as their text; bytes that do not form UTF-8 as
     /// U+FFFD).
     pub fn detokenize(&self, ids: Vec<u32>) -> String {
-        self.tokenizer.decode(&ids)
+        self.shared.tokenizer.decode(&ids)
     }
 
     /// Runs the token ids `ids` from the first position (teacher forcing) and resolves to
@@ -300,7 +306,7 @@ impl Generator {
         #[wasm_bindgen(unchecked_param_type = "EvaluateOptions")] options: Option<JsValue>,
     ) -> Promise {
         let positions = evaluate_options(&options.unwrap_or(JsValue::UNDEFINED));
-        let turn = self.generator.acquire();
+        let turn = self.shared.generator.acquire();
         wasm_bindgen_futures::future_to_promise(async move {
             let positions = positions.map_err(to_js_error)?;
             let mut generator = turn
@@ -328,7 +334,7 @@ impl Generator {
     /// Forgets the conversation: clears the KV cache, so the next prompt is fed whole. Waits
     /// for a running generation to end.
     pub fn reset(&self) -> Promise {
-        let turn = self.generator.acquire();
+        let turn = self.shared.generator.acquire();
         wasm_bindgen_futures::future_to_promise(async move {
             let mut generator = turn
                 .await
@@ -347,7 +353,7 @@ impl Generator {
     #[wasm_bindgen(unchecked_return_type = "GeneratorStats")]
     pub fn stats(&self) -> JsValue {
         let object = Object::new();
-        self.generator.peek(|generator| {
+        self.shared.generator.peek(|generator| {
             if let Some(generator) = generator {
                 let s = generator.stats();
                 set(&object, "promptTokens", number(s.prompt_tokens));
@@ -373,8 +379,8 @@ impl Generator {
                 set(&object, "rebuilds", number(s.rebuilds));
             }
         });
-        let loaded = self.provider.total_stats();
-        let finish = self.last_finish.get();
+        let loaded = self.shared.provider.total_stats();
+        let finish = self.shared.last_finish.get();
         set(
             &object,
             "finishReason",
@@ -399,7 +405,7 @@ impl Generator {
         set(
             &object,
             "vocabSize",
-            number(self.tokenizer.vocab_size() as u64),
+            number(self.shared.tokenizer.vocab_size() as u64),
         );
         object.into()
     }
@@ -428,19 +434,20 @@ impl Generator {
     /// backend, while generating, or after `destroy()`.
     #[wasm_bindgen(js_name = programStats, unchecked_return_type = "WebGpuProgramStats | null")]
     pub fn program_stats(&self) -> JsValue {
-        self.generator
+        self.shared
+            .generator
             .peek(|g| introspect::program_stats(g.map(|g| g.session().delegate())))
     }
 
     /// Frees the model (GPU buffers, caches): waiting calls reject with `InvalidState`, a
     /// running generation ends at its next step.
     pub fn destroy(&self) {
-        self.generator.close();
+        self.shared.generator.close();
     }
 }
 
 impl Drop for Generator {
     fn drop(&mut self) {
-        self.generator.close();
+        self.shared.generator.close();
     }
 }

@@ -17,12 +17,12 @@
 
 use crate::error::{Error, Result};
 use crate::fifo_slot::{FifoSlot, SlotClosed, Turn};
-use crate::models::generator::{GenerateOptions, Generation, Piece, TextGenerator};
+use crate::models::generator::{GenerateOptions, Generation, GeneratorStats, Piece, TextGenerator};
 use crate::params::http::HttpProvider;
 use crate::send_sync::LocalBoxFuture;
 use crate::web::edge::errors::to_js_error;
 use js_sys::{Object, Promise, Reflect};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use std::time::Duration;
@@ -58,21 +58,6 @@ pub(super) enum Prompt {
     Ids(Vec<u32>),
 }
 
-/// Token counts and times of one stream, readable while and after it runs.
-#[derive(Clone, Copy, Debug, Default)]
-pub(super) struct StreamUsage {
-    /// Prompt tokens (known once the prefill ran).
-    pub prompt_tokens: u64,
-    /// Of those, tokens whose cache rows were reused.
-    pub cached_tokens: u64,
-    /// Tokens generated so far.
-    pub completion_tokens: u64,
-    /// Milliseconds of the prefill (to the first token).
-    pub prefill_ms: f64,
-    /// Milliseconds of the decode steps after the first token.
-    pub decode_ms: f64,
-}
-
 /// Everything one generation needs between `next()` calls.
 struct StreamState {
     hold: Hold,
@@ -81,7 +66,7 @@ struct StreamState {
     signal: Option<web_sys::AbortSignal>,
     provider: Arc<HttpProvider>,
     finish: Rc<Cell<Option<&'static str>>>,
-    usage: Rc<Cell<StreamUsage>>,
+    usage: Rc<RefCell<GeneratorStats>>,
 }
 
 impl StreamState {
@@ -148,25 +133,12 @@ impl StreamState {
                 Prompt::Text(text) => generator.start(&text, options).await?,
                 Prompt::Ids(ids) => generator.start_ids(&ids, options).await?,
             };
-            let stats = generator.stats();
-            self.usage.set(StreamUsage {
-                prompt_tokens: stats.prompt_tokens,
-                cached_tokens: stats.reused_tokens,
-                prefill_ms: stats.prefill_ms,
-                ..StreamUsage::default()
-            });
             self.generation = Some(generation);
         }
         let generation = self.generation.as_mut().expect("started above");
         let piece = generator.next_piece(generation).await?;
-        if let Some(piece) = &piece {
-            let mut usage = self.usage.get();
-            if usage.completion_tokens > 0 {
-                usage.decode_ms += piece.ms;
-            }
-            usage.completion_tokens += 1;
-            self.usage.set(usage);
-        }
+        // The generator's counters are this generation's until the next one starts: keep them.
+        self.usage.borrow_mut().clone_from(generator.stats());
         match (&piece, generation.finish_reason()) {
             (_, Some(reason)) => self.release(reason.name()),
             (None, None) => self.release("length"),
@@ -181,34 +153,30 @@ impl StreamState {
 pub struct GenerationStream {
     state: FifoSlot<StreamState>,
     finish: Rc<Cell<Option<&'static str>>>,
-    usage: Rc<Cell<StreamUsage>>,
+    usage: Rc<RefCell<GeneratorStats>>,
 }
 
-/// OpenAI's `usage` object for `usage`.
+/// OpenAI's `usage` object for a generation's counters.
 #[allow(clippy::cast_precision_loss)]
-pub(super) fn usage_object(usage: StreamUsage) -> JsValue {
+pub(super) fn usage_object(usage: &GeneratorStats) -> JsValue {
     let set = |object: &Object, key: &str, value: JsValue| {
         let _ = Reflect::set(object, &JsValue::from_str(key), &value);
     };
     let number = |n: u64| JsValue::from_f64(n as f64);
     let object = Object::new();
     set(&object, "prompt_tokens", number(usage.prompt_tokens));
-    set(
-        &object,
-        "completion_tokens",
-        number(usage.completion_tokens),
-    );
+    set(&object, "completion_tokens", number(usage.generated_tokens));
     set(
         &object,
         "total_tokens",
-        number(usage.prompt_tokens + usage.completion_tokens),
+        number(usage.prompt_tokens + usage.generated_tokens),
     );
     let details = Object::new();
-    set(&details, "cached_tokens", number(usage.cached_tokens));
+    set(&details, "cached_tokens", number(usage.reused_tokens));
     set(&object, "prompt_tokens_details", details.into());
     let extra = Object::new();
-    let fed = usage.prompt_tokens.saturating_sub(usage.cached_tokens) as f64;
-    let steps = usage.completion_tokens.saturating_sub(1) as f64;
+    let fed = usage.prompt_tokens.saturating_sub(usage.reused_tokens) as f64;
+    let steps = usage.generated_tokens.saturating_sub(1) as f64;
     set(
         &extra,
         "prefill_tokens_per_s",
@@ -267,7 +235,7 @@ impl GenerationStream {
         last_finish: Rc<Cell<Option<&'static str>>>,
     ) -> Self {
         last_finish.set(None);
-        let usage = Rc::new(Cell::new(StreamUsage::default()));
+        let usage = Rc::new(RefCell::new(GeneratorStats::default()));
         let state = StreamState {
             hold: Hold::NotYet(generator.clone()),
             prompt: Some((prompt, options)),
@@ -282,11 +250,6 @@ impl GenerationStream {
             finish: last_finish,
             usage,
         }
-    }
-
-    /// The stream's counts so far.
-    pub(super) fn usage(&self) -> StreamUsage {
-        self.usage.get()
     }
 
     /// The stream as the async iterator `generate()` returns.
@@ -354,7 +317,7 @@ impl GenerationStream {
     /// decode_tokens_per_s, time_to_first_token_s, time_per_output_token_s}}`.
     #[wasm_bindgen(getter = usage, unchecked_return_type = "ChatCompletionUsage")]
     pub fn usage_json(&self) -> JsValue {
-        usage_object(self.usage())
+        usage_object(&self.usage.borrow())
     }
 
     /// Why the generation ended (`"eos"`, `"stop"`, `"length"`, `"context"`, `"aborted"`,
