@@ -9,80 +9,18 @@
 //!   gap is 0.34 / 0.57).
 #![cfg(not(target_arch = "wasm32"))]
 
+mod tiny_support;
+
+use tiny_support::{fixture, session};
+
 use pollster::block_on;
-use std::path::PathBuf;
 use std::sync::Arc;
 use webdelegate::backends::cpu::CpuBackend;
 use webdelegate::backends::webgpu::WebGpuBackend;
-use webdelegate::models::decoder::{
-    DecoderArch, DecoderConfig, DecoderProgramOptions, decoder_program,
-};
-use webdelegate::models::decoder_session::{DecoderSession, GREEDY, LogitRows};
+use webdelegate::models::decoder::{DecoderArch, DecoderConfig};
+use webdelegate::models::decoder_session::{GREEDY, LogitRows};
 use webdelegate::params::formats::gguf::GgufIndex;
-use webdelegate::params::{EntryStorage, MemoryProvider};
-use webdelegate::program;
-use webdelegate::registry::{BackendInitContext, BackendInterface, FreeableBuffer, LoadedDelegate};
-
-fn fixture(name: &str) -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-        .join("tests/fixtures/decoders")
-        .join(name)
-}
-
-fn session(
-    file: &str,
-    backend_id: &str,
-    backend: Arc<dyn BackendInterface>,
-) -> (DecoderConfig, DecoderSession, usize) {
-    let bytes = std::fs::read(fixture(file)).unwrap();
-    let header = block_on(GgufIndex::parse(bytes.as_slice())).unwrap();
-    let config = DecoderConfig::from_gguf(header.metadata()).unwrap();
-    let provider = MemoryProvider::new();
-    for entry in header.index().entries() {
-        let EntryStorage::Data { offset } = entry.storage else {
-            panic!("no splats in GGUF")
-        };
-        let range = offset as usize..(offset + entry.length) as usize;
-        let shape = entry.shape.clone().map(|mut s| {
-            s.reverse();
-            s
-        });
-        provider.insert_described(
-            "tiny",
-            &entry.key,
-            bytes[range].to_vec(),
-            entry.dtype.clone(),
-            shape,
-        );
-    }
-    let options = DecoderProgramOptions {
-        context: 64,
-        logits: true,
-    };
-    let program = decoder_program(&config, header.index(), "tiny", options).unwrap();
-    let blob = program::encode(&program).unwrap();
-    let init = BackendInitContext::new().with_parameters(Arc::new(provider));
-    let delegate = block_on(LoadedDelegate::init_with_backend(
-        backend_id,
-        backend,
-        FreeableBuffer::new(blob),
-        &[],
-        &init,
-    ))
-    .unwrap();
-    let vocab = header
-        .index()
-        .entries()
-        .iter()
-        .find(|e| e.key == "token_embd.weight")
-        .and_then(|e| e.shape.as_ref().map(|s| s[1] as usize))
-        .unwrap();
-    (
-        config,
-        DecoderSession::new(delegate, 64, vocab, true),
-        vocab,
-    )
-}
+use webdelegate::registry::BackendInterface;
 
 fn rows(v: &serde_json::Value) -> Vec<Vec<f32>> {
     v.as_array()
@@ -113,7 +51,7 @@ fn cosine(a: &[f32], b: &[f32]) -> f64 {
 }
 
 fn check(file: &str, arch: DecoderArch, backend_id: &str, backend: Arc<dyn BackendInterface>) {
-    let (config, mut session, vocab) = session(file, backend_id, backend);
+    let (config, mut session, vocab) = session(file, backend_id, backend, 64);
     assert_eq!(config.arch, arch);
     let json: serde_json::Value = serde_json::from_str(
         &std::fs::read_to_string(fixture(&file.replace(".gguf", ".llamacpp.json"))).unwrap(),
@@ -227,7 +165,7 @@ fn evaluate_across_chunks_equals_one_feed_of_every_row() {
     let bytes = std::fs::read(fixture(file)).unwrap();
     let header = block_on(GgufIndex::parse(bytes.as_slice())).unwrap();
     let tokenizer = Arc::new(GgufTokenizer::from_gguf(&header).unwrap());
-    let (_, mut whole, vocab) = session(file, "cpu", Arc::new(CpuBackend::new()));
+    let (_, mut whole, vocab) = session(file, "cpu", Arc::new(CpuBackend::new()), 64);
     let n = EVALUATE_CHUNK + 18;
     let ids: Vec<u32> = (0..n as u32)
         .map(|i| (i * 37 + 11) % vocab as u32)
@@ -235,7 +173,7 @@ fn evaluate_across_chunks_equals_one_feed_of_every_row() {
     let all = block_on(whole.feed(&ids, LogitRows::All, GREEDY)).unwrap();
     let all_logits = all.logits.unwrap();
 
-    let (_, session_b, _) = session(file, "cpu", Arc::new(CpuBackend::new()));
+    let (_, session_b, _) = session(file, "cpu", Arc::new(CpuBackend::new()), 64);
     let mut generator = TextGenerator::new(tokenizer, session_b);
     let last = n as u32 - 1;
     let positions = [0, EVALUATE_CHUNK as u32 - 1, EVALUATE_CHUNK as u32, last];

@@ -13,7 +13,9 @@
 //! - inputs `ids` i32 `[S]` (tokens), `positions` i32 `[S]` (their absolute positions),
 //!   `logit_rows` i32 `[R]` (which of the `S` rows get logits: the last one when generating,
 //!   all of them when testing), `knobs` f32 `[R, 4]` (temperature, top-k, top-p, draw: see
-//!   [`Sample`](crate::program::ops::Sample));
+//!   [`Sample`](crate::program::ops::Sample)), `token_mask` i32 `[M, ceil(vocab / 32)]` (the
+//!   tokens a grammar allows, one bit each, `M` 1 for every row or `R`: see
+//!   [`TokenMask`](crate::program::ops::TokenMask); all ones when unconstrained);
 //! - outputs `tokens` i32 `[R]` (the chosen token of each selected row) and, when
 //!   [`DecoderProgramOptions::logits`] is set, `logits` f32 `[R, vocab]`;
 //! - per layer a key and a value cache, state tensors `[context, kv_heads, head_dim]` that the
@@ -23,7 +25,7 @@
 use crate::error::{Error, ErrorCode, Result};
 use crate::models::catalog::TensorCatalog;
 use crate::params::formats::gguf::{GgufArray, GgufValue};
-use crate::program::ops::{Attention, Linear, RmsNorm, Rope, RopeStyle, Sample};
+use crate::program::ops::{Attention, Linear, RmsNorm, Rope, RopeStyle, Sample, TokenMask};
 use crate::program::{BinaryOp, DType, Dim, Program, ProgramBuilder, TensorId, UnaryOp};
 
 /// The architectures [`decoder_program`] builds, by their `general.architecture` name.
@@ -414,6 +416,8 @@ pub const POSITIONS: &str = "positions";
 pub const LOGIT_ROWS: &str = "logit_rows";
 /// The input holding each selected row's sampling knobs, f32 `[R, 4]`.
 pub const KNOBS: &str = "knobs";
+/// The input holding the allowed tokens as bits, i32 `[1 or R, ceil(vocab / 32)]`.
+pub const TOKEN_MASK: &str = "token_mask";
 /// The output: the chosen token of each selected row, i32 `[R]`.
 pub const TOKENS: &str = "tokens";
 /// The optional output: the selected rows' logits, f32 `[R, vocab]`.
@@ -743,6 +747,9 @@ pub fn decoder_program(
     let positions = b.input(POSITIONS, DType::I32, vec![seq]);
     let logit_rows = b.input(LOGIT_ROWS, DType::I32, vec![rows]);
     let knobs = b.input(KNOBS, DType::F32, vec![rows, Dim::Fixed(4)]);
+    let mask_rows = b.symbol("mask_rows");
+    let mask_words = Dim::Fixed(TokenMask::words(vocab as u64));
+    let mask = b.input(TOKEN_MASK, DType::I32, vec![mask_rows, mask_words]);
     let mut d = Decoder {
         b,
         config,
@@ -775,7 +782,12 @@ pub fn decoder_program(
     if config.final_softcap > 0.0 {
         logits = d.softcap(logits, config.final_softcap)?;
     }
-    let tokens = d.b.push(|out| Sample { logits, knobs, out })?;
+    let allowed = d.b.push(|out| TokenMask { logits, mask, out })?;
+    let tokens = d.b.push(|out| Sample {
+        logits: allowed,
+        knobs,
+        out,
+    })?;
     d.b.set_name(tokens, TOKENS)?;
     d.b.output(tokens);
     if options.logits {

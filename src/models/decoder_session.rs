@@ -30,6 +30,11 @@ pub type Knobs = [f32; 4];
 /// Greedy selection (temperature 0).
 pub const GREEDY: Knobs = [0.0, 1.0, 1.0, 0.0];
 
+/// The program's arguments in order: its inputs `ids`, `positions`, `logit_rows`, `knobs`,
+/// `token_mask`, then its outputs `tokens` and (when built with them) `logits`.
+const TOKENS_ARG: usize = 5;
+const LOGITS_ARG: usize = 6;
+
 /// What one [`DecoderSession::feed`] returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fed {
@@ -117,18 +122,52 @@ impl DecoderSession {
         Ok(())
     }
 
+    /// Mask words per row: one bit per token of the program's vocabulary.
+    pub fn mask_words(&self) -> usize {
+        self.vocab.div_ceil(32)
+    }
+
     /// Feeds `ids` at the next positions in one execute; `rows` chooses which get logits, each
-    /// with `knobs`.
+    /// with `knobs`, choosing among every token.
     ///
     /// # Errors
-    /// `InvalidArgument` for no ids, ids that would pass the context, or no or out-of-range
-    /// selected rows (nothing is run);
+    /// As [`feed_masked`](Self::feed_masked).
+    pub async fn feed(&mut self, ids: &[u32], rows: LogitRows<'_>, knobs: Knobs) -> Result<Fed> {
+        self.feed_masked(ids, rows, knobs, None).await
+    }
+
+    /// Feeds `ids` at the next positions in one execute; `rows` chooses which get logits, each
+    /// with `knobs`, choosing only among the tokens whose bit is set in `mask` (bit `t % 32` of
+    /// word `t / 32`, [`mask_words`](Self::mask_words) words for every row; `None` allows
+    /// every token).
+    ///
+    /// # Errors
+    /// `InvalidArgument` for no ids, ids that would pass the context, no or out-of-range
+    /// selected rows, or a mask of the wrong length (nothing is run);
     /// the execute's errors (then the position is unchanged, and the caches may hold part of
     /// the rows: feeding them again overwrites them).
-    pub async fn feed(&mut self, ids: &[u32], rows: LogitRows<'_>, knobs: Knobs) -> Result<Fed> {
+    pub async fn feed_masked(
+        &mut self,
+        ids: &[u32],
+        rows: LogitRows<'_>,
+        knobs: Knobs,
+        mask: Option<&[u32]>,
+    ) -> Result<Fed> {
         if ids.is_empty() {
             return Err(Error::invalid_argument("no tokens to feed"));
         }
+        let words = self.mask_words();
+        let mask_values: Vec<i32> = match mask {
+            None => vec![-1; words],
+            Some(bits) if bits.len() == words => bits.iter().map(|&w| w as i32).collect(),
+            Some(bits) => {
+                return Err(Error::invalid_argument(format!(
+                    "a token mask of {} words; {words} expected (one bit per token of {})",
+                    bits.len(),
+                    self.vocab
+                )));
+            }
+        };
         let count = ids.len() as u64;
         let end = self
             .position
@@ -170,13 +209,14 @@ impl DecoderSession {
             vector(TensorData::Int32(positions), ids.len())?,
             vector(TensorData::Int32(selected), r)?,
             EValue::Tensor(Tensor::new(vec![r, 4], TensorData::Float32(knob_values))?),
+            EValue::Tensor(Tensor::new(vec![1, words], TensorData::Int32(mask_values))?),
             EValue::None,
         ];
         if self.with_logits {
             args.push(EValue::None);
         }
         self.delegate.execute(&mut args).await?;
-        let tokens = match args[4].as_tensor().map(Tensor::data) {
+        let tokens = match args[TOKENS_ARG].as_tensor().map(Tensor::data) {
             Some(TensorData::Int32(values)) => values
                 .iter()
                 .map(|&t| u32::try_from(t).map_err(|_| Error::internal("negative token")))
@@ -184,7 +224,7 @@ impl DecoderSession {
             _ => return Err(Error::internal("the tokens output is not i32")),
         };
         let logits = if self.with_logits {
-            let values = args[5]
+            let values = args[LOGITS_ARG]
                 .as_tensor()
                 .and_then(Tensor::as_f32)
                 .filter(|v| v.len() == r * self.vocab)

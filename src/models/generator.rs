@@ -11,6 +11,11 @@
 //!   prompt that starts with them feeds only the rest (a chat that grows turn by turn prefills
 //!   each turn once). The last prompt token is always fed, as its logits choose the first
 //!   generated token.
+//! - **Structured output.** A generation started with a [`TokenMatcher`] chooses each token
+//!   among those its grammar allows (the mask goes to the program's `token_mask` input), and
+//!   ends as soon as the grammar is complete ([`FinishReason::EndOfGeneration`]); the token
+//!   budget or the context can still cut it short ([`FinishReason::Length`],
+//!   [`FinishReason::Context`]), leaving a prefix of a match.
 //! - **Stop strings** end the text before the stop string; text that could still become one is
 //!   held back, so no piece ever shows part of a stop string.
 //! - **A dropped cache** (device loss, or `LowMemory` with the opt-in to drop state) is rebuilt:
@@ -25,6 +30,7 @@
 use crate::browser::timer::now_ms;
 use crate::error::{Error, ErrorCode, Result};
 use crate::models::decoder_session::{DecoderSession, Fed, GREEDY, Knobs, LogitRows};
+use crate::models::grammar::TokenMatcher;
 use crate::program::ops::Sample;
 use crate::text::{GgufTokenizer, IncrementalDecoder};
 use std::sync::Arc;
@@ -99,7 +105,8 @@ impl GenerateOptions {
 /// Why a generation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FinishReason {
-    /// An end-of-generation token (`<eos>`, `<end_of_turn>`, ...); it is not part of the text.
+    /// An end-of-generation token (`<eos>`, `<end_of_turn>`, ...; it is not part of the text),
+    /// or a constrained generation's grammar is complete.
     EndOfGeneration,
     /// A stop string appeared.
     Stop,
@@ -148,6 +155,11 @@ pub struct GeneratorStats {
     pub decode_ms: f64,
     /// How often a dropped cache was rebuilt by feeding the remembered tokens again.
     pub rebuilds: u64,
+    /// Token masks the last generation's grammar computed (0 when unconstrained).
+    pub masks: u64,
+    /// Milliseconds the last generation spent computing them (part of its prefill and decode
+    /// times).
+    pub mask_ms: f64,
 }
 
 impl GeneratorStats {
@@ -174,6 +186,7 @@ pub struct Generation {
     held: String,
     finished: Option<FinishReason>,
     first_ms: f64,
+    matcher: Option<TokenMatcher>,
 }
 
 impl Generation {
@@ -257,6 +270,26 @@ impl TextGenerator {
     /// # Errors
     /// As [`TextGenerator::start`]; `InvalidArgument` for an id outside the vocabulary.
     pub async fn start_ids(&mut self, ids: &[u32], options: GenerateOptions) -> Result<Generation> {
+        self.start_constrained(ids, options, None).await
+    }
+
+    /// As [`TextGenerator::start_ids`], choosing every token among those `matcher` allows
+    /// (from its start; see the module docs).
+    ///
+    /// # Errors
+    /// As [`TextGenerator::start`]; `InvalidArgument` for stop strings with a matcher (the
+    /// grammar decides where the output ends); the matcher's errors.
+    pub async fn start_constrained(
+        &mut self,
+        ids: &[u32],
+        options: GenerateOptions,
+        mut matcher: Option<TokenMatcher>,
+    ) -> Result<Generation> {
+        if matcher.is_some() && options.stop.iter().any(|s| !s.is_empty()) {
+            return Err(Error::invalid_argument(
+                "stop strings cannot be combined with a grammar (it decides where the output ends)",
+            ));
+        }
         if ids.is_empty() {
             return Err(Error::invalid_argument("the prompt has no tokens"));
         }
@@ -269,6 +302,7 @@ impl TextGenerator {
             )));
         }
         let started = now_ms();
+        let first_mask = matcher.as_mut().map(TokenMatcher::mask).transpose()?;
         // Reuse the cached prefix, but always feed the last prompt token.
         let common = self
             .cached
@@ -284,8 +318,10 @@ impl TextGenerator {
         let chunks = rest.len().div_ceil(PREFILL_CHUNK);
         for (i, chunk) in rest.chunks(PREFILL_CHUNK).enumerate() {
             let knobs = options.knobs(0);
-            let fed = self.feed(chunk, LogitRows::Last, knobs).await?;
-            if i + 1 == chunks {
+            let last = i + 1 == chunks;
+            let mask = if last { first_mask.as_deref() } else { None };
+            let fed = self.feed(chunk, LogitRows::Last, knobs, mask).await?;
+            if last {
                 first = fed.tokens.first().copied();
             }
         }
@@ -296,6 +332,8 @@ impl TextGenerator {
         self.stats.prefill_ms = prefill_ms;
         self.stats.generated_tokens = 0;
         self.stats.decode_ms = 0.0;
+        self.stats.masks = matcher.as_ref().map_or(0, TokenMatcher::masks);
+        self.stats.mask_ms = matcher.as_ref().map_or(0.0, TokenMatcher::mask_ms);
         Ok(Generation {
             options,
             next: Some(first),
@@ -304,6 +342,7 @@ impl TextGenerator {
             held: String::new(),
             finished: None,
             first_ms: prefill_ms,
+            matcher,
         })
     }
 
@@ -351,7 +390,7 @@ impl TextGenerator {
         let vocab = self.tokenizer.vocab_size();
         let mut wanted = logit_positions.iter().copied().peekable();
         for (i, chunk) in ids.chunks(EVALUATE_CHUNK).enumerate() {
-            let fed = match self.feed(chunk, LogitRows::All, GREEDY).await {
+            let fed = match self.feed(chunk, LogitRows::All, GREEDY, None).await {
                 Ok(fed) => fed,
                 Err(error) => {
                     self.forget();
@@ -386,12 +425,19 @@ impl TextGenerator {
         Ok(())
     }
 
-    /// Feeds `ids` (after the cached tokens), rebuilding a dropped cache once.
-    async fn feed(&mut self, ids: &[u32], rows: LogitRows<'_>, knobs: Knobs) -> Result<Fed> {
-        let fed = match self.session.feed(ids, rows, knobs).await {
+    /// Feeds `ids` (after the cached tokens) choosing among the tokens `mask` allows,
+    /// rebuilding a dropped cache once.
+    async fn feed(
+        &mut self,
+        ids: &[u32],
+        rows: LogitRows<'_>,
+        knobs: Knobs,
+        mask: Option<&[u32]>,
+    ) -> Result<Fed> {
+        let fed = match self.session.feed_masked(ids, rows, knobs, mask).await {
             Err(error) if is_dropped_state(&error) => {
                 self.rebuild().await?;
-                self.session.feed(ids, rows, knobs).await?
+                self.session.feed_masked(ids, rows, knobs, mask).await?
             }
             other => other?,
         };
@@ -430,7 +476,14 @@ impl TextGenerator {
             let started = now_ms();
             let step = u64::from(generation.produced);
             let knobs = generation.options.knobs(step);
-            let fed = self.feed(&[token], LogitRows::Last, knobs).await?;
+            let mask = generation
+                .matcher
+                .as_mut()
+                .map(TokenMatcher::mask)
+                .transpose()?;
+            let fed = self
+                .feed(&[token], LogitRows::Last, knobs, mask.as_deref())
+                .await?;
             let chosen = *fed
                 .tokens
                 .first()
@@ -447,6 +500,15 @@ impl TextGenerator {
     fn emit(&mut self, g: &mut Generation, token: u32, ms: f64) -> Result<Piece> {
         g.produced += 1;
         self.stats.generated_tokens = u64::from(g.produced);
+        let mut complete = false;
+        if let Some(matcher) = &mut g.matcher {
+            self.stats.masks = matcher.masks();
+            self.stats.mask_ms = matcher.mask_ms();
+            if !self.tokenizer.is_end_of_generation(token) {
+                matcher.accept(token)?;
+                complete = matcher.is_finished();
+            }
+        }
         if self.tokenizer.is_end_of_generation(token) {
             g.finished = Some(FinishReason::EndOfGeneration);
             g.next = None;
@@ -466,7 +528,9 @@ impl TextGenerator {
             std::mem::replace(&mut g.held, rest)
         };
         if g.finished.is_none() {
-            if g.produced >= g.options.max_new_tokens {
+            if complete {
+                g.finished = Some(FinishReason::EndOfGeneration);
+            } else if g.produced >= g.options.max_new_tokens {
                 g.finished = Some(FinishReason::Length);
             } else if self.session.position() + 1 >= self.session.context() {
                 g.finished = Some(FinishReason::Context);

@@ -28,6 +28,7 @@ mod scale;
 mod slice;
 mod softmax;
 pub mod support;
+mod token_mask;
 mod unary;
 
 pub use argmax::{Argmax, order_key};
@@ -51,6 +52,7 @@ pub use scale::Scale;
 pub use slice::Slice;
 pub use softmax::Softmax;
 pub use support::OpDef;
+pub use token_mask::TokenMask;
 pub use unary::{Unary, UnaryOp};
 
 use crate::program::infer::InferResult;
@@ -84,6 +86,7 @@ macro_rules! with_op_list {
             Argmax,
             Sample,
             Linear,
+            TokenMask,
         }
     };
 }

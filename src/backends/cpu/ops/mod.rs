@@ -16,6 +16,7 @@ mod rms_norm;
 mod rope;
 mod sample;
 mod softmax;
+mod token_mask;
 
 use crate::backends::cpu::frame::CpuOp;
 use crate::program::Op;

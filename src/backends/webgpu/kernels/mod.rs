@@ -33,6 +33,7 @@ pub(crate) mod rope;
 pub(crate) mod rows;
 pub(crate) mod sample;
 pub(crate) mod source;
+pub(crate) mod token_mask;
 
 use crate::error::{Error, Result};
 use crate::program::{DType, TensorDecl, TensorId};
