@@ -95,7 +95,7 @@ test('CPU: chat completions render like jinja2, stream OpenAI chunks, reuse the 
       notArray: await capture(() => gen.chat.completions.create({ messages: 'hi' })),
       noRole: await capture(() => gen.chat.completions.create({ messages: [{ content: 'hi' }] })),
       system: await capture(() => gen.chat.completions.create({ messages: [{ role: 'system', content: 'x' }, ...question] })),
-      json: await capture(() => gen.chat.completions.create({ messages: question, response_format: { type: 'json_object' } })),
+      format: await capture(() => gen.chat.completions.create({ messages: question, response_format: { type: 'xml' } })),
       temperature: await capture(() => gen.chat.completions.create({ messages: question, temperature: 3 })),
       n: await capture(() => gen.chat.completions.create({ messages: question, n: 2 })),
     };
@@ -163,7 +163,8 @@ test('CPU: chat completions render like jinja2, stream OpenAI chunks, reuse the 
   }
   assert.match(r.errors.system.error.message, /System role not supported/);
   assert.match(r.errors.system.error.message, /chat template line \d+/);
-  assert.equal(r.errors.json.error.code, 'NotSupported');
+  assert.equal(r.errors.format.error.code, 'InvalidArgument');
+  assert.match(r.errors.format.error.message, /response_format\.type "xml"/);
   assert.equal(r.errors.n.error.code, 'NotSupported');
   assert.equal(r.afterErrors, r.expectedText.slice(0, r.afterErrors.length));
   assert.equal(r.afterDestroy.error.code, 'InvalidState');

@@ -103,6 +103,26 @@ test('Generate demo: a typed prompt streams the reference greedy text on the CPU
   assert.ok(cached > 10, `the second turn reused the first's cache: ${chat.rates}`);
   assert.match(chat.rates, /ended: length/);
 
+  // The JSON toggle: the reply follows the page's schema and the page shows the parsed object.
+  // Oracle: JSON.parse of the bubble's text, checked against the schema's required keys and types.
+  await demo.page.locator('#json-mode summary').click();
+  await demo.page.locator('#json-schema-on').check();
+  await demo.page.locator('#chat-max-tokens').fill('80');
+  await demo.page.locator('#chat-input').fill('Which city is the capital of Japan?');
+  await demo.page.locator('#send').click();
+  await demo.page.waitForFunction(() => document.querySelectorAll('#messages li').length === 6 && document.body.dataset.state === 'ready', undefined, { timeout: 180_000, polling: 250 });
+  const json = await demo.evaluate(() => {
+    const li = [...document.querySelectorAll('#messages li')].at(-1);
+    return { text: li.querySelector('.content').textContent, parsed: li.querySelector('pre.parsed')?.textContent, rates: document.getElementById('chat-rates').textContent };
+  });
+  t.diagnostic(`json reply: ${json.text} · ${json.rates}`);
+  const value = JSON.parse(json.text);
+  assert.deepEqual(Object.keys(value), ['city', 'country', 'population']);
+  assert.equal(typeof value.city, 'string');
+  assert.ok(Number.isInteger(value.population) && value.population >= 0);
+  assert.equal(json.parsed, JSON.stringify(value, null, 2), 'the page shows the parsed object');
+  assert.match(json.rates, /ended: stop · grammar [\d.]+ ms\/token/);
+
   await mkdir(ARTIFACTS, { recursive: true });
   await demo.page.screenshot({ path: path.join(ARTIFACTS, 'generate.png'), fullPage: true });
 });

@@ -531,8 +531,8 @@ fn gemma_writes_valid_json_for_schemas() {
         json!({"type": "object", "properties": {"city": {"type": "string", "enum": ["Paris", "Tokyo", "Lima"]}, "tags": {"type": "array", "items": {"type": "string", "maxLength": 10}, "maxItems": 3}}, "required": ["city", "tags"], "additionalProperties": false}),
         json!({"type": "object"}),
     ];
-    all.extend(schemas(0x5eed_0004, 5, 300));
-    let outputs = check_schemas(&mut generator, &compiler, &prompt, &all, 200, |i| {
+    all.extend(schemas(0x5eed_0004, 2, 200));
+    let outputs = check_schemas(&mut generator, &compiler, &prompt, &all, 160, |i| {
         if i % 2 == 0 { 0.0 } else { 0.7 }
     });
     let masks: f64 = generator.stats().mask_ms / generator.stats().masks.max(1) as f64;

@@ -2,6 +2,8 @@
 // with Stop (abort: finish_reason "abort"), New chat (reset), and the rates and cached-token
 // count of each reply. The conversation is re-sent whole each turn, as an OpenAI client does;
 // the generator feeds only what its KV cache lacks (usage.prompt_tokens_details.cached_tokens).
+// With "Reply as JSON" on, the request carries response_format json_schema and the reply shows
+// the parsed object (or why it is incomplete: a reply cut by max tokens).
 import { el } from './dom.js';
 import { describeError } from './model.js';
 
@@ -66,10 +68,20 @@ export function startChat(generator, { setState }) {
     }
     if (!error) {
       conversation.push({ role: 'assistant', content });
+      if (options.response_format) {
+        let shown;
+        try {
+          shown = JSON.stringify(JSON.parse(content), null, 2);
+        } catch (e) {
+          shown = `(not a complete value: ${finish === 'length' ? 'cut by max tokens' : e.message})`;
+        }
+        body.parentElement.append(el('pre', { className: 'parsed' }, shown));
+      }
       const x = usage.extra;
       rates.textContent = `prompt ${usage.prompt_tokens} tokens, ${usage.prompt_tokens_details.cached_tokens} cached · ` +
         `first token ${(x.time_to_first_token_s * 1000).toFixed(0)} ms · ${usage.completion_tokens} tokens, ` +
-        `${Number.isFinite(x.decode_tokens_per_s) ? x.decode_tokens_per_s.toFixed(1) : '–'} tokens/s · ended: ${finish}`;
+        `${Number.isFinite(x.decode_tokens_per_s) ? x.decode_tokens_per_s.toFixed(1) : '–'} tokens/s · ended: ${finish}` +
+        (x.grammar_mask_ms_per_token === undefined ? '' : ` · grammar ${x.grammar_mask_ms_per_token.toFixed(2)} ms/token`);
     }
     running = null;
     send.disabled = false;
@@ -83,7 +95,18 @@ export function startChat(generator, { setState }) {
     const text = input.value.trim();
     if (!text) return;
     input.value = '';
-    turn(text, { max_tokens: number('chat-max-tokens'), temperature: number('chat-temperature') });
+    const options = { max_tokens: number('chat-max-tokens'), temperature: number('chat-temperature') };
+    if (document.getElementById('json-schema-on').checked) {
+      let schema;
+      try {
+        schema = JSON.parse(document.getElementById('json-schema').value);
+      } catch (e) {
+        rates.textContent = `The schema is not JSON: ${e.message}`;
+        return;
+      }
+      options.response_format = { type: 'json_schema', json_schema: { name: 'reply', schema } };
+    }
+    turn(text, options);
   };
   input.onkeydown = (e) => {
     if (e.key === 'Enter' && !e.shiftKey && !send.disabled) {

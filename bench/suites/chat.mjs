@@ -22,16 +22,77 @@
 //
 // The setup's Gemma GGUF is the base model, without a template: the llama.cpp Gemma template
 // (google-gemma-2-2b-it.jinja, the same turn format) is passed as chatTemplate.
-// Not measured yet (structured output is not built): json_schema_valid_fraction,
-// json_mask_ms_per_token_cpu, json_decode_ratio_cpu.
+//
+// Structured output (response_format json_schema, Gemma 3 270M, CPU backend):
+//   json_schema_valid_fraction     of JSON_SCHEMAS random schemas (seeded: nesting, enums,
+//                                  arrays, required fields, patterns, formats, $ref, anyOf;
+//                                  half greedy, half at temperature 0.8), the fraction whose
+//                                  output ends by itself ('stop') and is valid for ajv (with
+//                                  ajv-formats), an oracle independent of llguidance (target 1.0)
+//   json_schema_count              how many schemas that fraction is of
+//   json_schema_length_cut         outputs cut by max_tokens (200) instead (counted invalid)
+//   json_mask_ms_per_token_cpu     median over those generations of the grammar's milliseconds
+//                                  per token mask (usage.extra.grammar_mask_ms_per_token)
+//   json_compiler_ms               the grammar compiler's build for the 262,144-token vocabulary
+//                                  (once per model): the first structured request's time minus
+//                                  the same request's again
+//   json_decode_tps_schema, json_decode_tps_plain  decode tokens/s of 64-token replies with a
+//                                  long-output schema and without one (medians over ROUNDS)
+//   json_decode_ratio_cpu          schema / plain (target >= 0.8), json_decode_ratio_cpu_spread
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
+import Ajv2020 from 'ajv/dist/2020.js';
+import addFormats from 'ajv-formats';
 import { median, spread } from '../lib/stats.mjs';
 
 const MODEL_URL = '/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf';
 const TEMPLATES = '.cache/chat-templates';
 const GEMMA_TEMPLATE = `${TEMPLATES}/templates/google-gemma-2-2b-it.jinja`;
 const ROUNDS = Number(process.env.BENCH_CHAT_ROUNDS ?? 3);
+const JSON_SCHEMAS = Number(process.env.BENCH_JSON_SCHEMAS ?? 200);
+
+/** A seeded generator of object schemas whose values stay short (a port of the native test's). */
+function randomSchemas(seed, count) {
+  let state = BigInt(seed);
+  const next = () => {
+    state ^= state >> 12n; state ^= (state << 25n) & 0xffffffffffffffffn; state ^= state >> 27n;
+    return Number(((state * 0x2545f4914f6cdd1dn) & 0xffffffffffffffffn) >> 11n);
+  };
+  const below = (n) => next() % n;
+  const pick = (items) => items[below(items.length)];
+  const leaf = () => {
+    switch (below(11)) {
+      case 0: return { type: 'string', minLength: below(2), maxLength: 1 + below(12) };
+      case 1: return { type: 'string', pattern: '^[a-z]{1,8}$' };
+      case 2: return { type: 'string', pattern: '^[A-Z]{2}-[0-9]{2,3}$' };
+      case 3: return { type: 'string', enum: [...new Set(Array.from({ length: 1 + below(4) }, () => pick(['red', 'grün', '青い', 'a b', 'say "hi"', 'line\nbreak'])))] };
+      case 4: { const low = below(100) - 50; return { type: 'integer', minimum: low, maximum: low + below(2000) }; }
+      case 5: return { type: 'boolean' };
+      case 6: return { type: 'null' };
+      case 7: return { enum: [1, 'two', null, true, 2.5] };
+      case 8: return { type: 'number', minimum: 0, maximum: 100 };
+      case 9: return { type: 'string', format: pick(['date', 'email', 'time']) };
+      default: return { anyOf: [leaf(), leaf()] };
+    }
+  };
+  const node = (depth) => {
+    if (depth === 0 || below(3) === 0) return leaf();
+    if (below(3) === 0) return { type: 'array', items: node(depth - 1), minItems: below(2), maxItems: 1 + below(3) };
+    return object(depth);
+  };
+  const object = (depth) => {
+    const names = ['name', 'age', 'tags', 'id', 'größe', 'x y', '_k', 'title', 'items', 'date'];
+    const properties = {};
+    const n = 1 + below(depth > 1 ? 3 : 4);
+    for (let i = 0; i < n; i++) properties[pick(names)] = node(depth - 1);
+    const required = Object.keys(properties).filter(() => below(3) > 0);
+    return { type: 'object', properties, required, additionalProperties: false };
+  };
+  return Array.from({ length: count }, (_, i) => {
+    const schema = object(1 + below(2));
+    return i % 7 === 3 ? { $defs: { item: schema }, $ref: '#/$defs/item' } : schema;
+  });
+}
 
 export async function run(ctx) {
   const read = async (p) => readFile(path.join(ctx.root, p), 'utf8');
@@ -127,9 +188,66 @@ export async function run(ctx) {
     return results;
   }, { url: MODEL_URL, template: gemmaTemplate, rounds: ROUNDS });
 
+  ctx.log(`chat: structured output, ${JSON_SCHEMAS} random schemas and the decode rate with and without one`);
+  const schemas = randomSchemas(0x5eed0031, JSON_SCHEMAS);
+  const structured = await page.evaluate(async ({ url, template, schemas, rounds }) => {
+    const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 512, chatTemplate: template });
+    const messages = [{ role: 'user', content: 'Reply with a JSON object.' }];
+    const outputs = [];
+    // The compiler is built by the first structured request: time one request twice.
+    const once = async () => {
+      const t0 = performance.now();
+      await gen.chat.completions.create({ messages, response_format: { type: 'json_object' }, max_tokens: 1, temperature: 0 });
+      return performance.now() - t0;
+    };
+    const compilerMs = (await once()) - (await once());
+    for (const [i, schema] of schemas.entries()) {
+      const c = await gen.chat.completions.create({
+        messages, response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema } },
+        max_tokens: 200, temperature: i % 2 ? 0.8 : 0, seed: i,
+      });
+      outputs.push({ content: c.choices[0].message.content, finish: c.choices[0].finish_reason, maskMs: c.usage.extra.grammar_mask_ms_per_token });
+    }
+    // Decode rate: a schema whose value is long (an array of up to 40 short strings) vs none.
+    const long = { type: 'object', properties: { words: { type: 'array', items: { type: 'string', maxLength: 12 }, minItems: 40, maxItems: 40 } }, required: ['words'], additionalProperties: false };
+    const rates = [];
+    for (let r = 0; r < rounds; r++) {
+      const withSchema = await gen.chat.completions.create({ messages: [{ role: 'user', content: 'List forty words.' }], response_format: { type: 'json_schema', json_schema: { name: 'long', schema: long } }, max_tokens: 64, temperature: 0 });
+      const plain = await gen.chat.completions.create({ messages: [{ role: 'user', content: 'List forty words.' }], max_tokens: 64, temperature: 0 });
+      rates.push({ schema: withSchema.usage.extra.decode_tokens_per_s, plain: plain.usage.extra.decode_tokens_per_s, tokens: [withSchema.usage.completion_tokens, plain.usage.completion_tokens] });
+    }
+    gen.destroy();
+    return { outputs, compilerMs, rates };
+  }, { url: MODEL_URL, template: gemmaTemplate, schemas, rounds: ROUNDS });
+  let valid = 0;
+  let cut = 0;
+  structured.outputs.forEach((o, i) => {
+    if (o.finish === 'length') cut += 1;
+    if (o.finish !== 'stop') return;
+    try {
+      const ajv = new Ajv2020({ strict: false });
+      addFormats(ajv);
+      if (ajv.compile(schemas[i])(JSON.parse(o.content))) valid += 1;
+      else ctx.log(`chat: schema ${i} invalid: ${o.content}`);
+    } catch (e) {
+      ctx.log(`chat: schema ${i}: ${e.message}: ${o.content}`);
+    }
+  });
+  const decodeRatios = structured.rates.map((r) => r.schema / r.plain);
+  ctx.log(`chat: decode rates ${JSON.stringify(structured.rates)}`);
+
   const ratios = followup.map((r) => r.reuse.ms / r.fresh.ms);
   const last = followup.at(-1);
   return {
+    json_schema_valid_fraction: valid / schemas.length,
+    json_schema_count: schemas.length,
+    json_schema_length_cut: cut,
+    json_mask_ms_per_token_cpu: median(structured.outputs.map((o) => o.maskMs).filter((m) => m !== undefined)),
+    json_compiler_ms: structured.compilerMs,
+    json_decode_tps_schema: median(structured.rates.map((r) => r.schema)),
+    json_decode_tps_plain: median(structured.rates.map((r) => r.plain)),
+    json_decode_ratio_cpu: median(decodeRatios),
+    json_decode_ratio_cpu_spread: spread(decodeRatios),
     chat_template_equal_fraction: equal / rendered,
     chat_template_renders: rendered,
     chat_template_refused_agree_fraction: refused ? refusedToo / refused : 1,

@@ -220,8 +220,14 @@ export interface ChatCompletionRequest {
   stop?: string | string[];
   /** Tool definitions, passed to the template as transformers passes `tools`. */
   tools?: Array<{ type: 'function'; function: { name: string; description?: string; parameters?: object } }>;
-  /** Only `{type: 'text'}` for now; `json_object` / `json_schema` reject with `NotSupported`. */
-  response_format?: { type: 'text' | 'json_object' | 'json_schema'; [key: string]: unknown };
+  /**
+   * Structured output: every token is chosen among those the format allows (llguidance, on
+   * the model's vocabulary), and the completion ends when the value is complete
+   * (`finish_reason: 'stop'`; `'length'` when `max_tokens` cuts it, leaving a prefix of a valid
+   * value). JSON is written compactly (`", "` and `": "`, no other whitespace). Cannot be
+   * combined with `stop`.
+   */
+  response_format?: ResponseFormat;
   /** Extra template variables, e.g. `{enable_thinking: false}`. */
   chat_template_kwargs?: Record<string, unknown>;
   /** Ends the completion within one token with `finish_reason: 'abort'`. */
@@ -230,6 +236,18 @@ export interface ChatCompletionRequest {
   model?: string;
   [field: string]: unknown;
 }
+
+/**
+ * `response_format` of a chat completion: plain text; any JSON object; a JSON schema (OpenAI's
+ * `json_schema.schema`, or WebLLM's `schema` on `json_object`, an object or its JSON text); a
+ * grammar in llguidance's Lark dialect; a regular expression the whole text matches.
+ */
+export type ResponseFormat =
+  | { type: 'text' }
+  | { type: 'json_object'; schema?: object | string }
+  | { type: 'json_schema'; json_schema: { name?: string; schema?: object | string; strict?: boolean } }
+  | { type: 'grammar'; grammar: string }
+  | { type: 'regex'; regex: string };
 
 /** Token counts of a completion (OpenAI's `usage`, with WebLLM-style `extra` rates). */
 export interface ChatCompletionUsage {
@@ -243,6 +261,8 @@ export interface ChatCompletionUsage {
     decode_tokens_per_s: number;
     time_to_first_token_s: number;
     time_per_output_token_s: number;
+    /** With `response_format`: milliseconds per token mask of the grammar. */
+    grammar_mask_ms_per_token?: number;
   };
 }
 
@@ -315,6 +335,8 @@ export interface GeneratorStats {
   prefillTokensPerSecond?: number;
   decodeTokensPerSecond?: number;
   rebuilds?: number;
+  grammarMasks?: number;
+  grammarMaskMs?: number;
   finishReason: 'eos' | 'stop' | 'length' | 'context' | 'aborted' | 'return' | 'error' | 'destroyed' | null;
   bytesLoaded: number;
   requests: number;

@@ -15,6 +15,8 @@ const TOKEN_MASK: &str = r"
 struct Params {
     // x: rows, y: V, z: mask words per row, w: mask rows (1: one mask for every row)
     head: vec4<u32>,
+    // x: the bits of -inf (a uniform: Tint refuses -inf as a constant expression)
+    tail: vec4<u32>,
 }
 
 @group(0) @binding(0) var<uniform> p: Params;
@@ -35,7 +37,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let mask_row = select(row, 0u, p.head.w == 1u);
     let word = mask[mask_row * p.head.z + token / 32u];
     let allowed = ((word >> (token % 32u)) & 1u) != 0u;
-    out[i] = select(bitcast<f32>(0xff800000u), logits[i], allowed);
+    out[i] = select(bitcast<f32>(p.tail.x), logits[i], allowed);
 }
 ";
 
@@ -100,6 +102,7 @@ impl GpuOp for TokenMask {
                     to_u32(words, "mask words")?,
                     to_u32(mask_rows, "mask rows")?,
                 ])
+                .vec4([f32::NEG_INFINITY.to_bits(), 0, 0, 0])
                 .finish(),
             bindings: vec![
                 Binding::Tensor(self.logits),

@@ -27,6 +27,7 @@ use crate::models::decoder::{
 };
 use crate::models::decoder_session::DecoderSession;
 use crate::models::generator::TextGenerator;
+use crate::models::grammar::GrammarCompiler;
 use crate::params::http::{HttpProvider, ScopeOptions};
 use crate::program;
 use crate::registry::BackendInitContext;
@@ -38,7 +39,7 @@ use crate::web::registry::introspect;
 use chat::Chat;
 use js_sys::{Float32Array, Object, Promise, Reflect, Uint32Array};
 use options::{DEFAULT_CONTEXT, LoadOptions, evaluate_options, generate_options};
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
 use stream::{GenerationStream, Prompt};
@@ -64,6 +65,23 @@ struct Shared {
     chat_prompt: Result<ChatPrompt>,
     /// The `model` field of chat completions (the file's `general.name`, else its architecture).
     model: String,
+    /// Structured output's compiler for this vocabulary, built at the first request that
+    /// needs it (about a second for 262,144 tokens).
+    grammar: RefCell<Option<Rc<GrammarCompiler>>>,
+    /// Words of the program's token mask.
+    mask_words: usize,
+}
+
+impl Shared {
+    /// The grammar compiler, built on first use.
+    fn grammar(&self) -> Result<Rc<GrammarCompiler>> {
+        if let Some(compiler) = self.grammar.borrow().as_ref() {
+            return Ok(Rc::clone(compiler));
+        }
+        let compiler = Rc::new(GrammarCompiler::new(&self.tokenizer)?);
+        *self.grammar.borrow_mut() = Some(Rc::clone(&compiler));
+        Ok(compiler)
+    }
 }
 
 /// A loaded decoder model, ready to generate.
@@ -165,6 +183,7 @@ impl Generator {
         let tokenizer = Arc::new(tokenizer);
         let vocab = tokenizer.vocab_size();
         let session = DecoderSession::new(placed.delegate, context, vocab, options.logits);
+        let mask_words = session.mask_words();
         Ok(Generator {
             backend: placed.backend,
             fallback: placed.fallback,
@@ -177,6 +196,8 @@ impl Generator {
                 last_finish: Rc::new(Cell::new(None)),
                 chat_prompt,
                 model: model_name.unwrap_or_else(|| config.arch.name().to_owned()),
+                grammar: RefCell::new(None),
+                mask_words,
             }),
         })
     }
@@ -347,7 +368,8 @@ impl Generator {
     /// Counters: `promptTokens`, `reusedTokens` (prompt tokens whose cache was kept from the
     /// last call), `prefillMs`, `generatedTokens`, `decodeMs`, `decodeMsPerToken`,
     /// `prefillTokensPerSecond`, `decodeTokensPerSecond`, `rebuilds` (caches rebuilt after a
-    /// device loss), `finishReason`, `bytesLoaded`, `requests`, `backend`, `fallbackReason`,
+    /// device loss), `grammarMasks` and `grammarMaskMs` (token masks of a structured output and
+    /// the milliseconds they took), `finishReason`, `bytesLoaded`, `requests`, `backend`, `fallbackReason`,
     /// `architecture`, `contextLength`, `vocabSize`. The generation counters are `null` while a
     /// generation runs.
     #[wasm_bindgen(unchecked_return_type = "GeneratorStats")]
@@ -377,6 +399,8 @@ impl Generator {
                     JsValue::from_f64(1000.0 / per_token),
                 );
                 set(&object, "rebuilds", number(s.rebuilds));
+                set(&object, "grammarMasks", number(s.masks));
+                set(&object, "grammarMaskMs", JsValue::from_f64(s.mask_ms));
             }
         });
         let loaded = self.shared.provider.total_stats();

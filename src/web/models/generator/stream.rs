@@ -18,6 +18,7 @@
 use crate::error::{Error, Result};
 use crate::fifo_slot::{FifoSlot, SlotClosed, Turn};
 use crate::models::generator::{GenerateOptions, Generation, GeneratorStats, Piece, TextGenerator};
+use crate::models::grammar::TokenMatcher;
 use crate::params::http::HttpProvider;
 use crate::send_sync::LocalBoxFuture;
 use crate::web::edge::errors::to_js_error;
@@ -54,8 +55,9 @@ enum Hold {
 pub(super) enum Prompt {
     /// Text, tokenized when the generation starts (as the options say).
     Text(String),
-    /// Token ids (a rendered chat).
-    Ids(Vec<u32>),
+    /// Token ids (a rendered chat), each chosen among what the matcher allows when there is
+    /// one (structured output).
+    Ids(Vec<u32>, Option<TokenMatcher>),
 }
 
 /// Everything one generation needs between `next()` calls.
@@ -131,7 +133,9 @@ impl StreamState {
             };
             let generation = match prompt {
                 Prompt::Text(text) => generator.start(&text, options).await?,
-                Prompt::Ids(ids) => generator.start_ids(&ids, options).await?,
+                Prompt::Ids(ids, matcher) => {
+                    generator.start_constrained(&ids, options, matcher).await?
+                }
             };
             self.generation = Some(generation);
         }
@@ -197,6 +201,13 @@ pub(super) fn usage_object(usage: &GeneratorStats) -> JsValue {
         "time_per_output_token_s",
         JsValue::from_f64(usage.decode_ms / 1000.0 / steps),
     );
+    if usage.masks > 0 {
+        set(
+            &extra,
+            "grammar_mask_ms_per_token",
+            JsValue::from_f64(usage.mask_ms / usage.masks as f64),
+        );
+    }
     set(&object, "extra", extra.into());
     object.into()
 }
