@@ -2,6 +2,8 @@
 //! parameters reference the checkpoint's own keys ([`bert`], [`decoder`]); and running them:
 //! [`decoder_session`] (one sequence's position over a decoder delegate) and [`generator`]
 //! (text in, streamed text out), with [`chat`] (conversations in, the model's own prompt out).
+//! [`catalog`] is the tensors a builder checks (from an index or a provider); [`sbert`]
+//! sentence-transformers' truncation length.
 
 pub mod bert;
 pub mod catalog;
