@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the CPU worker pool's kernel module: the no_std crate in kernels/ for wasm32 with
 # atomics, importing one shared WebAssembly.Memory (each worker and the main thread
-# instantiate it against that memory; see src/backends/cpu/threads.js). Stable Rust's
+# instantiate it against that memory; see src/browser/cpu_threads/pool.js). Stable Rust's
 # prebuilt core has no atomics, hence --no-check-features: core's code is plain loads and
 # stores, which are correct on a shared memory, and the module's data segments are passive,
 # initialised once by the start function wasm-ld emits for shared memory.

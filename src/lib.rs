@@ -8,16 +8,20 @@
 //! Two public interfaces, each in its own module:
 //! - [`registry`]: ExecuTorch's delegate `BackendInterface` and the process-wide backend registry.
 //! - [`params`]: IREE's parameter provider (`iree_io_parameter_provider_t`): in-memory and HTTP
-//!   providers, and the safetensors / GGUF / IRPA index readers.
+//!   providers, provider lists, and the safetensors / GGUF / IRPA / ExecuTorch `.ptd` index
+//!   readers.
 //!
 //! Around them: [`program`] (the processed blob a backend runs: IR, builder, format, validation),
-//! [`backends`] (the WebGPU backend on `wgpu` and the CPU backend), [`lifecycle`] (suspend,
-//! resume and low-memory signals), [`models`] (programs for known checkpoints, e.g. BERT
-//! sentence embeddings) and, with the `text` feature, `text` (tokenisation). [`error`] holds
-//! the one error model (ExecuTorch codes and IREE status codes), [`evalue`] the values that
-//! cross a delegate call. The `web` module (wasm32 only: the wasm-bindgen API, grouped by
-//! concept) and `browser` (the platform: fetch, Cache API, timers, GPU-direct writes) are the
-//! only code that speaks JavaScript.
+//! [`backends`] (the WebGPU backend on `wgpu` and the CPU backend), [`pte`] (ExecuTorch `.pte`
+//! programs: the reader and the method runtime over the registry; schemas in
+//! [`executorch_schema`]), [`lifecycle`] (suspend, resume and low-memory signals), [`models`]
+//! (programs for known checkpoints: BERT sentence embeddings, decoder LLMs from a GGUF, and the
+//! generator and chat that run them) and, with the `text` feature, `text` (tokenisation, the GGUF's
+//! own tokenizer, chat templates). [`quant`] holds ggml's block formats, [`error`] the one error
+//! model (ExecuTorch codes and IREE status codes), [`evalue`] the values that cross a delegate
+//! call, `send_sync` the platform's thread bounds. The `web` module (wasm32 only: the wasm-bindgen
+//! API, grouped by concept) and `browser` (the platform: fetch, Cache API, timers, GPU-direct
+//! writes) are the only code that speaks JavaScript.
 
 pub mod backends;
 pub(crate) mod browser;

@@ -6,7 +6,9 @@
 //! accumulators held in registers, so each weight byte is read once and nothing is written. [`dot_rows`] is the decode step's matrix-vector product
 //! over a run of rows (a worker's share is a run of rows); [`dot_rows_each`] the same for
 //! several activation rows, each weight row read once for all of them. Q8_0 rows go two at a
-//! time (each activation load serves both; each row's dot is exactly its one-row dot).
+//! time (each activation load serves both; each row's dot is exactly its one-row dot): +20%
+//! with f32 and +40-55% with int8 activations on Gemma's Q8_0 lm_head in Chromium; the other
+//! formats go one row at a time.
 
 use crate::KernelError;
 use crate::math::{F32x4, U8x16, half_to_f32};

@@ -9,7 +9,7 @@
 //! every tensor against them before emitting anything: a missing tensor, a wrong shape, an
 //! unsupported dtype or a byte length that disagrees is `InvalidExternalData` naming the key.
 //!
-//! One program serves prefill and decode (ARCHITECTURE.md, "Decoder programs"):
+//! One program serves prefill and decode (decision records 0025 and 0029 in `docs/decisions/`):
 //! - inputs `ids` i32 `[S]` (tokens), `positions` i32 `[S]` (their absolute positions),
 //!   `logit_rows` i32 `[R]` (which of the `S` rows get logits: the last one when generating,
 //!   all of them when testing), `knobs` f32 `[R, 4]` (temperature, top-k, top-p, draw: see

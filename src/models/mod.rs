@@ -3,6 +3,8 @@
 //! [`decoder_session`] (one sequence's position over a decoder delegate) and [`generator`]
 //! (text in, streamed text out), with [`chat`] (conversations in, the model's own prompt out)
 //! and [`grammar`] (structured output: the tokens a JSON schema or grammar allows each step).
+//! [`catalog`] is the tensors a builder checks (from an index or a provider); [`sbert`]
+//! sentence-transformers' truncation length.
 
 pub mod bert;
 pub mod catalog;

@@ -1,4 +1,5 @@
-//! Provider semantics against SEMANTICS.md, on the in-memory provider and the provider list.
+//! Provider semantics against `docs/semantics.md` (IREE's interface, index provider and provider
+//! list), on the in-memory provider and the provider list.
 
 use super::*;
 use crate::error::StatusCode;

@@ -4,10 +4,11 @@
 //! `NamedDataMap` (`runtime/core/named_data_map.h`) a backend reads external weights through,
 //! over a parameter-provider scope.
 //!
-//! Semantics are upstream's, code for code (see `SEMANTICS.md` in the project's shared notes);
-//! where this module differs on purpose, the item's docs say so: async `init`/`execute`, option
-//! keys and strings refused rather than truncated when too long, empty option keys refused (an
-//! empty key can name nothing a backend reads), and integer options held as `i64`.
+//! Semantics are upstream's, code for code (`docs/semantics.md` lists them with their upstream
+//! files); where this module differs on purpose, the item's docs say so: async
+//! `init`/`execute`, option keys and strings refused rather than truncated when too long, empty
+//! option keys refused (an empty key can name nothing a backend reads), and integer options
+//! held as `i64`.
 
 mod context;
 mod delegate;

@@ -13,11 +13,12 @@
 //!   of them to Rust.
 //! - [`registry`]: the backend registry's API, `Delegate`, JavaScript backends, the default
 //!   backends and what a WebGPU delegate tells about itself.
-//! - [`programs`]: building programs from JavaScript (`ProgramBuilder`, `bertProgram`, the
-//!   matmul bench program).
+//! - [`programs`]: building programs from JavaScript (`ProgramBuilder`, `bertProgram`) and the
+//!   benchmark fixtures (`MatmulBench`, `QmatvecBench`, `BandwidthBench`).
 //! - [`loading`]: what every high-level load shares (the backend choice, aborts, fetching a file).
 //! - [`executorch`]: ExecuTorch programs (`Module`: a `.pte` with its `.ptd` streamed by Range).
-//! - [`models`]: high-level model APIs (`Embedder`, `Generator`).
+//! - [`models`]: high-level model APIs (`Embedder`; `Generator` with its chat API,
+//!   `generator.chat.completions.create`; `ChatTemplate`), with the `text` feature.
 
 pub mod edge;
 pub mod executorch;

@@ -13,7 +13,7 @@
 //! - `destroy` drops the handle; [`CpuBackend::live_programs`] counts handles not yet dropped.
 //!
 //! Options: `get_option` answers `precision` (`"f32"`), `simd128` (whether the build vectorises
-//! with wasm SIMD), `threads` (how many threads the products run on: 1 without a pool, or once
+//! with wasm SIMD), `threads` (how many threads the pool's ops run on: 1 without a pool, or once
 //! a pool's worker failed), `threads_reason` (why), `pool_min_work` and `live_programs`;
 //! unknown keys are `InvalidArgument` (as in the WebGPU backend). `set_option` takes `threads`
 //! (1 up to the installed pool's size; more than 1 without a pool is `InvalidArgument`, with

@@ -7,14 +7,15 @@
 //! In the browser `navigator.gpu` is checked first and the adapter's identity is read from the
 //! page (`browser::gpu`; natively its stub).
 //!
-//! The device is asked for the adapter's own limits (a device gets the WebGPU defaults
-//! otherwise, e.g. a 256 MiB maxBufferSize and a 128 MiB maxStorageBufferBindingSize in
-//! Chromium where the adapter allows 1 GiB or more; a real Gemma lm_head is 170 MiB), natively
-//! (wgpu's `Adapter::limits`) and in the browser (wgpu reads `GPUAdapter.limits`), and for
-//! `timestamp-query` and `shader-f16` where the adapter has them. wgpu's default reaction to an
-//! uncaptured device error is a panic, which in WebAssembly kills the module; the context
-//! installs a handler that records the error instead, and `init`/`execute` turn recorded errors
-//! into `Internal`.
+//! The device is asked for the adapter's own limits (a device gets the WebGPU defaults otherwise,
+//! e.g. a 256 MiB maxBufferSize and a 128 MiB maxStorageBufferBindingSize in Chromium where the
+//! adapter allows 1 GiB or more; a real Gemma lm_head is 170 MiB), natively (wgpu's
+//! `Adapter::limits`) and in the browser (wgpu reads `GPUAdapter.limits`), and for
+//! `timestamp-query`, `shader-f16` and subgroups where the adapter has them (in the browser
+//! subgroups through `browser::gpu::with_subgroups_requested`, wgpu not mapping that feature).
+//! wgpu's default reaction to an uncaptured device error is a panic, which in WebAssembly kills the
+//! module; the context installs a handler that records the error instead, and `init`/`execute` turn
+//! recorded errors into `Internal`.
 //!
 //! [`LimitCaps`] force smaller limits (the backend's `max_storage_binding_bytes` /
 //! `max_buffer_bytes` options, for tests of what a smaller device must do): the device is

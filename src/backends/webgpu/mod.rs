@@ -4,9 +4,9 @@
 //!
 //! What it promises:
 //! - [`WebGpuBackend::new`] acquires an adapter and a device with the adapter's limits and the
-//!   optional features it uses (`timestamp-query`, `shader-f16`); `is_available` is true only
-//!   when a device was obtained. Nothing ever assumes a limit: workgroup sizes, tilings, binding
-//!   sizes and grids are all checked against the device's.
+//!   optional features it uses (`timestamp-query`, `shader-f16`, subgroups); `is_available` is true
+//!   only when a device was obtained. Nothing ever assumes a limit: workgroup sizes, tilings,
+//!   binding sizes and grids are all checked against the device's.
 //! - `init` decodes the program, checks it against the device, compiles every kernel it can
 //!   dispatch (cached per device by kernel and specialisation), and loads its parameters through
 //!   the init context's provider into GPU buffers ([`GpuAllocator`]). Compile specs are honoured

@@ -1,5 +1,5 @@
-//! Registry semantics, case by case, against SEMANTICS.md (the table here, the delegate loader
-//! in `delegate.rs`).
+//! Registry semantics, case by case, against `docs/semantics.md` (the table here, the delegate
+//! loader in `delegate.rs`).
 //!
 //! Table behaviour is tested on fresh [`BackendRegistry`] values. The process-wide table is shared
 //! by every test in this binary and has no unregister, so tests that touch it use unique names and

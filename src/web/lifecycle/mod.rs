@@ -12,8 +12,9 @@
 //!   frozen-while-hidden page does not resume when unfrozen but still hidden.
 //! - The app adds its own reason with `lifecycleNotify('suspend' | 'resume')`, and can send
 //!   `'lowMemory'` (not a state: each one releases what it can). Every transition reaches each
-//!   attached provider (every `HttpParameterProvider` and `Embedder` attaches its provider when
-//!   made; one made while suspended starts suspended) and every registered backend.
+//!   attached provider (every `HttpParameterProvider`, `Embedder`, `Generator` and `Module`
+//!   attaches its provider when made; one made while suspended starts suspended) and every
+//!   registered backend.
 //! - Listeners (`addLifecycleListener`) get one event per signal sent: the signal, the DOM or
 //!   app event behind it, the reasons now held, and what was released.
 //!

@@ -11,7 +11,8 @@
 //!   workgroup memory, neighbouring threads reading neighbouring words, then 8 (32-value
 //!   blocks, 32 rows) or 16 (256-value blocks, 16 rows) threads per row dot whole staged blocks
 //!   (`linear_block_dot.wgsl`). Written after an H200 showed the workgroup GEMV at 0.24 of the
-//!   card's read bandwidth; not yet measured on a GPU (see ARCHITECTURE.md).
+//!   card's read bandwidth; not yet measured on a GPU, so `auto` never picks it (decision
+//!   record `docs/decisions/0028-gemv-kernel-per-adapter.md`).
 //! - **GEMV, subgroup** (`linear_gemv_subgroup.wgsl`, `M == 1` on real GPUs with subgroup
 //!   operations): as the workgroup GEMV, but each subgroup owns whole output rows, its lanes
 //!   striding over a row's 8-value units, and sums a row with `subgroupAdd`: no reduction
@@ -20,16 +21,23 @@
 //!   adapter's smallest subgroup size `s` (8 to 64 rows), so even the smallest subgroups each
 //!   own a row.
 //! - **GEMV, rows** (`linear_rows.wgsl`, `M == 1` on adapters that emulate the GPU on the
-//!   CPU): one output row per invocation, no workgroup memory, no barrier; each invocation
-//!   reads its weight row block by block as whole words (`linear_block_dot.wgsl`: a dot per
-//!   block for Q8_0, Q5_0, Q4_K and Q6_K, the 8-value decoders for the other formats) and the
-//!   activation row from storage.
+//!   CPU): 8 output rows per invocation (`ROWS_R`), no workgroup memory, no barrier (there a
+//!   barrier switches between every invocation's fiber, and every storage load is a per-lane
+//!   gather); each invocation reads its weight rows block by block as whole words
+//!   (`linear_block_dot.wgsl`: a dot per block for Q8_0, Q5_0, Q4_K and Q6_K, the 8-value
+//!   decoders for the other formats) and the activation row from storage, each activation
+//!   load serving all 8 rows.
 //! - **Tiled** (`linear_tiled.wgsl`, `M > 1`, prefill): 32 x 32 output tiles of 8 x 8 threads;
 //!   each K step of 32 decodes a 32 x 32 weight tile once into workgroup memory and reuses it for
 //!   all 32 activation rows of the tile.
 //!
 //! The weight is bound as `array<u32>` over its raw bytes (a block format's bytes as the file
-//! has them; the buffer is padded to a multiple of 4 bytes).
+//! has them; the buffer is padded to a multiple of 4 bytes). The block dots read weights
+//! through `ww(i)` and activations through `xv(i)`, so the rows and staged kernels share them.
+//!
+//! The op suite runs every GEMV case under all four GEMV kernels (`tests/ops_webgpu.rs`),
+//! including rows an odd number of 2-byte-aligned blocks long (every other row starts half a
+//! word in); the subgroup GEMV also runs there on SwiftShader (subgroups of 4) and lavapipe (8).
 //!
 //! Every path reads its activations through `x_at(i)`: `x[i]`, or, in the gated form,
 //! `f(x[i]) * gate[i]` (one more binding): the linear fused with the activation and the
@@ -288,7 +296,7 @@ pub(crate) enum LinearPath {
         /// Output rows per workgroup.
         rows: u32,
     },
-    /// `M == 1`, one output row per invocation, no barrier ([`GemvKernel::Rows`]).
+    /// `M == 1`, [`ROWS_R`] output rows per invocation, no barrier ([`GemvKernel::Rows`]).
     Rows,
     /// Output tiles (`M > 1`).
     Tiled,

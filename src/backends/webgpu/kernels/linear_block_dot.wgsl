@@ -3,8 +3,8 @@
 // b = b0, b0 + bs, .. < b1 of the row whose byte 0 is rb[r], each block's dot with activations
 // xv(xb + values of block b ..). The kernel including this file defines `xv(i)`, activations
 // i .. i + 3 (i a multiple of 4), and `ww(i)`, word i of the weights: both from storage in the
-// rows GEMV (linear_rows.wgsl), both from workgroup memory in the blocks GEMV
-// (linear_gemv_blocks.wgsl, where ww(i) is word i of the staged rows). Each activation vector is
+// rows GEMV (linear_rows.wgsl), both from workgroup memory in the staged GEMV
+// (linear_gemv_staged.wgsl, where ww(i) is word i of the staged rows). Each activation vector is
 // loaded once for all R rows; each block's bytes are read once, as whole words: blocks of 34,
 // 22 and 210 bytes lie at 2-byte alignment, so a block at byte bb ≡ 2 (mod 4) takes its fields
 // from pairs of neighbouring words (the `select`s). Every weight is decoded to exactly the
