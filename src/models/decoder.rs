@@ -748,7 +748,7 @@ pub fn decoder_program(
     let logit_rows = b.input(LOGIT_ROWS, DType::I32, vec![rows]);
     let knobs = b.input(KNOBS, DType::F32, vec![rows, Dim::Fixed(4)]);
     let mask_rows = b.symbol("mask_rows");
-    let mask_words = Dim::Fixed(TokenMask::words(vocab as u64));
+    let mask_words = Dim::Fixed(TokenMask::words(vocab));
     let mask = b.input(TOKEN_MASK, DType::I32, vec![mask_rows, mask_words]);
     let mut d = Decoder {
         b,

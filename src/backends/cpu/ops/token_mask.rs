@@ -10,7 +10,7 @@ use crate::program::ops::TokenMask;
 /// `-inf`.
 fn token_mask(logits: &[f32], mask: &[i32], rows: usize, vocab: usize) -> Result<Vec<f32>> {
     let words = vocab.div_ceil(32);
-    let mask_rows = if words == 0 { 0 } else { mask.len() / words };
+    let mask_rows = mask.len().checked_div(words).unwrap_or(0);
     if logits.len() != rows.saturating_mul(vocab)
         || mask.len() != mask_rows * words
         || (vocab > 0 && mask_rows != 1 && mask_rows != rows)

@@ -293,11 +293,11 @@ impl ChatCompletions {
         let started = parse_request(&request).and_then(|mut request| {
             let ids = prompt_ids(&self.shared, &request)?;
             let matcher = match request.constraint.take() {
-                Some(constraint) => Some(
+                Some(constraint) => Some(Box::new(
                     self.shared
                         .grammar()?
                         .compile(&constraint, self.shared.mask_words)?,
-                ),
+                )),
                 None => None,
             };
             Ok((request, ids, matcher))

@@ -57,7 +57,7 @@ pub(super) enum Prompt {
     Text(String),
     /// Token ids (a rendered chat), each chosen among what the matcher allows when there is
     /// one (structured output).
-    Ids(Vec<u32>, Option<TokenMatcher>),
+    Ids(Vec<u32>, Option<Box<TokenMatcher>>),
 }
 
 /// Everything one generation needs between `next()` calls.
@@ -134,7 +134,9 @@ impl StreamState {
             let generation = match prompt {
                 Prompt::Text(text) => generator.start(&text, options).await?,
                 Prompt::Ids(ids, matcher) => {
-                    generator.start_constrained(&ids, options, matcher).await?
+                    generator
+                        .start_constrained(&ids, options, matcher.map(|m| *m))
+                        .await?
                 }
             };
             self.generation = Some(generation);
