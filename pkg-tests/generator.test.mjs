@@ -9,7 +9,7 @@
 // against the same run's own greedy tokens.
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { readFile } from 'node:fs/promises';
+import { mkdir, readFile, truncate, writeFile } from 'node:fs/promises';
 import path from 'node:path';
 import { test } from 'node:test';
 import { useBrowserHarness } from './support/fixture.mjs';
@@ -316,4 +316,57 @@ test('CPU: destroy() ends a running generation at its next step; a generate() ne
   assert.match(r.badTopK.error.message, /topK must be a non-negative integer, got -1$/);
   assert.match(r.badTemperature.error.message, /got "hot"$/);
   assert.doesNotMatch(r.badTopK.error.message + r.badTemperature.error.message, /JsValue/);
+});
+
+test('Hostile GGUF files: one code per cause, refused before wasm memory grows', SLOW, async (t) => {
+  // Hand-made files (issue 37): a header declaring 12 million empty token strings (96 MB of
+  // zeros, so every count fits the file), the tiny llama fixture cut inside its header, and a
+  // tensor of an unknown ggml type. Oracle: the documented code of each cause (README, "Errors")
+  // and wasm memory measured around the load.
+  const dir = path.join(REPO_ROOT, '.cache/hostile-gguf');
+  await mkdir(dir, { recursive: true });
+  const writer = () => {
+    const bytes = [];
+    const w = {
+      u32: (v) => { const b = Buffer.alloc(4); b.writeUInt32LE(v); bytes.push(b); return w; },
+      u64: (v) => { const b = Buffer.alloc(8); b.writeBigUInt64LE(BigInt(v)); bytes.push(b); return w; },
+      str: (s) => { w.u64(Buffer.byteLength(s)); bytes.push(Buffer.from(s)); return w; },
+      done: () => Buffer.concat(bytes),
+    };
+    return w;
+  };
+  const huge = path.join(dir, 'twelve-million-tokens.gguf');
+  const header = writer().u32(0x46554747).u32(3).u64(0).u64(1).str('tokenizer.ggml.tokens').u32(9).u32(8).u64(12_000_000).done();
+  await writeFile(huge, header);
+  await truncate(huge, header.length + 12_000_000 * 8);
+  const fixture = await readFile(path.join(REPO_ROOT, 'tests/fixtures/decoders/tiny-llama.gguf'));
+  await writeFile(path.join(dir, 'truncated.gguf'), fixture.subarray(0, 3000));
+  const unknown = writer().u32(0x46554747).u32(3).u64(1).u64(0).str('t').u32(1).u64(4).u32(99).u64(0).done();
+  await writeFile(path.join(dir, 'unknown-type.gguf'), Buffer.concat([unknown, Buffer.alloc(64)]));
+
+  const page = await harness.openHarnessPage(t);
+  const r = await page.evaluate(async (urls) => {
+    const out = {};
+    for (const [name, url] of Object.entries(urls)) {
+      const before = wd.wasmMemoryBytes();
+      try {
+        (await wd.Generator.load(url, { backend: 'cpu' })).destroy();
+        out[name] = { ok: true };
+      } catch (e) {
+        out[name] = { ok: false, code: e.code, message: e.message };
+      }
+      out[name].growthMiB = (wd.wasmMemoryBytes() - before) / 2 ** 20;
+    }
+    return out;
+  }, {
+    huge: '/.cache/hostile-gguf/twelve-million-tokens.gguf',
+    truncated: '/.cache/hostile-gguf/truncated.gguf',
+    unknown: '/.cache/hostile-gguf/unknown-type.gguf',
+  });
+  for (const [name, x] of Object.entries(r)) t.diagnostic(`${name}: ${x.code}: ${x.message} (wasm memory +${x.growthMiB.toFixed(1)} MiB)`);
+  assert.equal(r.huge.code, 'InvalidExternalData');
+  assert.match(r.huge.message, /12000000 string elements; at most 2097152/);
+  assert.ok(r.huge.growthMiB <= 16, `a 12 M-token header grew wasm memory by ${r.huge.growthMiB} MiB`);
+  assert.equal(r.truncated.code, 'InvalidExternalData', 'a cut file is malformed, not unreachable');
+  assert.equal(r.unknown.code, 'NotSupported', 'an unknown tensor type is a format feature we lack');
 });

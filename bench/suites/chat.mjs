@@ -26,11 +26,13 @@
 // Structured output (response_format json_schema, Gemma 3 270M, CPU backend):
 //   json_schema_valid_fraction     of JSON_SCHEMAS random schemas (seeded: nesting, enums,
 //                                  arrays, required fields, patterns, formats, $ref, anyOf;
+//                                  each value at most 360 bytes except a number's digits;
 //                                  half greedy, half at temperature 0.8), the fraction whose
 //                                  output ends by itself ('stop') and is valid for ajv (with
 //                                  ajv-formats), an oracle independent of llguidance (target 1.0)
 //   json_schema_count              how many schemas that fraction is of
-//   json_schema_length_cut         outputs cut by max_tokens (200) instead (counted invalid)
+//   json_schema_length_cut         outputs cut by max_tokens (400) instead (counted invalid)
+//   json_schema_invalid            outputs that ended by themselves yet fail ajv (target 0)
 //   json_mask_ms_per_token_cpu     median over those generations of the grammar's milliseconds
 //                                  per token mask (usage.extra.grammar_mask_ms_per_token)
 //   json_compiler_ms               the grammar compiler's build for the 262,144-token vocabulary
@@ -50,9 +52,15 @@ const TEMPLATES = '.cache/chat-templates';
 const GEMMA_TEMPLATE = `${TEMPLATES}/templates/google-gemma-2-2b-it.jinja`;
 const ROUNDS = Number(process.env.BENCH_CHAT_ROUNDS ?? 3);
 const JSON_SCHEMAS = Number(process.env.BENCH_JSON_SCHEMAS ?? 200);
+// A value of at most this many bytes takes at most as many tokens: max_tokens is 400.
+const JSON_BUDGET_BYTES = 360;
 
-/** A seeded generator of object schemas whose values stay short (a port of the native test's). */
-function randomSchemas(seed, count) {
+/**
+ * A seeded generator of object schemas, each kept only when its longest value fits `budget`
+ * bytes in the compact layout (a port of the native test's; a string character counts 6 bytes,
+ * as `\uXXXX`; a number 24), so `max_tokens` never decides the outcome.
+ */
+function randomSchemas(seed, count, budget) {
   let state = BigInt(seed);
   const next = () => {
     state ^= state >> 12n; state ^= (state << 25n) & 0xffffffffffffffffn; state ^= state >> 27n;
@@ -60,38 +68,57 @@ function randomSchemas(seed, count) {
   };
   const below = (n) => next() % n;
   const pick = (items) => items[below(items.length)];
+  const literal = (x) => Buffer.byteLength(JSON.stringify(x));
+  // Each returns [schema, the most bytes of a value].
   const leaf = () => {
     switch (below(11)) {
-      case 0: return { type: 'string', minLength: below(2), maxLength: 1 + below(12) };
-      case 1: return { type: 'string', pattern: '^[a-z]{1,8}$' };
-      case 2: return { type: 'string', pattern: '^[A-Z]{2}-[0-9]{2,3}$' };
-      case 3: return { type: 'string', enum: [...new Set(Array.from({ length: 1 + below(4) }, () => pick(['red', 'grün', '青い', 'a b', 'say "hi"', 'line\nbreak'])))] };
-      case 4: { const low = below(100) - 50; return { type: 'integer', minimum: low, maximum: low + below(2000) }; }
-      case 5: return { type: 'boolean' };
-      case 6: return { type: 'null' };
-      case 7: return { enum: [1, 'two', null, true, 2.5] };
-      case 8: return { type: 'number', minimum: 0, maximum: 100 };
-      case 9: return { type: 'string', format: pick(['date', 'email', 'time']) };
-      default: return { anyOf: [leaf(), leaf()] };
+      case 0: { const max = 1 + below(12); return [{ type: 'string', minLength: below(2), maxLength: max }, 2 + 6 * max]; }
+      case 1: return [{ type: 'string', pattern: '^[a-z]{1,8}$' }, 10];
+      case 2: return [{ type: 'string', pattern: '^[A-Z]{2}-[0-9]{2,3}$' }, 8];
+      case 3: {
+        const words = [...new Set(Array.from({ length: 1 + below(4) }, () => pick(['red', 'grün', '青い', 'a b', 'say "hi"', 'line\nbreak'])))];
+        return [{ type: 'string', enum: words }, Math.max(...words.map(literal))];
+      }
+      case 4: { const low = below(100) - 50; return [{ type: 'integer', minimum: low, maximum: low + below(2000) }, 5]; }
+      case 5: return [{ type: 'boolean' }, 5];
+      case 6: return [{ type: 'null' }, 4];
+      case 7: return [{ enum: [1, 'two', null, true, 2.5] }, 5];
+      case 8: return [{ type: 'number', minimum: 0, maximum: 100 }, 24];
+      case 9: { const format = pick(['date', 'email', 'time']); return [{ type: 'string', format }, format === 'email' ? 80 : 24]; }
+      default: { const [a, x] = leaf(); const [b, y] = leaf(); return [{ anyOf: [a, b] }, Math.max(x, y)]; }
     }
   };
   const node = (depth) => {
     if (depth === 0 || below(3) === 0) return leaf();
-    if (below(3) === 0) return { type: 'array', items: node(depth - 1), minItems: below(2), maxItems: 1 + below(3) };
+    if (below(3) === 0) {
+      const [items, bound] = node(depth - 1);
+      const max = 1 + below(3);
+      return [{ type: 'array', items, minItems: below(2), maxItems: max }, 2 + max * bound + 2 * (max - 1)];
+    }
     return object(depth);
   };
   const object = (depth) => {
     const names = ['name', 'age', 'tags', 'id', 'größe', 'x y', '_k', 'title', 'items', 'date'];
     const properties = {};
+    let bound = 2;
     const n = 1 + below(depth > 1 ? 3 : 4);
-    for (let i = 0; i < n; i++) properties[pick(names)] = node(depth - 1);
+    for (let i = 0; i < n; i++) {
+      const name = pick(names);
+      if (name in properties) continue;
+      const [child, childBound] = node(depth - 1);
+      properties[name] = child;
+      bound += literal(name) + 2 + childBound + (i > 0 ? 2 : 0);
+    }
     const required = Object.keys(properties).filter(() => below(3) > 0);
-    return { type: 'object', properties, required, additionalProperties: false };
+    return [{ type: 'object', properties, required, additionalProperties: false }, bound];
   };
-  return Array.from({ length: count }, (_, i) => {
-    const schema = object(1 + below(2));
-    return i % 7 === 3 ? { $defs: { item: schema }, $ref: '#/$defs/item' } : schema;
-  });
+  const out = [];
+  while (out.length < count) {
+    const [schema, bound] = object(1 + below(2));
+    if (bound > budget) continue;
+    out.push(out.length % 7 === 3 ? { $defs: { item: schema }, $ref: '#/$defs/item' } : schema);
+  }
+  return out;
 }
 
 export async function run(ctx) {
@@ -189,9 +216,9 @@ export async function run(ctx) {
   }, { url: MODEL_URL, template: gemmaTemplate, rounds: ROUNDS });
 
   ctx.log(`chat: structured output, ${JSON_SCHEMAS} random schemas and the decode rate with and without one`);
-  const schemas = randomSchemas(0x5eed0031, JSON_SCHEMAS);
+  const schemas = randomSchemas(0x5eed0031, JSON_SCHEMAS, JSON_BUDGET_BYTES);
   const structured = await page.evaluate(async ({ url, template, schemas, rounds }) => {
-    const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 512, chatTemplate: template });
+    const gen = await wd.Generator.load(url, { backend: 'cpu', contextLength: 1024, chatTemplate: template });
     const messages = [{ role: 'user', content: 'Reply with a JSON object.' }];
     const outputs = [];
     // The compiler is built by the first structured request: time one request twice.
@@ -204,7 +231,7 @@ export async function run(ctx) {
     for (const [i, schema] of schemas.entries()) {
       const c = await gen.chat.completions.create({
         messages, response_format: { type: 'json_schema', json_schema: { name: `s${i}`, schema } },
-        max_tokens: 200, temperature: i % 2 ? 0.8 : 0, seed: i,
+        max_tokens: 400, temperature: i % 2 ? 0.8 : 0, seed: i,
       });
       outputs.push({ content: c.choices[0].message.content, finish: c.choices[0].finish_reason, maskMs: c.usage.extra.grammar_mask_ms_per_token });
     }
@@ -242,6 +269,7 @@ export async function run(ctx) {
     json_schema_valid_fraction: valid / schemas.length,
     json_schema_count: schemas.length,
     json_schema_length_cut: cut,
+    json_schema_invalid: schemas.length - valid - cut,
     json_mask_ms_per_token_cpu: median(structured.outputs.map((o) => o.maskMs).filter((m) => m !== undefined)),
     json_compiler_ms: structured.compilerMs,
     json_decode_tps_schema: median(structured.rates.map((r) => r.schema)),

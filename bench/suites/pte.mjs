@@ -29,6 +29,14 @@
 //   pte_minilm_infer_ratio_vs_ort_webgpu (best ORT WebGPU), pte_minilm_infer_ratio_vs_ort_wasm
 //   (best ORT wasm, threads included), pte_minilm_infer_ratio_vs_ort_wasm_1t (one thread, as our
 //   CPU backend runs here); ratios are ours / theirs of a time: lower is better.
+//   pte_gemma_greedy_equal_cpu     Gemma 3 270M from tests/fixtures/pte/gemma.pte (f32 weights
+//                                  from .cache/pte/gemma.ptd) on the CPU backend: the fraction
+//                                  of its greedy tokens (4 prompts x 32) equal to transformers'
+//   pte_gemma_decode_tps_cpu       its decode tokens/s (median over the prompts)
+//   gguf_gemma_decode_tps_cpu      the Generator's on the setup's Q4_K_M GGUF, same prompts,
+//                                  greedy, CPU backend, one thread
+//   pte_decode_ratio_vs_gguf_cpu   pte / gguf decode tokens/s (a throughput: higher is better;
+//                                  f32 weights against 4-bit ones, so the .pte reads ~4x more)
 // Contract: see bench/run.mjs.
 import { readFile } from 'node:fs/promises';
 import path from 'node:path';
@@ -187,5 +195,64 @@ export async function run(ctx) {
   for (const name of names) {
     ctx.log(`${name}: ready ${ready(name).toFixed(0)} ms${name === 'raw_ptd' ? '' : `, 1 x ${SEQ} ${infer(name).toFixed(1)} ms`}`);
   }
+  Object.assign(result, await gemmaFromPte(ctx));
   return result;
+}
+
+/** Gemma 3 270M from its `.pte` against transformers' greedy tokens and against our GGUF path. */
+async function gemmaFromPte(ctx) {
+  const fixture = JSON.parse(await readFile(path.join(ctx.root, 'tests/fixtures/pte/gemma.json'), 'utf8'));
+  const cases = fixture.cases.slice(0, 4).map((c) => ({ prompt: c.prompt, ids: c.prompt_ids, want: c.greedy.transformers_eager }));
+  const page = await ctx.openHarnessPage();
+  const r = await page.evaluate(async ({ cases }) => {
+    await wd.ready();
+    const module = await wd.Module.load('/tests/fixtures/pte/gemma.pte', { data: '/.cache/pte/gemma.ptd', backend: 'cpu' });
+    const i64 = (xs) => ({ shape: [xs.length], data: BigInt64Array.from(xs.map(BigInt)) });
+    const pte = [];
+    for (const c of cases) {
+      await module.resetState();
+      let ids = c.ids;
+      let pos = ids.map((_, i) => i);
+      const got = [];
+      let decodeMs = 0;
+      for (let step = 0; step < c.want.length; step++) {
+        const s0 = performance.now();
+        const [logits] = await module.forward([i64(ids), i64(pos)]);
+        if (step > 0) decodeMs += performance.now() - s0;
+        const vocab = logits.shape.at(-1);
+        const last = logits.data.subarray(logits.data.length - vocab);
+        let best = 0;
+        for (let v = 1; v < vocab; v++) if (last[v] > last[best]) best = v;
+        got.push(best);
+        pos = [pos.at(-1) + 1];
+        ids = [best];
+      }
+      pte.push({ got, tps: (c.want.length - 1) / (decodeMs / 1000) });
+    }
+    module.destroy();
+    const gen = await wd.Generator.load('/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf', { backend: 'cpu', contextLength: 256 });
+    const gguf = [];
+    for (const c of cases) {
+      await gen.reset();
+      await gen.generateText(c.prompt, { maxNewTokens: c.want.length, temperature: 0 });
+      gguf.push(gen.stats().decodeTokensPerSecond);
+    }
+    gen.destroy();
+    return { pte, gguf };
+  }, { cases });
+  let equal = 0;
+  let total = 0;
+  r.pte.forEach((x, i) => {
+    cases[i].want.forEach((t, j) => { total += 1; if (x.got[j] === t) equal += 1; });
+  });
+  const pteTps = median(r.pte.map((x) => x.tps));
+  const ggufTps = median(r.gguf);
+  ctx.log(`gemma .pte: ${equal}/${total} greedy tokens equal transformers'; decode ${pteTps.toFixed(2)} tokens/s (f32) vs GGUF ${ggufTps.toFixed(2)} (Q4_K_M)`);
+  await page.page?.close?.();
+  return {
+    pte_gemma_greedy_equal_cpu: equal / total,
+    pte_gemma_decode_tps_cpu: pteTps,
+    gguf_gemma_decode_tps_cpu: ggufTps,
+    pte_decode_ratio_vs_gguf_cpu: pteTps / ggufTps,
+  };
 }

@@ -36,12 +36,21 @@ pub(crate) fn aborted_error() -> Error {
     Error::invalid_state(ABORTED)
 }
 
-/// The provider's status as an ExecuTorch error for `Embedder.load`'s callers.
+/// The provider's status as an ExecuTorch error for a load's callers: one code per cause.
+/// A file whose bytes are wrong (malformed, truncated: `INVALID_ARGUMENT`, `DATA_LOSS`,
+/// `OUT_OF_RANGE`) is `InvalidExternalData`; a format feature we lack (`UNIMPLEMENTED`: a
+/// version or tensor type) `NotSupported`; a missing file `NotFound`; an abort `InvalidState`;
+/// exhaustion `MemoryAllocationFailed`; only a fetch that failed (network, server, permission,
+/// a file that changed) is `AccessFailed`.
 pub(crate) fn status_error(status: Status) -> Error {
     let code = match status.code() {
         StatusCode::NotFound => ErrorCode::NotFound,
         StatusCode::Cancelled | StatusCode::Aborted => ErrorCode::InvalidState,
-        StatusCode::InvalidArgument | StatusCode::DataLoss => ErrorCode::InvalidExternalData,
+        StatusCode::InvalidArgument | StatusCode::DataLoss | StatusCode::OutOfRange => {
+            ErrorCode::InvalidExternalData
+        }
+        StatusCode::Unimplemented => ErrorCode::NotSupported,
+        StatusCode::ResourceExhausted => ErrorCode::MemoryAllocationFailed,
         _ => ErrorCode::AccessFailed,
     };
     Error::new(code, status.to_string())

@@ -166,6 +166,17 @@ fn gguf_malformed_headers_have_upstream_codes() {
             "overflows",
         ),
         (
+            "12 million token strings (more than MAX_ARRAY_ELEMENTS)",
+            Gguf::new(3, 0, 1)
+                .str("tokenizer.ggml.tokens")
+                .u32(9)
+                .u32(8)
+                .u64(12_000_000)
+                .pad(1, 4096),
+            InvalidArgument,
+            "at most 2097152",
+        ),
+        (
             "nesting too deep",
             {
                 let mut file = Gguf::new(3, 0, 1);

@@ -31,7 +31,7 @@ mod vocab;
 pub use detokenize::IncrementalDecoder;
 pub use metadata::TokenizerModel;
 
-use crate::error::Result;
+use crate::error::{Error, ErrorCode, Result};
 use crate::params::formats::gguf::{GgufIndex, GgufValue};
 use bpe::MergeRanks;
 use pretokenize::{PreTokenizerList, byte_to_char_table, char_to_byte};
@@ -87,12 +87,23 @@ impl GgufTokenizer {
     /// The tokenizer of GGUF metadata pairs.
     ///
     /// # Errors
-    /// `InvalidArgument` naming the key when `tokenizer.ggml.*` is missing, ill-typed or
+    /// `InvalidExternalData` naming the key when `tokenizer.ggml.*` is missing, ill-typed or
     /// inconsistent (token, score and type counts that differ, a non-UTF-8 or repeated piece, a
     /// NaN score, a special id out of range, a merge naming a piece that is not a token,
-    /// `add_bos_token` without a BOS id, an unknown `pre`); `NotSupported` for a tokenizer model
-    /// other than `llama` and `gpt2`.
+    /// `add_bos_token` without a BOS id, an unknown `pre`): the file is malformed, as for the
+    /// rest of its header; `NotSupported` for a tokenizer model other than `llama` and `gpt2`.
     pub fn from_metadata(metadata: &[(String, GgufValue)]) -> Result<Self> {
+        Self::build(metadata).map_err(|error| {
+            if error.code() == ErrorCode::InvalidArgument {
+                Error::new(ErrorCode::InvalidExternalData, error.message().to_owned())
+            } else {
+                error
+            }
+        })
+    }
+
+    /// [`from_metadata`](Self::from_metadata), its errors as the parts give them.
+    fn build(metadata: &[(String, GgufValue)]) -> Result<Self> {
         let loaded = metadata::load(metadata)?;
         let vocab = loaded.vocab;
         let model = match (loaded.model, loaded.pre) {

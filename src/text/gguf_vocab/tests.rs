@@ -249,7 +249,7 @@ fn eog_and_eot_come_from_ids_and_from_text() {
 
 fn err(meta: &[(String, GgufValue)]) -> String {
     let e = GgufTokenizer::from_metadata(meta).unwrap_err();
-    assert_eq!(e.code(), ErrorCode::InvalidArgument, "{e}");
+    assert_eq!(e.code(), ErrorCode::InvalidExternalData, "{e}");
     e.message().to_owned()
 }
 

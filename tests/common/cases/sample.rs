@@ -2,15 +2,18 @@
 //! temperature and top-k/top-p; greedy (temperature 0, top-k 1) equal to `argmax` on rows of
 //! 262,144 logits with NaN/inf rows; the `K_MAX` bound on a flat row (ties to the lowest
 //! indices); long rows against an f64 model of the chain, where the chosen token's `u`
-//! interval must contain `u`; the seeded RNG's reproducibility; hostile programs refused.
+//! interval must contain `u`; the seeded RNG's reproducibility; hostile programs refused; the
+//! grammar's `token_mask` before `sample` (the masked logits exactly, picks only allowed ids).
 
 use crate::common::cases::argmax::reference_row;
-use crate::common::harness::{Model, SuiteConfig, assert_error, dims, f32_tensor, init_blob};
+use crate::common::harness::{
+    Model, SuiteConfig, assert_error, dims, f32_tensor, i32_tensor, init_blob,
+};
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;
 use webdelegate::ErrorCode;
-use webdelegate::program::ops::{Argmax, Sample};
+use webdelegate::program::ops::{Argmax, Sample, TokenMask};
 use webdelegate::program::{DType, Op, ProgramBuilder};
 use webdelegate::registry::SharedBackend;
 
@@ -266,5 +269,72 @@ pub async fn sample_refuses_bad_programs(backend: SharedBackend, _config: SuiteC
     let out = b.tensor("out", DType::F32, dims(&[2]));
     b.op(Op::Sample(Sample { logits, knobs, out })).output(out);
     assert_error("f32 out", init_blob(&backend, &b).await, ErrorCode::InvalidProgram, &["sample", "out"]);
+}
+}
+
+op_case! {
+/// `token_mask` then `sample` on 3 rows of 1000 random logits (32 mask words, the last one
+/// partly past the vocabulary): with one mask for every row and with one mask per row, the masked
+/// logits equal the reference (the value where the bit is set, `-inf` elsewhere, exactly), and
+/// greedy and sampled picks are always allowed tokens (the greedy one the best allowed).
+pub async fn token_mask_then_sample(backend: SharedBackend, _config: SuiteConfig) {
+    let (rows, v) = (3usize, 1000usize);
+    let words = v.div_ceil(32);
+    let mut rng = Rng::new(31);
+    let logits = rng.vec(rows * v, -4.0, 4.0);
+    let knobs: Vec<f32> = [[0.0, 1.0, 1.0, 0.0], [0.9, 0.0, 1.0, 0.37], [1.5, 50.0, 0.8, 0.91]]
+        .iter()
+        .flatten()
+        .copied()
+        .collect();
+    for mask_rows in [1usize, rows] {
+        // Sparse masks: about one token in 16 allowed, bits past V set too (they must not count).
+        let mask: Vec<i32> = (0..mask_rows * words)
+            .map(|_| (rng.next_u64() & rng.next_u64() & rng.next_u64() & rng.next_u64()) as i32)
+            .collect();
+        let allowed = |r: usize, t: usize| {
+            let m = if mask_rows == 1 { 0 } else { r };
+            (mask[m * words + t / 32] as u32 >> (t % 32)) & 1 == 1
+        };
+        let mut m = Model::new();
+        let x = m.input("logits", &[rows, v]);
+        let k = m.input("knobs", &[rows, 4]);
+        let bits = m.b.input("mask", DType::I32, dims(&[mask_rows, words]));
+        let masked = m
+            .b
+            .push(|out| TokenMask { logits: x, mask: bits, out })
+            .unwrap();
+        let picked = m.b.push(|out| Sample { logits: masked, knobs: k, out }).unwrap();
+        m.b.output(masked).output(picked);
+        let got = m
+            .run(
+                &backend,
+                vec![
+                    f32_tensor(&[rows, v], logits.clone()),
+                    f32_tensor(&[rows, 4], knobs.clone()),
+                    i32_tensor(&[mask_rows, words], mask.clone()),
+                ],
+            )
+            .await;
+        let want: Vec<f64> = (0..rows * v)
+            .map(|i| {
+                if allowed(i / v, i % v) {
+                    f64::from(logits[i])
+                } else {
+                    f64::NEG_INFINITY
+                }
+            })
+            .collect();
+        assert_eq!(Ref::from_tensor(&got[0]).data, want, "masked logits, {mask_rows} mask rows");
+        let picks = Ref::from_tensor(&got[1]).data;
+        for (r, &p) in picks.iter().enumerate() {
+            assert!(allowed(r, p as usize), "row {r} picked {p}, not allowed");
+        }
+        let best = (0..v)
+            .filter(|&t| allowed(0, t))
+            .max_by(|&a, &b| logits[a].total_cmp(&logits[b]).then(b.cmp(&a)))
+            .unwrap();
+        assert_eq!(picks[0] as usize, best, "greedy = best allowed");
+    }
 }
 }

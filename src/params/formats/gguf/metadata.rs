@@ -4,8 +4,11 @@
 //!
 //! Counts and lengths are untrusted: before a loop or an allocation, `count x smallest element`
 //! is checked against the bytes that remain, so a lying count fails at once with
-//! `OUT_OF_RANGE` (or `INVALID_ARGUMENT` past the header limit). Nesting deeper than
-//! [`MAX_ARRAY_DEPTH`] is `INVALID_ARGUMENT`; an unknown value type is `INVALID_ARGUMENT`, as IREE.
+//! `OUT_OF_RANGE` (or `INVALID_ARGUMENT` past the header limit). An array of strings or of arrays
+//! holds at most [`MAX_ARRAY_ELEMENTS`] (its elements take more memory than their bytes in the
+//! file: an empty string is 8 bytes there and a vector header here), checked before anything is
+//! read. Nesting deeper than [`MAX_ARRAY_DEPTH`] is `INVALID_ARGUMENT`; an unknown value type is
+//! `INVALID_ARGUMENT`, as IREE.
 
 use crate::error::Status;
 use crate::params::formats::cursor::RangeCursor;
@@ -14,6 +17,12 @@ use crate::send_sync::LocalBoxFuture;
 
 /// How deeply arrays may nest (an array of arrays is depth 2).
 pub const MAX_ARRAY_DEPTH: u32 = 8;
+
+/// The most elements of an array of strings or of arrays: 2^21 = 2,097,152, eight times the
+/// largest vocabulary in use (Gemma's 262,144 tokens) and four times the most merges seen
+/// (about 500,000). A 12-million-token hostile header is refused on reading its count, before
+/// any element is allocated.
+pub const MAX_ARRAY_ELEMENTS: u64 = 1 << 21;
 
 /// One metadata value. Strings are kept as bytes: the spec says UTF-8, but real vocabularies
 /// are not always, and a reader should not reject a model for it ([`GgufValue::as_str`] checks).
@@ -209,6 +218,13 @@ fn read_array<'c, 'a, R: RangeRead + ?Sized>(
         }
         let kind = cursor.u32(field).await?;
         let count = cursor.u64(field).await?;
+        if fixed_size(kind).is_none() && count > MAX_ARRAY_ELEMENTS {
+            return Err(Status::invalid_argument(format!(
+                "{field}: an array of {count} {} elements; at most {MAX_ARRAY_ELEMENTS} are \
+                 accepted",
+                if kind == STRING { "string" } else { "array" }
+            )));
+        }
         let least = count.checked_mul(min_size(kind, field)?).ok_or_else(|| {
             Status::invalid_argument(format!("{field}: array of {count} elements overflows"))
         })?;

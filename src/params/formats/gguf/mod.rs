@@ -23,7 +23,7 @@
 mod metadata;
 mod types;
 
-pub use metadata::{GgufArray, GgufValue, MAX_ARRAY_DEPTH};
+pub use metadata::{GgufArray, GgufValue, MAX_ARRAY_DEPTH, MAX_ARRAY_ELEMENTS};
 pub use types::{GGML_TYPES, GgmlType, ggml_type, ggml_type_by_name};
 
 use crate::error::Status;
