@@ -44,6 +44,7 @@ import { SEQ, makeInputs } from '../lib/inputs.mjs';
 import { ISOLATED_PREFIX } from '../lib/locations.mjs';
 import { prepareOnnx } from '../lib/onnx_models.mjs';
 import { waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
+import { pteGreedyDecode } from '../lib/pte_gemma_page.mjs';
 import { inferOnce, loadOrt, loadOurs, loadRaw } from '../lib/side_by_side_page.mjs';
 import { median, spread } from '../lib/stats.mjs';
 
@@ -204,32 +205,8 @@ async function gemmaFromPte(ctx) {
   const fixture = JSON.parse(await readFile(path.join(ctx.root, 'tests/fixtures/pte/gemma.json'), 'utf8'));
   const cases = fixture.cases.slice(0, 4).map((c) => ({ prompt: c.prompt, ids: c.prompt_ids, want: c.greedy.transformers_eager }));
   const page = await ctx.openHarnessPage();
-  const r = await page.evaluate(async ({ cases }) => {
-    await wd.ready();
-    const module = await wd.Module.load('/tests/fixtures/pte/gemma.pte', { data: '/.cache/pte/gemma.ptd', backend: 'cpu' });
-    const i64 = (xs) => ({ shape: [xs.length], data: BigInt64Array.from(xs.map(BigInt)) });
-    const pte = [];
-    for (const c of cases) {
-      await module.resetState();
-      let ids = c.ids;
-      let pos = ids.map((_, i) => i);
-      const got = [];
-      let decodeMs = 0;
-      for (let step = 0; step < c.want.length; step++) {
-        const s0 = performance.now();
-        const [logits] = await module.forward([i64(ids), i64(pos)]);
-        if (step > 0) decodeMs += performance.now() - s0;
-        const vocab = logits.shape.at(-1);
-        const last = logits.data.subarray(logits.data.length - vocab);
-        let best = 0;
-        for (let v = 1; v < vocab; v++) if (last[v] > last[best]) best = v;
-        got.push(best);
-        pos = [pos.at(-1) + 1];
-        ids = [best];
-      }
-      pte.push({ got, tps: (c.want.length - 1) / (decodeMs / 1000) });
-    }
-    module.destroy();
+  const pte = await page.evaluate(pteGreedyDecode, { cases });
+  const gguf = await page.evaluate(async ({ cases }) => {
     const gen = await wd.Generator.load('/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf', { backend: 'cpu', contextLength: 256 });
     const gguf = [];
     for (const c of cases) {
@@ -238,8 +215,9 @@ async function gemmaFromPte(ctx) {
       gguf.push(gen.stats().decodeTokensPerSecond);
     }
     gen.destroy();
-    return { pte, gguf };
+    return gguf;
   }, { cases });
+  const r = { pte: pte.cases, gguf };
   let equal = 0;
   let total = 0;
   r.pte.forEach((x, i) => {
