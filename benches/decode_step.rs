@@ -38,7 +38,9 @@ mod native {
     use std::time::{Duration, Instant};
     use webdelegate::backends::webgpu::WebGpuBackend;
     use webdelegate::models::catalog::ProviderCatalog;
-    use webdelegate::models::decoder::{DecoderConfig, DecoderProgramOptions, decoder_program};
+    use webdelegate::models::decoder::{
+        DecoderConfig, DecoderProgramOptions, DecoderSignature, decoder_program,
+    };
     use webdelegate::models::decoder_session::{DecoderSession, GREEDY, LogitRows};
     use webdelegate::params::MemoryProvider;
     use webdelegate::params::formats::gguf::{GgufIndex, GgufValue};
@@ -259,12 +261,10 @@ mod native {
         );
 
         let context = (prompt + WARMUPS + max_steps + 2) as u64;
-        let options = DecoderProgramOptions {
-            context,
-            logits: false,
-        };
+        let options = DecoderProgramOptions::new(context, false);
         let catalog = ProviderCatalog::new(&provider, SCOPE);
-        let program = decoder_program(&config, &catalog, SCOPE, options).expect("program");
+        let program = decoder_program(&config, &catalog, SCOPE, &options).expect("program");
+        let signature = DecoderSignature::of(&program).expect("signature");
         let blob = program::encode(&program).expect("encode");
         let init = BackendInitContext::new().with_parameters(Arc::new(provider));
         let t0 = Instant::now();
@@ -288,7 +288,7 @@ mod native {
         ))
         .expect("init");
         let init_s = t0.elapsed().as_secs_f64();
-        let mut session = DecoderSession::new(delegate, context, VOCAB as usize, false);
+        let mut session = DecoderSession::new(delegate, signature);
 
         let ids: Vec<u32> = (0..prompt as u32)
             .map(|i| (2 + i * 7919) % VOCAB as u32)

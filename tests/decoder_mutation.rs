@@ -12,31 +12,29 @@ mod formats_support;
 use formats_support::Rng;
 use pollster::block_on;
 use webdelegate::models::chat::ChatPrompt;
-use webdelegate::models::decoder::{
-    DecoderConfig, DecoderProgramOptions, check_vocabulary, decoder_program,
-};
+use webdelegate::models::decoder::{DecoderLoadOptions, PreparedDecoder};
+use webdelegate::params::MemoryProvider;
 use webdelegate::params::formats::gguf::GgufIndex;
-use webdelegate::text::{ChatRender, GgufTokenizer};
+use webdelegate::text::ChatRender;
 
 const MUTANTS_PER_FIXTURE: usize = 4000;
 
 /// Loads as `Generator.load` does; `Ok` with the vocabulary size.
 fn load(bytes: &[u8]) -> Result<usize, String> {
     let header = block_on(GgufIndex::parse(bytes)).map_err(|e| e.to_string())?;
-    let config = DecoderConfig::from_gguf(header.metadata()).map_err(|e| e.to_string())?;
-    let tokenizer = GgufTokenizer::from_gguf(&header).map_err(|e| e.to_string())?;
-    check_vocabulary(header.index(), tokenizer.vocab_size() as u64).map_err(|e| e.to_string())?;
-    let context = config.train_context.min(64);
-    decoder_program(
-        &config,
-        header.index(),
-        "model",
-        DecoderProgramOptions {
-            context,
-            logits: false,
-        },
-    )
+    let provider = MemoryProvider::new();
+    provider
+        .insert_index("model", header.index(), bytes)
+        .map_err(|e| e.to_string())?;
+    let options = DecoderLoadOptions {
+        context: Some(64),
+        logits: false,
+    };
+    let prepared = block_on(PreparedDecoder::prepare(
+        &header, &provider, "model", options,
+    ))
     .map_err(|e| e.to_string())?;
+    let tokenizer = prepared.tokenizer;
     let messages = serde_json::json!([{"role": "user", "content": "hi"}]);
     let template =
         "{% for m in messages %}<|{{ m.role }}|>{{ m.content }}{% endfor %}{{ eos_token }}";

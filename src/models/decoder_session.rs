@@ -9,6 +9,7 @@
 
 use crate::error::{Error, Result};
 use crate::evalue::{EValue, Tensor, TensorData};
+use crate::models::decoder::DecoderSignature;
 use crate::registry::LoadedDelegate;
 
 /// Which fed rows get logits (and a chosen token).
@@ -30,11 +31,6 @@ pub type Knobs = [f32; 4];
 /// Greedy selection (temperature 0).
 pub const GREEDY: Knobs = [0.0, 1.0, 1.0, 0.0];
 
-/// The program's arguments in order: its inputs `ids`, `positions`, `logit_rows`, `knobs`,
-/// `token_mask`, then its outputs `tokens` and (when built with them) `logits`.
-const TOKENS_ARG: usize = 5;
-const LOGITS_ARG: usize = 6;
-
 /// What one [`DecoderSession::feed`] returns.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fed {
@@ -47,28 +43,33 @@ pub struct Fed {
 /// One sequence over a decoder program's delegate.
 pub struct DecoderSession {
     delegate: LoadedDelegate,
+    signature: DecoderSignature,
     context: u64,
     vocab: usize,
-    with_logits: bool,
     position: u64,
 }
 
 impl DecoderSession {
-    /// A session over `delegate`, which runs a decoder program built for `context` positions
-    /// and `vocab` tokens, with the `logits` output when `with_logits`.
-    pub fn new(delegate: LoadedDelegate, context: u64, vocab: usize, with_logits: bool) -> Self {
+    /// A session over `delegate`, which runs the decoder program whose arguments `signature`
+    /// locates.
+    pub fn new(delegate: LoadedDelegate, signature: DecoderSignature) -> Self {
         Self {
             delegate,
-            context,
-            vocab,
-            with_logits,
+            signature,
+            context: signature.context,
+            vocab: signature.vocab,
             position: 0,
         }
     }
 
     /// Whether the program outputs logits (see [`Fed::logits`]).
     pub fn has_logits(&self) -> bool {
-        self.with_logits
+        self.signature.logits.is_some()
+    }
+
+    /// Tokens of the program's vocabulary.
+    pub fn vocab(&self) -> usize {
+        self.vocab
     }
 
     /// The next position to be fed (the tokens the caches hold).
@@ -204,27 +205,25 @@ impl DecoderSession {
         let r = selected.len();
         let knob_values = knobs.iter().copied().cycle().take(r * 4).collect();
         let vector = |data: TensorData, n: usize| Tensor::new(vec![n], data).map(EValue::Tensor);
-        let mut args = vec![
-            vector(TensorData::Int32(ids_i32), ids.len())?,
-            vector(TensorData::Int32(positions), ids.len())?,
-            vector(TensorData::Int32(selected), r)?,
-            EValue::Tensor(Tensor::new(vec![r, 4], TensorData::Float32(knob_values))?),
-            EValue::Tensor(Tensor::new(vec![1, words], TensorData::Int32(mask_values))?),
-            EValue::None,
-        ];
-        if self.with_logits {
-            args.push(EValue::None);
-        }
+        let sig = self.signature;
+        let mut args: Vec<EValue> = (0..sig.arguments).map(|_| EValue::None).collect();
+        args[sig.ids] = vector(TensorData::Int32(ids_i32), ids.len())?;
+        args[sig.positions] = vector(TensorData::Int32(positions), ids.len())?;
+        args[sig.logit_rows] = vector(TensorData::Int32(selected), r)?;
+        args[sig.knobs] =
+            EValue::Tensor(Tensor::new(vec![r, 4], TensorData::Float32(knob_values))?);
+        args[sig.token_mask] =
+            EValue::Tensor(Tensor::new(vec![1, words], TensorData::Int32(mask_values))?);
         self.delegate.execute(&mut args).await?;
-        let tokens = match args[TOKENS_ARG].as_tensor().map(Tensor::data) {
+        let tokens = match args[sig.tokens].as_tensor().map(Tensor::data) {
             Some(TensorData::Int32(values)) => values
                 .iter()
                 .map(|&t| u32::try_from(t).map_err(|_| Error::internal("negative token")))
                 .collect::<Result<Vec<_>>>()?,
             _ => return Err(Error::internal("the tokens output is not i32")),
         };
-        let logits = if self.with_logits {
-            let values = args[LOGITS_ARG]
+        let logits = if let Some(index) = sig.logits {
+            let values = args[index]
                 .as_tensor()
                 .and_then(Tensor::as_f32)
                 .filter(|v| v.len() == r * self.vocab)

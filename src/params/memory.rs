@@ -58,6 +58,52 @@ impl MemoryProvider {
         self.insert_described(scope, key, bytes, None, None);
     }
 
+    /// Serves every tensor of `index` (a weights file's, e.g. a GGUF header's
+    /// `GgufIndex::index`) in `scope`, each copied from `file` (the whole file's bytes) with
+    /// its dtype and row-major shape.
+    ///
+    /// # Errors
+    /// `OUT_OF_RANGE` for an entry past the end of `file`; `INVALID_ARGUMENT` for a splat
+    /// entry (no bytes to copy).
+    pub fn insert_index(
+        &self,
+        scope: &str,
+        index: &crate::params::ParameterIndex,
+        file: &[u8],
+    ) -> StatusResult<()> {
+        for entry in index.entries() {
+            let crate::params::EntryStorage::Data { offset } = entry.storage else {
+                return Err(Status::new(
+                    StatusCode::InvalidArgument,
+                    format!("{:?} is a splat, not bytes of the file", entry.key),
+                ));
+            };
+            let range = usize::try_from(offset)
+                .ok()
+                .zip(usize::try_from(entry.length).ok())
+                .and_then(|(start, length)| Some(start..start.checked_add(length)?))
+                .filter(|range| range.end <= file.len())
+                .ok_or_else(|| {
+                    Status::new(
+                        StatusCode::OutOfRange,
+                        format!("{:?} lies past the file's {} bytes", entry.key, file.len()),
+                    )
+                })?;
+            let info = index.info(&entry.key);
+            let shape = info
+                .as_ref()
+                .and_then(crate::params::ParameterInfo::row_major_shape);
+            self.insert_described(
+                scope,
+                &entry.key,
+                file[range].to_vec(),
+                entry.dtype.clone(),
+                shape,
+            );
+        }
+        Ok(())
+    }
+
     /// Adds parameter `key` with its dtype and shape (see [`MemoryProvider::insert`]).
     pub fn insert_described(
         &self,

@@ -1,8 +1,9 @@
 //! The processed blob: `MAGIC` (4 bytes), `FORMAT_VERSION` (u16 LE), reserved (u16, zero), then
 //! the [`Program`] in postcard encoding, and nothing after it. Older blobs still load: version
 //! 1 has no state tensors; versions 1 and 2 write `rms_norm`'s weight as a plain tensor id
-//! (it became optional in version 3). The op layout of a version is told to the `rms_norm`
-//! decoder through [`legacy_rms_norm_weight`], set only while [`decode`] runs on this thread.
+//! (it became optional in version 3); versions 1 to 3 have no `rope` scaling (version 4). The
+//! blob's version is told to those ops' decoders through [`decoding_version`], set only while
+//! [`decode`] runs on this thread.
 //!
 //! Decoding never panics and allocates at most in proportion to the blob: postcard reads
 //! length-prefixed sequences element by element and serde caps pre-allocation, so a lying length
@@ -40,38 +41,45 @@ impl ProgramV1 {
 }
 
 thread_local! {
-    /// Whether the blob being decoded on this thread predates version 3.
-    static LEGACY_RMS_NORM_WEIGHT: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The format version of the blob being decoded on this thread ([`FORMAT_VERSION`] when
+    /// none is).
+    static DECODING_VERSION: std::cell::Cell<u16> = const { std::cell::Cell::new(FORMAT_VERSION) };
+}
+
+/// The format version of the blob [`decode`] is reading on this thread; [`FORMAT_VERSION`]
+/// outside it (JSON programs and programs built in memory have the current layout).
+pub(crate) fn decoding_version() -> u16 {
+    DECODING_VERSION.with(std::cell::Cell::get)
 }
 
 /// Whether the blob being decoded writes `rms_norm`'s weight as a plain id (versions 1 and 2);
 /// false outside [`decode`].
 pub(crate) fn legacy_rms_norm_weight() -> bool {
-    LEGACY_RMS_NORM_WEIGHT.with(std::cell::Cell::get)
+    decoding_version() < 3
 }
 
-/// Sets [`legacy_rms_norm_weight`] for one decode, cleared again on drop (a panic included).
+/// Sets [`decoding_version`] for one decode, restored on drop (a panic included).
 struct LegacyLayout;
 
 impl LegacyLayout {
-    fn enter(legacy: bool) -> Self {
-        LEGACY_RMS_NORM_WEIGHT.with(|flag| flag.set(legacy));
+    fn enter(version: u16) -> Self {
+        DECODING_VERSION.with(|v| v.set(version));
         Self
     }
 }
 
 impl Drop for LegacyLayout {
     fn drop(&mut self) {
-        LEGACY_RMS_NORM_WEIGHT.with(|flag| flag.set(false));
+        DECODING_VERSION.with(|v| v.set(FORMAT_VERSION));
     }
 }
 
 /// First four bytes of every program blob.
 pub const MAGIC: [u8; 4] = *b"WDPG";
 /// The format version this build writes. It also reads version 1 (programs without state
-/// tensors: the same body without the trailing `states` list) and version 2 (`rms_norm` with a
-/// weight that is not optional).
-pub const FORMAT_VERSION: u16 = 3;
+/// tensors: the same body without the trailing `states` list), version 2 (`rms_norm` with a
+/// weight that is not optional) and version 3 (`rope` without its scaling).
+pub const FORMAT_VERSION: u16 = 4;
 /// Header size: magic, version, reserved.
 pub const HEADER_LEN: usize = 8;
 
@@ -132,7 +140,7 @@ pub fn decode(blob: &[u8]) -> Result<Program> {
         )
     };
     let body = &blob[HEADER_LEN..];
-    let _layout = LegacyLayout::enter(version < 3);
+    let _layout = LegacyLayout::enter(version);
     let (program, rest) = if version == 1 {
         let (v1, rest) = postcard::take_from_bytes::<ProgramV1>(body).map_err(malformed)?;
         (v1.into_program(), rest)

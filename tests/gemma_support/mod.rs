@@ -5,10 +5,12 @@
 use std::path::PathBuf;
 use std::sync::Arc;
 use webdelegate::backends::cpu::CpuBackend;
-use webdelegate::models::decoder::{DecoderConfig, DecoderProgramOptions, decoder_program};
+use webdelegate::models::decoder::{
+    DecoderConfig, DecoderProgramOptions, DecoderSignature, decoder_program,
+};
 use webdelegate::models::decoder_session::DecoderSession;
+use webdelegate::params::MemoryProvider;
 use webdelegate::params::formats::gguf::GgufIndex;
-use webdelegate::params::{EntryStorage, MemoryProvider};
 use webdelegate::program;
 use webdelegate::registry::{BackendInitContext, BackendInterface, FreeableBuffer, LoadedDelegate};
 
@@ -42,23 +44,9 @@ pub fn model() -> &'static Model {
         let header = pollster::block_on(GgufIndex::parse(bytes.as_slice())).unwrap();
         let config = DecoderConfig::from_gguf(header.metadata()).unwrap();
         let provider = MemoryProvider::new();
-        for entry in header.index().entries() {
-            let EntryStorage::Data { offset } = entry.storage else {
-                panic!("GGUF has no splats")
-            };
-            let range = offset as usize..(offset + entry.length) as usize;
-            let shape = entry.shape.clone().map(|mut s| {
-                s.reverse();
-                s
-            });
-            provider.insert_described(
-                SCOPE,
-                &entry.key,
-                bytes[range].to_vec(),
-                entry.dtype.clone(),
-                shape,
-            );
-        }
+        provider
+            .insert_index(SCOPE, header.index(), &bytes)
+            .unwrap();
         Model {
             header,
             config,
@@ -86,8 +74,9 @@ pub fn session_with(
     logits: bool,
 ) -> DecoderSession {
     let model = model();
-    let options = DecoderProgramOptions { context, logits };
-    let program = decoder_program(config, model.header.index(), SCOPE, options).unwrap();
+    let options = DecoderProgramOptions::new(context, logits);
+    let program = decoder_program(config, model.header.index(), SCOPE, &options).unwrap();
+    let signature = DecoderSignature::of(&program).unwrap();
     let blob = program::encode(&program).unwrap();
     let init = BackendInitContext::new().with_parameters(model.provider.clone());
     let delegate = pollster::block_on(LoadedDelegate::init_with_backend(
@@ -98,8 +87,7 @@ pub fn session_with(
         &init,
     ))
     .unwrap();
-    let vocab = 262_144;
-    DecoderSession::new(delegate, context, vocab, logits)
+    DecoderSession::new(delegate, signature)
 }
 
 /// A CPU session.

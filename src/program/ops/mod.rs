@@ -46,7 +46,7 @@ pub use permute::Permute;
 pub use range::Range;
 pub use reshape::Reshape;
 pub use rms_norm::RmsNorm;
-pub use rope::{Rope, RopeStyle};
+pub use rope::{Rope, RopeScaling, RopeStyle};
 pub use sample::{Sample, SampleKnobs};
 pub use scale::Scale;
 pub use slice::Slice;
@@ -221,6 +221,7 @@ mod tests {
             base: 0.5,
             style: RopeStyle::GptJ,
             out: 2,
+            scaling: Default::default(),
         });
         assert_eq!(
             postcard::to_allocvec(&rope).unwrap(),
@@ -261,6 +262,7 @@ mod tests {
                 base: 1e4,
                 style: RopeStyle::Neox,
                 out,
+                scaling: Default::default(),
             })
             .unwrap();
         let activated = b.unary(UnaryOp::Silu, rotated).unwrap();

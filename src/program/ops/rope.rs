@@ -33,15 +33,17 @@ impl RopeStyle {
 /// Rotary position embedding: `x` f32 `[.., S, H, D]` (rank >= 3, `D` fixed), `positions` i32
 /// `[S]` (the absolute position of each of the `S` rows, read at execute time) -> `out` like
 /// `x`. For row `s`, with `p = positions[s]` and pair `i < dims / 2` of elements `(a, b)` (see
-/// [`RopeStyle`]): `theta = p * base^(-2i / dims)`,
-/// `out[a] = x[a] cos(theta) - x[b] sin(theta)`, `out[b] = x[a] sin(theta) + x[b] cos(theta)`;
-/// elements `dims..D` pass through unchanged. Exactly llama.cpp's `ggml_rope_ext` with
-/// `freq_scale = 1`, `ext_factor = 0`, `attn_factor = 1` and no frequency factors (checked
-/// against `ggml/src/ggml-cpu/ops.cpp`: `rotate_pairs` with `n_offset = n_dims / 2` for NEOX,
-/// `1` for normal, and the pass-through of `n_dims..ne0`).
+/// [`RopeStyle`]), and the [`RopeScaling`] `m = attn_factor`, `f = freq_scale`, `c_i =
+/// factors[i]` (1 when there are none): `theta = p * f * base^(-2i / dims) / c_i`,
+/// `out[a] = m (x[a] cos(theta) - x[b] sin(theta))`, `out[b] = m (x[a] sin(theta) + x[b]
+/// cos(theta))`; elements `dims..D` pass through unchanged. Exactly llama.cpp's
+/// `ggml_rope_ext` with `ext_factor = 0` (no YaRN ramp), `freq_factors = c`, `freq_scale = f`
+/// and `attn_factor = m` (checked against `ggml/src/ggml-cpu/ops.cpp`: `rope_yarn` multiplies
+/// both `cos` and `sin` by `mscale = attn_factor`; `rotate_pairs` with `n_offset = n_dims / 2`
+/// for NEOX, `1` for normal, and the pass-through of `n_dims..ne0`).
 ///
 /// How the angle is computed (both backends, f32): the inverse frequencies
-/// `base^(-2i / dims)` are computed once in f64 and rounded to f32
+/// `f * base^(-2i / dims) / c_i` are computed once in f64 and rounded to f32
 /// ([`Rope::inverse_frequencies`]); `theta = f32(p) * inv_freq[i]`, one f32 rounding;
 /// then `sin`/`cos` after a Cody-Waite reduction by `pi / 2`, each within 2.5e-7 of the true
 /// values of that f32 angle (for `|theta| <= 1e5`; beyond, finite and within `[-1, 1]`). So the angle is within `~1.2e-7 * |theta|` (two roundings) of the
@@ -69,16 +71,72 @@ pub struct Rope {
     pub style: RopeStyle,
     /// The tensor the op writes.
     pub out: TensorId,
+    /// Frequency and magnitude scaling (none by default). Not in blobs before format
+    /// version 4, which decode with none.
+    #[serde(default, deserialize_with = "scaling_of_any_version")]
+    pub scaling: RopeScaling,
+}
+
+/// How a model stretches RoPE past its trained context (llama.cpp's `freq_factors`,
+/// `freq_scale` and `attn_factor` of `ggml_rope_ext`): Llama 3's per-pair factors
+/// (`rope_freqs.weight`), Phi-3's long and short factors and attention factor, linear
+/// position interpolation. The default changes nothing.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RopeScaling {
+    /// Divisors of each pair's frequency: empty (none) or `dims / 2` finite values > 0.
+    pub factors: Vec<f32>,
+    /// Multiplies every frequency (linear interpolation: `1 / rope.scaling.factor`); finite
+    /// and > 0.
+    pub freq_scale: f32,
+    /// Multiplies `cos` and `sin` (so the rotated elements); finite and > 0.
+    pub attn_factor: f32,
+}
+
+impl Default for RopeScaling {
+    fn default() -> Self {
+        Self {
+            factors: Vec::new(),
+            freq_scale: 1.0,
+            attn_factor: 1.0,
+        }
+    }
+}
+
+impl RopeScaling {
+    /// Whether it changes nothing.
+    pub fn is_identity(&self) -> bool {
+        *self == Self::default()
+    }
+}
+
+/// The scaling as the blob's format version writes it: absent before version 4 (see
+/// [`crate::program::format`]).
+fn scaling_of_any_version<'de, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<RopeScaling, D::Error> {
+    if crate::program::format::decoding_version() < 4 {
+        Ok(RopeScaling::default())
+    } else {
+        RopeScaling::deserialize(deserializer)
+    }
 }
 
 impl Rope {
-    /// `base^(-2i / dims)` for each pair `i < dims / 2`, computed in f64 and rounded to f32:
-    /// what both backends multiply positions by.
+    /// `freq_scale * base^(-2i / dims) / factors[i]` for each pair `i < dims / 2`, computed in
+    /// f64 and rounded to f32: what both backends multiply positions by.
     pub fn inverse_frequencies(&self) -> Vec<f32> {
         let dims = f64::from(self.dims.max(1));
         let base = f64::from(self.base);
+        let scale = f64::from(self.scaling.freq_scale);
         (0..self.dims / 2)
-            .map(|i| base.powf(-2.0 * f64::from(i) / dims) as f32)
+            .map(|i| {
+                let factor = self
+                    .scaling
+                    .factors
+                    .get(i as usize)
+                    .map_or(1.0, |&c| f64::from(c));
+                (scale * base.powf(-2.0 * f64::from(i) / dims) / factor) as f32
+            })
             .collect()
     }
 }
@@ -126,6 +184,24 @@ impl OpDef for Rope {
         if !self.base.is_finite() || self.base <= 0.0 {
             return Err(format!("base is {}, expected finite and > 0", self.base));
         }
+        let scaling = &self.scaling;
+        if !scaling.factors.is_empty() && scaling.factors.len() != (self.dims / 2) as usize {
+            return Err(format!(
+                "scaling has {} factors, expected none or {} (dims / 2)",
+                scaling.factors.len(),
+                self.dims / 2
+            ));
+        }
+        let positive = |v: f32| v.is_finite() && v > 0.0;
+        if let Some(bad) = scaling.factors.iter().find(|&&c| !positive(c)) {
+            return Err(format!("scaling factor {bad} is not finite and > 0"));
+        }
+        if !positive(scaling.freq_scale) || !positive(scaling.attn_factor) {
+            return Err(format!(
+                "scaling freq_scale {} and attn_factor {} must be finite and > 0",
+                scaling.freq_scale, scaling.attn_factor
+            ));
+        }
         let seq = shape[rank - 3];
         if positions.shape() != [seq] {
             return Err(format!(
@@ -140,14 +216,24 @@ impl OpDef for Rope {
     }
 
     fn attributes(&self) -> String {
-        format!(
+        let mut text = format!(
             "x={} positions={} dims={} base={:?} style={}",
             t(self.x),
             t(self.positions),
             self.dims,
             self.base,
             self.style.name()
-        )
+        );
+        let scaling = &self.scaling;
+        if !scaling.is_identity() {
+            text.push_str(&format!(
+                " factors={} freq_scale={:?} attn_factor={:?}",
+                scaling.factors.len(),
+                scaling.freq_scale,
+                scaling.attn_factor
+            ));
+        }
+        text
     }
 }
 
@@ -174,6 +260,7 @@ mod tests {
             base,
             style: RopeStyle::Neox,
             out: 2,
+            scaling: RopeScaling::default(),
         };
         op.check(&Operands::new(&tensors))
     }
@@ -212,8 +299,60 @@ mod tests {
             base: 10_000.0,
             style: RopeStyle::GptJ,
             out: 2,
+            scaling: RopeScaling::default(),
         };
         assert_eq!(op.inverse_frequencies(), vec![1.0, 0.01]);
         assert!(op.attributes().contains("dims=4 base=10000.0 style=gptj"));
+        assert!(!op.attributes().contains("factors"));
+        let scaled = Rope {
+            scaling: RopeScaling {
+                factors: vec![1.0, 8.0],
+                freq_scale: 0.5,
+                attn_factor: 1.2,
+            },
+            ..op
+        };
+        assert_eq!(scaled.inverse_frequencies(), vec![0.5, 0.000625]);
+        assert!(
+            scaled
+                .attributes()
+                .contains("factors=2 freq_scale=0.5 attn_factor=1.2")
+        );
+    }
+
+    #[test]
+    fn refuses_bad_scaling_naming_it() {
+        let tensors = [
+            decl(DType::F32, &[3, 2, 8]),
+            decl(DType::I32, &[3]),
+            decl(DType::F32, &[3, 2, 8]),
+        ];
+        let with = |factors: Vec<f32>, freq_scale: f32, attn_factor: f32| {
+            Rope {
+                x: 0,
+                positions: 1,
+                dims: 8,
+                base: 1e4,
+                style: RopeStyle::Neox,
+                out: 2,
+                scaling: RopeScaling {
+                    factors,
+                    freq_scale,
+                    attn_factor,
+                },
+            }
+            .check(&Operands::new(&tensors))
+        };
+        assert!(with(vec![1.0; 4], 0.25, 1.1).is_ok());
+        for (result, part) in [
+            (with(vec![1.0; 3], 1.0, 1.0), "3 factors"),
+            (with(vec![1.0, 0.0, 1.0, 1.0], 1.0, 1.0), "factor 0"),
+            (with(vec![f32::NAN; 4], 1.0, 1.0), "factor NaN"),
+            (with(Vec::new(), 0.0, 1.0), "freq_scale 0"),
+            (with(Vec::new(), 1.0, f32::INFINITY), "attn_factor inf"),
+        ] {
+            let message = result.unwrap_err();
+            assert!(message.contains(part), "{message:?} lacks {part:?}");
+        }
     }
 }

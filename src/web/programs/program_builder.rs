@@ -366,6 +366,7 @@ impl JsProgramBuilder {
             base,
             style,
             out,
+            scaling: Default::default(),
         };
         js(self.inner.push(op))
     }

@@ -9,13 +9,26 @@ use crate::common::harness::{
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;
-use webdelegate::program::ops::{Rope, RopeStyle};
+use webdelegate::program::ops::{Rope, RopeScaling, RopeStyle};
 use webdelegate::program::{DType, Op, ProgramBuilder};
 use webdelegate::registry::SharedBackend;
 use webdelegate::{ErrorCode, Tensor};
 
 /// RoPE in f64 from the definition: `x` `[.., S, H, D]`, exact angles `p * base^(-2i/dims)`.
 fn reference(x: &Ref, positions: &[i32], dims: usize, base: f64, style: RopeStyle) -> Ref {
+    reference_scaled(x, positions, dims, base, style, &RopeScaling::default())
+}
+
+/// [`reference`] with a scaling: angles `p * f * base^(-2i/dims) / c_i`, rotated elements
+/// times `m` (the op's definition).
+fn reference_scaled(
+    x: &Ref,
+    positions: &[i32],
+    dims: usize,
+    base: f64,
+    style: RopeStyle,
+    scaling: &RopeScaling,
+) -> Ref {
     let rank = x.shape.len();
     let (seq, heads, head_dim) = (x.shape[rank - 3], x.shape[rank - 2], x.shape[rank - 1]);
     let half = dims / 2;
@@ -24,14 +37,18 @@ fn reference(x: &Ref, positions: &[i32], dims: usize, base: f64, style: RopeStyl
         let p = f64::from(positions[(r / heads) % seq]);
         let source = row.to_vec();
         for i in 0..half {
-            let theta = p * base.powf(-2.0 * i as f64 / dims as f64);
+            let factor = scaling.factors.get(i).map_or(1.0, |&c| f64::from(c));
+            let theta =
+                p * f64::from(scaling.freq_scale) * base.powf(-2.0 * i as f64 / dims as f64)
+                    / factor;
+            let m = f64::from(scaling.attn_factor);
             let (a, b) = match style {
                 RopeStyle::Neox => (i, i + half),
                 RopeStyle::GptJ => (2 * i, 2 * i + 1),
             };
             let (s, c) = theta.sin_cos();
-            row[a] = source[a] * c - source[b] * s;
-            row[b] = source[a] * s + source[b] * c;
+            row[a] = m * (source[a] * c - source[b] * s);
+            row[b] = m * (source[a] * s + source[b] * c);
         }
     }
     Ref::from_f64(&x.shape, data)
@@ -73,6 +90,7 @@ fn rope_model(shape: &[usize], dims: u32, base: f32, style: RopeStyle) -> Model 
             base,
             style,
             out,
+            scaling: Default::default(),
         })
         .unwrap();
     m.b.output(out);
@@ -206,7 +224,15 @@ pub async fn rope_refuses_bad_programs(backend: SharedBackend, _config: SuiteCon
         let mut b = ProgramBuilder::new();
         let x = b.input("x", DType::F32, dims(shape));
         let positions = b.input("positions", positions_dtype, dims(&[seq]));
-        let op = |out| Rope { x, positions, dims: rope_dims, base, style: RopeStyle::Neox, out };
+        let op = |out| Rope {
+            x,
+            positions,
+            dims: rope_dims,
+            base,
+            style: RopeStyle::Neox,
+            out,
+            scaling: Default::default(),
+        };
         assert_error(what, b.push(op), ErrorCode::InvalidArgument, &["rope", part]);
         let out = b.tensor("out", DType::F32, dims(shape));
         b.op(Op::Rope(op(out))).output(out);
@@ -240,7 +266,7 @@ pub async fn rms_norm_then_rope(backend: SharedBackend, config: SuiteConfig) {
                     .unwrap();
                 let out = m
                     .b
-                    .push(|out| Rope { x: normed, positions: p, dims: 8, base: 10_000.0, style, out })
+                    .push(|out| Rope { x: normed, positions: p, dims: 8, base: 10_000.0, style, out, scaling: Default::default() })
                     .unwrap();
                 m.b.output(out);
                 if also_output {
@@ -300,7 +326,7 @@ pub async fn two_norm_rope_pairs(backend: SharedBackend, config: SuiteConfig) {
             let wki = k_weighted.then(|| m.param("wk", &[k_dim], &wk));
             let mut pair = |x, weight, eps| {
                 let normed = m.b.push(|out| RmsNorm { x, weight, eps, out }).unwrap();
-                m.b.push(|out| Rope { x: normed, positions: p, dims: 8, base: 10_000.0, style, out })
+                m.b.push(|out| Rope { x: normed, positions: p, dims: 8, base: 10_000.0, style, out, scaling: Default::default() })
                     .unwrap()
             };
             let (qo, ko) = (pair(qi, Some(wqi), 1e-6), pair(ki, wki, 1e-5));
@@ -332,6 +358,66 @@ pub async fn two_norm_rope_pairs(backend: SharedBackend, config: SuiteConfig) {
                     + 2.0 * max_abs * config.reduction.rel;
                 let what = format!("{style:?} k_dim={k_dim} k_weighted={k_weighted} output {output}");
                 assert_within(&what, &got[output], &want, allowed);
+            }
+        }
+    }
+}
+}
+
+op_case! {
+/// RoPE with a scaling (Llama 3's per-pair divisors, linear interpolation, Phi-3's attention
+/// factor): `[3, 2, 12]` rows, `dims = 8` of 12 (partial rotary), divisors from 0.5 to 8,
+/// `freq_scale` 0.25, `attn_factor` 1.19, positions 0, 5 and 3000, both styles; alone, after
+/// an RMSNorm (the WebGPU backend fuses the pair) and as two norm-and-rope pairs (one
+/// dispatch there). Against f64 from the op's definition; the unrotated elements pass through
+/// unscaled.
+pub async fn rope_with_scaling(backend: SharedBackend, config: SuiteConfig) {
+    use webdelegate::program::ops::RmsNorm;
+    let shape = [3usize, 2, 12];
+    let mut rng = Rng::new(89);
+    let x = rng.vec(72, -3.0, 3.0);
+    let positions = vec![0, 5, 3000];
+    let scaling = RopeScaling { factors: vec![0.5, 1.0, 3.0, 8.0], freq_scale: 0.25, attn_factor: 1.19 };
+    let max_theta = 3000.0 * 0.25 / 0.5;
+    for style in [RopeStyle::Neox, RopeStyle::GptJ] {
+        for normed in [false, true] {
+            let mut m = Model::new();
+            let xi = m.input("x", &shape);
+            let p = m.b.input("positions", DType::I32, dims(&[3]));
+            let rope = |m: &mut Model, input| {
+                let source = if normed {
+                    m.b.push(|out| RmsNorm { x: input, weight: None, eps: 1e-6, out }).unwrap()
+                } else {
+                    input
+                };
+                let scaling = scaling.clone();
+                m.b.push(|out| Rope { x: source, positions: p, dims: 8, base: 10_000.0, style, out, scaling })
+                    .unwrap()
+            };
+            let first = rope(&mut m, xi);
+            let second = rope(&mut m, xi);
+            m.b.output(first).output(second);
+            let got = m
+                .run(&backend, vec![f32_tensor(&shape, x.clone()), i32_tensor(&[3], positions.clone())])
+                .await;
+            let source: Vec<f64> = if normed {
+                x.chunks(12)
+                    .flat_map(|row| {
+                        let ms = row.iter().map(|&v| f64::from(v) * f64::from(v)).sum::<f64>() / 12.0;
+                        let inverse = 1.0 / (ms + 1e-6).sqrt();
+                        row.iter().map(move |&v| f64::from(v) * inverse).collect::<Vec<_>>()
+                    })
+                    .collect()
+            } else {
+                x.iter().map(|&v| f64::from(v)).collect()
+            };
+            let source = Ref::from_f64(&shape, source);
+            let want = reference_scaled(&source, &positions, 8, 10_000.0, style, &scaling);
+            let max_abs = source.data.iter().fold(0f64, |m, v| m.max(v.abs())) * 1.19;
+            let allowed = tolerance(max_abs, max_theta, config.elementwise.abs)
+                + if normed { 2.0 * max_abs * config.reduction.rel } else { 0.0 };
+            for (k, out) in got.iter().enumerate() {
+                assert_within(&format!("{style:?} normed={normed} output {k}"), out, &want, allowed);
             }
         }
     }

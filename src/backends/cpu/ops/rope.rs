@@ -1,6 +1,7 @@
 //! `Rope` on the CPU: per `[D]` row, the angles `f32(position) * inv_freq[i]` (inverse
-//! frequencies from the op, once per execute), `sin`/`cos` by [`math::sin_cos`], then the
-//! pair rotations of the op's style; elements past `dims` are copied.
+//! frequencies from the op, once per execute), `sin`/`cos` by [`math::sin_cos`] times the
+//! op's `attn_factor`, then the pair rotations of the op's style; elements past `dims` are
+//! copied.
 
 use crate::backends::cpu::frame::{CpuOp, RunContext, Slot};
 use crate::error::{Error, Result};
@@ -42,6 +43,7 @@ fn rope(
         return Ok(());
     }
     let inverse = op.inverse_frequencies();
+    let magnitude = op.scaling.attn_factor;
     let mut sin = vec![0.0f32; half];
     let mut cos = vec![0.0f32; half];
     for (r, (row, target)) in x
@@ -54,6 +56,8 @@ fn rope(
             let position = positions[s] as f32;
             for ((inv, sn), cs) in inverse.iter().zip(&mut sin).zip(&mut cos) {
                 (*sn, *cs) = math::sin_cos(position * inv);
+                *sn *= magnitude;
+                *cs *= magnitude;
             }
         }
         let (step, offset) = match op.style {
@@ -104,6 +108,7 @@ mod tests {
             base: 10_000.0,
             style,
             out: 2,
+            scaling: Default::default(),
         };
         // One position (1), one head, D = 6, dims = 4: angles 1 and 0.01.
         let x = [1.0, 2.0, 3.0, 4.0, 5.0, 6.0];

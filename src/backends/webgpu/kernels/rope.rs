@@ -4,7 +4,8 @@
 //! the CPU backend uses them, so both form the same f32 angle `f32(p) * inv_freq[i]`; `sin`
 //! and `cos` come from the same Cody-Waite reduction and Cephes polynomials as the CPU's
 //! `webdelegate_kernels::math::sin_cos` (WGSL's own `sin`/`cos` promise only 2^-11 absolute, and only on
-//! `[-pi, pi]`). Positions are only multiplied, never used as an index.
+//! `[-pi, pi]`), times the op's `attn_factor` (a uniform; 1 leaves them bit for bit).
+//! Positions are only multiplied, never used as an index.
 //!
 //! Bound: the uniform table holds at most [`MAX_PAIRS`] pairs (`dims <= 8192`, 16 KiB of the
 //! 64 KiB uniform binding every device offers); larger `dims` are `NotSupported` here.
@@ -49,7 +50,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     }
     {{PAIR}}
     let inv = p.inv_freq[pair / 4u][pair % 4u];
-    let sc = sin_cos(f32(bitcast<i32>(positions[s])) * inv);
+    let sc = sin_cos(f32(bitcast<i32>(positions[s])) * inv) * bitcast<f32>(p.rot.w);
     let x0 = x[a];
     let x1 = x[a + offset];
     if (first) {
@@ -64,7 +65,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 const PARAMS: &str = "struct Params {
     // x: elements (the fused kernel: rows), y: D, z: H, w: S
     head: vec4<u32>,
-    // x: rotated pairs (dims / 2), y: the fused norm's eps (f32 bits)
+    // x: rotated pairs (dims / 2), y: the fused norm's eps, w: attn_factor (f32 bits)
     rot: vec4<u32>,
     inv_freq: array<vec4<f32>, {{VEC4S}}>,
 }
@@ -141,7 +142,7 @@ fn norm_rope_row{S}(row: u32, lid: u32) {
         }
         {{PAIR}}
         let inv = p.inv_freq[pair / 4u][pair % 4u];
-        let sc = sin_cos(position * inv);
+        let sc = sin_cos(position * inv) * bitcast<f32>(p.rot.w);
         let x0 = normed{S}(base, a - base, inv_rms);
         let x1 = normed{S}(base, a + offset - base, inv_rms);
         if (first) {
@@ -157,7 +158,8 @@ fn norm_rope_row{S}(row: u32, lid: u32) {
 const PAIR_PARAMS: &str = "struct Params {
     // the first set: x: rows, y: D, z: H, w: S
     head: vec4<u32>,
-    // x: rotated pairs (dims / 2), y: the first norm's eps, z: the second's (f32 bits)
+    // x: rotated pairs (dims / 2), y: the first norm's eps, z: the second's, w: attn_factor
+    // (f32 bits)
     rot: vec4<u32>,
     // the second set, as head
     head2: vec4<u32>,
@@ -366,7 +368,12 @@ fn rope_uniforms(
             to_u32(heads, "heads")?,
             to_u32(seq, "sequence length")?,
         ])
-        .vec4([to_u32(inverse.len(), "rotary pairs")?, eps, 0, 0]);
+        .vec4([
+            to_u32(inverse.len(), "rotary pairs")?,
+            eps,
+            0,
+            rope.scaling.attn_factor.to_bits(),
+        ]);
     for chunk in table.chunks_exact(4) {
         uniforms = uniforms.vec4([chunk[0], chunk[1], chunk[2], chunk[3]]);
     }
@@ -493,13 +500,14 @@ pub(crate) fn pairs_share_a_dispatch(first: (&RmsNorm, &Rope), second: (&RmsNorm
         && rope.style == rope2.style
         && rope.dims == rope2.dims
         && rope.base.to_bits() == rope2.base.to_bits()
+        && rope.scaling == rope2.scaling
         && rope.positions == rope2.positions
 }
 
 /// Two per-head norms each fused with its rope (the queries' and the keys' QK-norm) in one
 /// dispatch: `first.1.out = rope(rms_norm(first.0.x))`, the same for `second`, the second's
-/// rows after the first's. Both norms weighted; both ropes of one style, dims and base, over
-/// one positions tensor and one head dim.
+/// rows after the first's. Both norms weighted; both ropes of one style, dims, base and
+/// scaling, over one positions tensor and one head dim.
 ///
 /// # Errors
 /// As the pairs' own dispatches; `InvalidProgram` when the two differ in what they must share.

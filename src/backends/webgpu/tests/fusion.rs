@@ -210,6 +210,7 @@ fn a_per_head_norm_and_its_rope_run_as_one_dispatch() {
             base: 10_000.0,
             style: ops::RopeStyle::Neox,
             out,
+            scaling: Default::default(),
         })
         .unwrap();
     b.output(rotated);
@@ -260,6 +261,7 @@ fn the_queries_and_the_keys_norm_rope_pairs_run_as_one_dispatch() {
                 base: 10_000.0,
                 style: ops::RopeStyle::Neox,
                 out,
+                scaling: Default::default(),
             })
             .unwrap()
         };
@@ -437,6 +439,7 @@ fn random_stream_program(rng: &mut Rng) -> ProgramBuilder {
                         base: 10_000.0,
                         style,
                         out,
+                        scaling: Default::default(),
                     })
                     .unwrap()
                 };

@@ -22,14 +22,10 @@ mod stream;
 use crate::error::{Error, Result};
 use crate::fifo_slot::FifoSlot;
 use crate::models::chat::ChatPrompt;
-use crate::models::decoder::{
-    DecoderConfig, DecoderProgramOptions, check_vocabulary, decoder_program,
-};
-use crate::models::decoder_session::DecoderSession;
+use crate::models::decoder::{DecoderLoadOptions, PreparedDecoder};
 use crate::models::generator::TextGenerator;
 use crate::models::grammar::GrammarCompiler;
 use crate::params::http::{HttpProvider, ScopeOptions};
-use crate::program;
 use crate::registry::BackendInitContext;
 use crate::text::GgufTokenizer;
 use crate::web::edge::errors::to_js_error;
@@ -38,7 +34,7 @@ use crate::web::providers::http::provider_from_options;
 use crate::web::registry::introspect;
 use chat::Chat;
 use js_sys::{Float32Array, Object, Promise, Reflect, Uint32Array};
-use options::{DEFAULT_CONTEXT, LoadOptions, evaluate_options, generate_options};
+use options::{LoadOptions, evaluate_options, generate_options};
 use std::cell::{Cell, RefCell};
 use std::rc::Rc;
 use std::sync::Arc;
@@ -136,14 +132,18 @@ impl Generator {
                 .add_gguf_scope(SCOPE, url, ScopeOptions::default())
                 .await
                 .map_err(status_error)?;
-            let config = DecoderConfig::from_gguf(header.metadata())?;
-            let tokenizer = GgufTokenizer::from_gguf(&header)?;
+            let load_options = DecoderLoadOptions {
+                context: options.context,
+                logits: options.logits,
+            };
+            let prepared =
+                PreparedDecoder::prepare(&header, provider.as_ref(), SCOPE, load_options).await?;
             // A template that does not compile fails the load only when the caller gave it;
             // the file's own is reported when chat is used (generate() still works).
             let chat_prompt = ChatPrompt::new(
                 options.chat_template.as_deref(),
                 header.metadata(),
-                &tokenizer,
+                &prepared.tokenizer,
             );
             if options.chat_template.is_some()
                 && let Err(error) = &chat_prompt
@@ -154,40 +154,27 @@ impl Generator {
                 .metadata_value("general.name")
                 .and_then(|v| v.as_str())
                 .map(str::to_owned);
-            let index = header.into_index();
-            let context = options
-                .context
-                .unwrap_or(DEFAULT_CONTEXT)
-                .min(config.train_context);
-            check_vocabulary(&index, tokenizer.vocab_size() as u64)?;
-            let program = decoder_program(
-                &config,
-                &index,
-                SCOPE,
-                DecoderProgramOptions {
-                    context,
-                    logits: options.logits,
-                },
-            )?;
-            drop(index);
-            let blob = program::encode(&program)?;
-            drop(program);
+            drop(header);
+            let blob = prepared.blob()?;
             let init = BackendInitContext::new()
                 .with_method_name("generate")
                 .with_parameters(Arc::clone(&provider) as crate::params::SharedProvider);
             let placed = init_on_first(&options.backend, &blob, &init, &options.cpu).await?;
-            Ok((config, tokenizer, context, placed, chat_prompt, model_name))
+            Ok((prepared, placed, chat_prompt, model_name))
         };
-        let (config, tokenizer, context, placed, chat_prompt, model_name) =
+        let (prepared, placed, chat_prompt, model_name) =
             race_abort(work, options.signal.as_ref(), &provider).await?;
+        let session = prepared.session(placed.delegate);
+        let PreparedDecoder {
+            config, tokenizer, ..
+        } = prepared;
+        let context = session.context();
         let tokenizer = Arc::new(tokenizer);
-        let vocab = tokenizer.vocab_size();
-        let session = DecoderSession::new(placed.delegate, context, vocab, options.logits);
         let mask_words = session.mask_words();
         Ok(Generator {
             backend: placed.backend,
             fallback: placed.fallback,
-            architecture: config.arch.name(),
+            architecture: config.arch.name,
             context,
             shared: Rc::new(Shared {
                 generator: FifoSlot::new(TextGenerator::new(Arc::clone(&tokenizer), session)),
@@ -195,7 +182,7 @@ impl Generator {
                 provider,
                 last_finish: Rc::new(Cell::new(None)),
                 chat_prompt,
-                model: model_name.unwrap_or_else(|| config.arch.name().to_owned()),
+                model: model_name.unwrap_or_else(|| config.arch.name.to_owned()),
                 grammar: RefCell::new(None),
                 mask_words,
             }),

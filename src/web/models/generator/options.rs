@@ -10,14 +10,11 @@ use crate::web::loading::{CpuLoadOptions, cpu_activations_option, threads_option
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
 
-/// Positions the caches hold unless `contextLength` says otherwise (at most the model's).
-pub(super) const DEFAULT_CONTEXT: u64 = 2048;
-
 /// What `Generator.load` was asked to do.
 pub(super) struct LoadOptions {
     /// `"auto"`, `"webgpu"`, `"cpu"` or a registered backend's name.
     pub backend: String,
-    /// Positions asked for (`None`: [`DEFAULT_CONTEXT`], capped by the model).
+    /// Positions asked for (`None`: [`DEFAULT_CONTEXT`](crate::models::decoder::DEFAULT_CONTEXT), capped by the model).
     pub context: Option<u64>,
     /// Whether the program also outputs logits (for `evaluate`).
     pub logits: bool,
