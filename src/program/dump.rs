@@ -121,7 +121,7 @@ mod tests {
         b.output(head);
         b.state("cache", DType::F32, vec![Dim::Fixed(4)]);
         let expected = "\
-webdelegate program format 3
+webdelegate program format 4
 symbol $0 \"batch\"
 tensor %0 i64 [$0, 8] \"ids\"
 tensor %1 f32 [100, 16] \"table\"

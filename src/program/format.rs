@@ -163,7 +163,7 @@ mod tests {
     use crate::program::tensor::{DType, Dim};
 
     /// A version-1 blob (the body without the trailing `states` list) decodes with no states;
-    /// the same program written now is version 3 and ends with that list (one zero byte).
+    /// the same program written now is version 4 and ends with that list (one zero byte).
     #[test]
     fn version_1_blobs_still_load() {
         let mut b = ProgramBuilder::new();
@@ -172,7 +172,7 @@ mod tests {
         b.output(y);
         let program = b.finish().unwrap();
         let v2 = encode(&program).unwrap();
-        assert_eq!(u16::from_le_bytes([v2[4], v2[5]]), 3);
+        assert_eq!(u16::from_le_bytes([v2[4], v2[5]]), FORMAT_VERSION);
         assert_eq!(v2.last(), Some(&0), "an empty states list");
         let mut v1 = v2[..v2.len() - 1].to_vec();
         v1[4..6].copy_from_slice(&1u16.to_le_bytes());
@@ -187,6 +187,49 @@ mod tests {
         program.states.push(0);
         let with_state = encode(&program).unwrap();
         assert_eq!(decode(&with_state).unwrap().states, vec![0]);
+    }
+
+    /// `rope` in a version-3 blob has no scaling: it decodes with none; the same program
+    /// written now carries it (9 bytes), and a scaled one round-trips.
+    #[test]
+    fn version_3_rope_still_loads() {
+        use crate::program::ops::{Rope, RopeScaling, RopeStyle};
+        let build = |scaling: RopeScaling| {
+            let mut b = ProgramBuilder::new();
+            let x = b.input("x", DType::F32, vec![Dim::Fixed(1), Dim::Fixed(1), Dim::Fixed(4)]);
+            let p = b.input("p", DType::I32, vec![Dim::Fixed(1)]);
+            let y = b
+                .push(|out| Rope {
+                    x,
+                    positions: p,
+                    dims: 4,
+                    base: 1e4,
+                    style: RopeStyle::Neox,
+                    out,
+                    scaling,
+                })
+                .unwrap();
+            b.output(y);
+            b.finish().unwrap()
+        };
+        let program = build(RopeScaling::default());
+        let v4 = encode(&program).unwrap();
+        let tail = [0u8, 0, 0, 0x80, 0x3f, 0, 0, 0x80, 0x3f];
+        let at = v4
+            .windows(tail.len())
+            .position(|w| w == tail)
+            .expect("the scaling's bytes");
+        let mut v3 = [&v4[..at], &v4[at + tail.len()..]].concat();
+        v3[4..6].copy_from_slice(&3u16.to_le_bytes());
+        assert_eq!(decode(&v3).unwrap(), program);
+        assert_eq!(decode(&v4).unwrap(), program);
+        let scaled = build(RopeScaling {
+            factors: vec![1.0, 4.0],
+            freq_scale: 0.5,
+            attn_factor: 1.1,
+        });
+        assert_eq!(decode(&encode(&scaled).unwrap()).unwrap(), scaled);
+        assert_eq!(decoding_version(), FORMAT_VERSION, "restored after decode");
     }
 
     /// `rms_norm` in a version-2 blob: the weight is a plain id (no option tag). It decodes as
