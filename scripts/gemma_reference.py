@@ -1,22 +1,48 @@
 #!/usr/bin/env python3
-"""Float64 NumPy reference forward pass for GGUF decoder LLMs: `gemma3`, `llama`, `qwen2`.
+"""Float64 NumPy reference forward pass for GGUF decoder LLMs: `gemma2`, `gemma3`, `llama`, `phi3`, `qwen2`, `qwen3`.
 
-The oracle for the Rust decoder builder (issue 13). Weights are dequantized with
+The oracle for the Rust decoder builders (issue 13). Weights are dequantized with
 `gguf.quants.dequantize` (bit-exact with ggml's own dequantization, so the weights are identical to
 the ones our kernels see), cast to float64, and every operation runs in float64. The graphs follow
-llama.cpp's (src/models/gemma3.cpp, llama.cpp, qwen2.cpp at llama.cpp 0c1e57098) exactly:
+llama.cpp's at 0c1e57098 exactly (src/models/{gemma2,gemma3,llama,phi3,qwen2,qwen3}.cpp, the hparams of
+src/llama-model.cpp / llama-context.cpp, build_qkv / build_ffn / build_attn_mha of src/llama-graph.cpp,
+ggml-cpu ops.cpp rope), except the one deviation marked below (a `llama` file's sliding window).
 
-gemma3: x = embd[ids] * sqrt(n_embd); per layer: h = rms(x)*attn_norm; q,k,v = h W; q = rms_head(q)*q_norm,
-  k = rms_head(k)*k_norm (QK-norm before RoPE); NEOX RoPE (base 1e6 on global layers il%6==5, else the
-  swa base 1e4); q *= 1/sqrt(head_dim); softmax(q k^T + mask) v with a causal mask, sliding layers also
-  masking p_q - p_k >= sliding_window; o = attn W_o; x += rms(o)*post_attention_norm;
-  f = rms(x)*ffn_norm; f = (gelu_tanh(f W_gate) * (f W_up)) W_down; x += rms(f)*post_ffw_norm;
-  logits = (rms(x)*output_norm) token_embd^T (tied) [optionally soft-capped when the key is present].
-  Norm weights already hold the +1 (the converter adds it): plain x*w.
-llama / qwen2: x = embd[ids]; per layer: h = rms(x)*attn_norm; q,k,v = h W (+ bias where the tensors
-  exist: qwen2); RoPE (llama: NORM = adjacent pairs; qwen2: NEOX = halves), q k^T / sqrt(head_dim),
-  causal softmax; x += attn W_o (+bias); x += (silu(rms(x)*ffn_norm W_gate) * (.. W_up)) W_down;
-  logits = rms(x)*output_norm W_out (output.weight, or token_embd when tied) (+ output.bias).
+Common: h = rms(x)*attn_norm (rms: x / sqrt(mean(x^2) + eps), eps = attention.layer_norm_rms_epsilon);
+  q, k, v = h W (+ bias where the tensors exist: qwen2); attention over all previous positions (causal),
+  softmax in f64; residual adds; FFN f = rms(x)*ffn_norm; logits = rms(x)*output_norm W_out (output.weight,
+  or token_embd when tied) (+ output.bias).
+RoPE (`rope`): pair i of the first n_rot = rope.dimension_count dims (default head_k) turns by
+  theta_i = pos * freq_scale * base^(-2i/n_rot) / factor_i, cos and sin both times attn_factor (so only
+  the rotated dims are scaled; dims n_rot.. pass through). NORM (llama) pairs (2i, 2i+1); NEOX (every other
+  arch) pairs (i, i + n_rot/2). freq_scale = 1/rope.scaling.factor (type "linear", llama.cpp's default
+  type; 1 without the key or for "none"); attn_factor = rope.scaling.attn_factor (default 1; llama.cpp
+  multiplies its context's yarn_attn_factor 1.0 by it, for every arch, nothing else for longrope);
+  factor_i from llama_model::get_rope_factors: `rope_freqs.weight` (llama3, [n_rot/2]) when present,
+  else (phi3 always, llama only for rope.scaling.type "longrope") `rope_factors_long.weight` when
+  n_ctx > rope.scaling.original_context_length, else `rope_factors_short.weight`; none for the others.
+llama / qwen2: q k^T / sqrt(head_k); FFN (silu(f W_gate) * (f W_up)) W_down.
+  `llama` with attention.sliding_window (Mistral) -- NOT llama.cpp, whose models/llama.cpp never reads
+  the key and attends to every position: here every layer is local the HF Mistral way, the query at p
+  seeing keys p' with p - p' < window (LLAMA_SWA_TYPE_STANDARD's rule). Compare llama.cpp only before it.
+qwen3: as qwen2 without biases, plus QK-norm: q = rms_head(q)*attn_q_norm, k = rms_head(k)*attn_k_norm
+  (over head_k, per head, before RoPE); head_k may differ from n_embd/n_head (attention.key_length).
+phi3: fused attn_qkv.weight [(n_head + 2 n_head_kv) head_k, n_embd] split by rows into Q | K | V (that
+  order); RoPE NEOX on n_rot (partial) dims with the long/short factors and attn_factor; Q *= 1/sqrt(head_k)
+  (f32) after RoPE; fused ffn_up.weight [2 n_ff, n_embd] with LLM_FFN_SWIGLU: ggml_swiglu(x) =
+  silu(x[:n_ff]) * x[n_ff:], the GATE is the FIRST half of the rows; attention.sliding_window is ignored
+  (phi3.cpp sets n_swa 0: Phi SWA disabled), here too.
+gemma2: x = embd[ids] * sqrtf(n_embd); per layer: q, k, v; NEOX RoPE (swa base = rope.freq_base_swa, default
+  the global base); q *= f_attention_scale (1/sqrtf(head_k); 1/sqrtf(n_embd/n_head) for the 46-layer 27B);
+  s = q k^T; s = cap_a * tanh(s / cap_a) (attn_logit_softcapping, default 50); causal softmax, local layers
+  (load_swa_pattern(ml, 2): il % 2 < 1, i.e. even layers) also masking p_q - p_k >= sliding_window (default
+  4096); o = attn W_o; x += rms(o)*post_attention_norm; f = (gelu_tanh(f W_gate) * (f W_up)) W_down;
+  x += rms(f)*post_ffw_norm; logits = cap_f * tanh(logits / cap_f) (final_logit_softcapping, default 30;
+  always applied). Tied output.
+gemma3: as gemma2 without the attention soft-cap, plus QK-norm before RoPE; a window only when
+  sliding_window > 0, pattern 6 (il % 6 < 5 local); local layers use base rope.freq_base_swa (default 1e4)
+  and freq_scale 1; final soft-cap only when the key is present.
+Norm weights of gemma files already hold the +1 (the converter adds it): plain x*w.
 
 Memory: per-layer dequantization; the lm_head is applied in row chunks (token_embd of Gemma 3 is
 671 MB as f32), all prompts at once, so the whole vocabulary is never held as float64.
@@ -24,7 +50,7 @@ Memory: per-layer dequantization; the lm_head is applied in row chunks (token_em
 CLI (writes the Gemma 3 reference used by the tests; run by scripts/setup.sh):
   gemma_reference.py --model M.gguf --prompts tests/fixtures/gemma/prompts.json --out DIR
 writes DIR/reference.json and one DIR/<name>.f32 per prompt (see `write_reference`).
-As a module: `Model(path).forward([ids, ...], logit_positions=[[...], ...])`.
+As a module: `Model(path, n_ctx=None).forward([ids, ...], logit_positions=[[...], ...])`.
 """
 
 from __future__ import annotations
@@ -81,16 +107,27 @@ def silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
 
-def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool) -> np.ndarray:
-    """ggml_rope_ext with freq_scale 1, no YaRN. x: [T, heads, head_dim]; rotates the first n_rot dims.
+def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool, freq_scale: float = 1.0,
+         factors: np.ndarray | None = None, attn_factor: float = 1.0) -> np.ndarray:
+    """ggml_rope_ext without YaRN (ext_factor 0; ggml-cpu ops.cpp rope_yarn / ggml_rope_cache_init).
+    x: [T, heads, head_dim]; rotates the first n_rot dims, the rest pass through unchanged.
 
-    NORM (llama): pairs (2i, 2i+1); NEOX (gemma3, qwen2): pairs (i, i + n_rot/2). theta_i = pos * base^(-2i/n_rot).
+    Pair i (0 <= i < n_rot/2): theta_i = pos * freq_scale * base^(-2i/n_rot) / factors[i];
+    cos and sin are both multiplied by attn_factor, so only the rotated dims are scaled.
+    NORM (llama): pairs (2i, 2i+1); NEOX (the others): pairs (i, i + n_rot/2).
     """
     half = n_rot // 2
     inv = base ** (-np.arange(half, dtype=np.float64) * 2.0 / n_rot)
+    if factors is not None:
+        inv = inv / np.asarray(factors[:half], dtype=np.float64)
     ang = pos.astype(np.float64)[:, None] * inv[None, :]  # [T, half]
+    if freq_scale != 1.0:
+        ang = ang * freq_scale
     cos = np.cos(ang)[:, None, :]
     sin = np.sin(ang)[:, None, :]
+    if attn_factor != 1.0:
+        cos = cos * attn_factor
+        sin = sin * attn_factor
     out = x.copy()
     if neox:
         x0 = x[..., :half]
@@ -105,17 +142,26 @@ def rope(x: np.ndarray, pos: np.ndarray, n_rot: int, base: float, neox: bool) ->
     return out
 
 
-class Model:
-    """A GGUF decoder read for the float64 reference forward pass."""
+ARCHS = ("gemma2", "gemma3", "llama", "phi3", "qwen2", "qwen3")
+F32 = np.float32
 
-    def __init__(self, path: str):
+
+class Model:
+    """A GGUF decoder read for the float64 reference forward pass.
+
+    n_ctx: the context (KV cache) size the file is run with; only used where llama.cpp picks the RoPE
+    factors by it (`rope_factors_long` when n_ctx > rope.scaling.original_context_length, else
+    `rope_factors_short`). Default: the file's context_length, as llama.cpp with n_ctx 0.
+    """
+
+    def __init__(self, path: str, n_ctx: int | None = None):
         self.path = path
         self.reader = GGUFReader(path)
         self.meta = {f.name: _field_value(f) for f in self.reader.fields.values() if not f.name.startswith("tokenizer.ggml.")}
         self.tensors = {t.name: t for t in self.reader.tensors}
         arch = self.meta["general.architecture"]
-        if arch not in ("gemma3", "llama", "qwen2"):
-            raise ValueError(f"unsupported architecture {arch!r} (gemma3, llama, qwen2)")
+        if arch not in ARCHS:
+            raise ValueError(f"unsupported architecture {arch!r} ({', '.join(ARCHS)})")
         self.arch = arch
 
         def key(name, default=None):
@@ -135,20 +181,78 @@ class Model:
         self.n_rot = int(key("rope.dimension_count", self.head_k))
         self.eps = float(key("attention.layer_norm_rms_epsilon"))
         self.rope_base = float(key("rope.freq_base", 10000.0))
-        for unsupported in ("rope.scaling.type", "rope.scaling.factor"):
-            if f"{arch}.{unsupported}" in self.meta and self.meta[f"{arch}.{unsupported}"] not in ("none", "linear", 1.0, 0.0):
-                raise ValueError(f"{arch}.{unsupported} is not supported by this reference")
+        self.n_ctx_train = int(key("context_length", 0))
+        self.n_ctx = int(n_ctx) if n_ctx else self.n_ctx_train
+
+        # RoPE scaling (llama-model.cpp load_hparams, llama-context.cpp): the type defaults to "linear";
+        # freq_scale = 1/rope.scaling.factor (f32) when the factor is present and non-zero, else 1;
+        # "none" forces 1; YaRN is not implemented here. attn_factor = rope.scaling.attn_factor (the
+        # context's yarn_attn_factor 1.0 times it) scales cos and sin.
+        self.rope_scaling = str(key("rope.scaling.type", "linear"))
+        if self.rope_scaling not in ("none", "linear", "longrope"):
+            raise ValueError(f"{arch}.rope.scaling.type = {self.rope_scaling!r} is not supported by this reference")
+        factor = float(key("rope.scaling.factor", 0.0))
+        self.freq_scale = 1.0 if factor == 0.0 or self.rope_scaling == "none" else float(F32(1.0) / F32(factor))
+        self.attn_factor = float(F32(key("rope.scaling.attn_factor", 1.0)))
+        self.n_ctx_orig = int(key("rope.scaling.original_context_length", self.n_ctx_train))
+        # per-pair RoPE divisors (llama_model::get_rope_factors): `rope_freqs` (llama3) wins, else
+        # long / short by the context size. `llama` loads long/short only for a longrope file, `phi3`
+        # always; the other builders pass none.
+        self.rope_factors = None
+        self.rope_factors_name = None
+        if arch in ("llama", "phi3"):
+            if arch == "llama" and self.has("rope_freqs.weight"):
+                self.rope_factors_name = "rope_freqs.weight"
+            elif arch == "phi3" or self.rope_scaling == "longrope":
+                name = "rope_factors_long.weight" if self.n_ctx > self.n_ctx_orig else "rope_factors_short.weight"
+                if self.has(name):
+                    self.rope_factors_name = name
+        if self.rope_factors_name:
+            self.rope_factors = self.weight(self.rope_factors_name)
+
+        # sliding windows: which layers are local and how far they see
         self.n_swa = 0
+        self.swa_layers = [False] * self.n_layer
+        self.rope_base_swa = self.rope_base
+        self.freq_scale_swa = self.freq_scale
         self.softcap = 0.0
-        if arch == "gemma3":
-            self.n_swa = int(key("attention.sliding_window", 0))
-            self.swa_pattern = int(key("attention.sliding_window_pattern", 6))
-            self.rope_base_swa = float(key("rope.freq_base_swa", 10000.0))
-            self.softcap = float(key("final_logit_softcapping", 0.0))
-            self.kq_scale = 1.0 / math.sqrt(self.head_k)  # f_attention_scale (not the 27B's rule)
-        else:
-            self.kq_scale = 1.0 / math.sqrt(self.head_k)
-        self.neox = arch in ("gemma3", "qwen2")
+        self.attn_softcap = 0.0
+        if arch in ("gemma2", "gemma3"):
+            if arch == "gemma2":  # models/gemma2.cpp: window 4096 unless the key says, pattern 2
+                self.n_swa = int(key("attention.sliding_window", 4096))
+                default_pattern = 2
+                self.rope_base_swa = float(key("rope.freq_base_swa", self.rope_base))
+                self.attn_softcap = float(key("attn_logit_softcapping", 50.0))
+                self.softcap = float(key("final_logit_softcapping", 30.0))
+            else:  # models/gemma3.cpp: a window only when the key is > 0, pattern 6, swa base 1e4, swa scale 1
+                self.n_swa = int(key("attention.sliding_window", 0))
+                default_pattern = 6
+                self.rope_base_swa = float(key("rope.freq_base_swa", 10000.0))
+                self.freq_scale_swa = 1.0
+                self.softcap = float(key("final_logit_softcapping", 0.0))
+            pattern = self.meta.get(f"{arch}.attention.sliding_window_pattern", default_pattern)
+            if self.n_swa > 0:
+                if isinstance(pattern, list):  # per-layer bools (load_swa_pattern)
+                    self.swa_layers = [bool(v) for v in pattern[: self.n_layer]]
+                else:  # llama_hparams::set_swa_pattern: il % n < n - 1 is local
+                    n = int(pattern)
+                    self.swa_layers = [n == 0 or il % n < n - 1 for il in range(self.n_layer)]
+            # gemma2.cpp / gemma3.cpp f_attention_scale: the 27B types use n_embd/n_head
+            is_27b = (arch == "gemma2" and self.n_layer == 46) or (arch == "gemma3" and self.n_layer == 62)
+            self.q_scale = float(F32(1.0) / np.sqrt(F32(self.n_embd // self.n_head if is_27b else self.head_k)))
+        elif arch == "llama" and f"{arch}.attention.sliding_window" in self.meta:
+            # NOT llama.cpp: models/llama.cpp never reads attention.sliding_window (it attends to all
+            # positions). Here the window is applied the HF Mistral way on every layer: the query at p
+            # sees keys p' with p - p' < window (LLAMA_SWA_TYPE_STANDARD's rule).
+            self.n_swa = int(key("attention.sliding_window"))
+            self.swa_layers = [self.n_swa > 0] * self.n_layer
+        # phi3: phi3.cpp sets n_swa = 0 (Phi SWA disabled), so its window key is ignored here too.
+        self.neox = arch != "llama"
+        self.qk_norm = arch in ("gemma3", "qwen3")
+        self.post_norms = arch in ("gemma2", "gemma3")
+        self.embd_scale = arch in ("gemma2", "gemma3")
+        self.geglu = arch in ("gemma2", "gemma3")
+        self.kq_scale = 1.0 / math.sqrt(self.head_k)
         embd = self.tensors["token_embd.weight"]
         self.n_vocab = int(embd.shape[1])
         self.out_name = "output.weight" if "output.weight" in self.tensors else "token_embd.weight"
@@ -188,10 +292,12 @@ class Model:
 
     # --- the graph ---
     def is_swa(self, il: int) -> bool:
-        return self.arch == "gemma3" and self.n_swa > 0 and (self.swa_pattern == 0 or il % self.swa_pattern < self.swa_pattern - 1)
+        return self.n_swa > 0 and self.swa_layers[il]
 
     def _attention(self, q, k, v, il):
-        """q [T, H, D], k/v [T, Hkv, D] -> [T, H*Dv]; causal (+ sliding window) softmax in f64."""
+        """q [T, H, D], k/v [T, Hkv, D] -> [T, H*Dv]; causal (+ sliding window) softmax in f64.
+        q arrives already scaled for gemma2 / gemma3 / phi3 (they scale Q, kq_scale 1); the others
+        scale the scores by 1/sqrt(head_k). gemma2 then soft-caps: s = cap * tanh(s / cap)."""
         T = q.shape[0]
         group = self.n_head // self.n_head_kv
         p = np.arange(T)
@@ -199,9 +305,12 @@ class Model:
         if self.is_swa(il):
             masked |= (p[:, None] - p[None, :]) >= self.n_swa
         out = np.empty((T, self.n_head, v.shape[2]), dtype=np.float64)
+        pre_scaled = self.arch in ("gemma2", "gemma3", "phi3")
         for h in range(self.n_head):
             kh = k[:, h // group, :]
-            s = (q[:, h, :] @ kh.T) * (1.0 if self.arch == "gemma3" else self.kq_scale)
+            s = (q[:, h, :] @ kh.T) * (1.0 if pre_scaled else self.kq_scale)
+            if self.attn_softcap:
+                s = np.tanh(s / self.attn_softcap) * self.attn_softcap
             s = np.where(masked, -np.inf, s)
             s = s - s.max(axis=1, keepdims=True)
             e = np.exp(s)
@@ -209,42 +318,65 @@ class Model:
             out[:, h, :] = a @ v[:, h // group, :]
         return out.reshape(T, -1)
 
+    def _qkv(self, b: str, W: dict, h: np.ndarray):
+        T = h.shape[0]
+        nq, nk = self.n_head * self.head_k, self.n_head_kv * self.head_k
+        if "attn_qkv" in W:  # fused (phi3): rows [Q | K | V] (build_qkv's views at 0, n_q, n_q + n_k)
+            qkv = self.linear(h, b + "attn_qkv", W["attn_qkv"])
+            q, k, v = qkv[:, :nq], qkv[:, nq : nq + nk], qkv[:, nq + nk :]
+        else:
+            q = self.linear(h, b + "attn_q", W["attn_q"])
+            k = self.linear(h, b + "attn_k", W["attn_k"])
+            v = self.linear(h, b + "attn_v", W["attn_v"])
+        return (q.reshape(T, self.n_head, self.head_k), k.reshape(T, self.n_head_kv, self.head_k),
+                v.reshape(T, self.n_head_kv, self.head_v))
+
+    def _ffn(self, b: str, W: dict, f: np.ndarray) -> np.ndarray:
+        if "ffn_gate" in W:
+            g = self.linear(f, b + "ffn_gate", W["ffn_gate"])
+            u = self.linear(f, b + "ffn_up", W["ffn_up"])
+        else:  # fused (phi3, LLM_FFN_SWIGLU on one tensor): ggml_swiglu = silu(first half) * second half
+            gu = self.linear(f, b + "ffn_up", W["ffn_up"])
+            n_ff = gu.shape[1] // 2
+            g, u = gu[:, :n_ff], gu[:, n_ff:]
+        return self.linear((gelu_tanh(g) if self.geglu else silu(g)) * u, b + "ffn_down", W["ffn_down"])
+
     def hidden(self, prompts: list[list[int]]) -> list[np.ndarray]:
         """Final normed hidden states [T, n_embd] per prompt (before the lm_head)."""
         xs = []
         for ids in prompts:
             x = self.rows("token_embd.weight", ids)
-            if self.arch == "gemma3":
+            if self.embd_scale:
                 x = x * float(np.float32(math.sqrt(self.n_embd)))  # ggml_scale by sqrtf(n_embd) (f32 scalar)
             xs.append(x)
+        mats = ("attn_q", "attn_k", "attn_v", "attn_qkv", "attn_output", "ffn_gate", "ffn_up", "ffn_down")
         for il in range(self.n_layer):
             b = f"blk.{il}."
-            W = {n: self.weight(b + n + ".weight") for n in ("attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down")}
+            W = {n: self.weight(b + n + ".weight") for n in mats if self.has(b + n + ".weight")}
             norms = {n: self.weight(b + n + ".weight") for n in ("attn_norm", "ffn_norm", "attn_q_norm", "attn_k_norm", "post_attention_norm", "post_ffw_norm") if self.has(b + n + ".weight")}
-            base = self.rope_base_swa if self.is_swa(il) else self.rope_base
+            swa = self.is_swa(il)
+            base = self.rope_base_swa if swa else self.rope_base
+            scale = self.freq_scale_swa if swa else self.freq_scale
             for i, x in enumerate(xs):
                 T = x.shape[0]
                 pos = np.arange(T)
                 h = rms_norm(x, norms["attn_norm"], self.eps)
-                q = self.linear(h, b + "attn_q", W["attn_q"]).reshape(T, self.n_head, self.head_k)
-                k = self.linear(h, b + "attn_k", W["attn_k"]).reshape(T, self.n_head_kv, self.head_k)
-                v = self.linear(h, b + "attn_v", W["attn_v"]).reshape(T, self.n_head_kv, self.head_v)
-                if self.arch == "gemma3":
+                q, k, v = self._qkv(b, W, h)
+                if self.qk_norm:  # per head, over head_k, before RoPE
                     q = rms_norm(q, norms["attn_q_norm"], self.eps)
                     k = rms_norm(k, norms["attn_k_norm"], self.eps)
-                q = rope(q, pos, self.n_rot, base, self.neox)
-                k = rope(k, pos, self.n_rot, base, self.neox)
-                if self.arch == "gemma3":
-                    q = q * self.kq_scale
+                q = rope(q, pos, self.n_rot, base, self.neox, scale, self.rope_factors, self.attn_factor)
+                k = rope(k, pos, self.n_rot, base, self.neox, scale, self.rope_factors, self.attn_factor)
+                if self.arch in ("gemma2", "gemma3"):
+                    q = q * self.q_scale
+                elif self.arch == "phi3":
+                    q = q * float(F32(1.0) / np.sqrt(F32(self.head_k)))
                 a = self.linear(self._attention(q, k, v, il), b + "attn_output", W["attn_output"])
-                if self.arch == "gemma3":
+                if self.post_norms:
                     a = rms_norm(a, norms["post_attention_norm"], self.eps)
                 x = x + a
-                f = rms_norm(x, norms["ffn_norm"], self.eps)
-                g = self.linear(f, b + "ffn_gate", W["ffn_gate"])
-                u = self.linear(f, b + "ffn_up", W["ffn_up"])
-                f = self.linear((gelu_tanh(g) if self.arch == "gemma3" else silu(g)) * u, b + "ffn_down", W["ffn_down"])
-                if self.arch == "gemma3":
+                f = self._ffn(b, W, rms_norm(x, norms["ffn_norm"], self.eps))
+                if self.post_norms:
                     f = rms_norm(f, norms["post_ffw_norm"], self.eps)
                 xs[i] = x + f
         out_norm = self.weight("output_norm.weight")

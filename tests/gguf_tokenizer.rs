@@ -5,8 +5,8 @@
 //!   `tests/fixtures/gemma/tokenize.json` (scripts/make-gemma-llamacpp-fixtures.py, llama-cpp-python
 //!   over the same file): every case's ids, every listed piece and every detokenization must be
 //!   identical (no tolerance: ids are integers); and the prompts of `gemma/prompts.json`.
-//! - The tiny `llama` (SentencePiece, `add_space_prefix`) and `qwen2` (byte-level BPE) GGUFs of
-//!   scripts/make-tiny-decoders.py with their `tiny-*.llamacpp.json` tokenizations.
+//! - Every tiny decoder GGUF of scripts/make-tiny-decoders.py (SentencePiece and byte-level BPE
+//!   with several pre-tokenizers) with its `tiny-*.llamacpp.json` tokenizations.
 //!
 //! Also measured (printed, not asserted beyond a generous bound): the heap the Gemma tokenizer
 //! holds, counted by a counting global allocator, its build time and its encode speed.
@@ -381,15 +381,26 @@ fn tiny(arch: &str, model: TokenizerModel) {
     assert_eq!(t.model(), model);
     let doc = fixture(&format!("decoders/tiny-{arch}.llamacpp.json"));
     let n = check_cases(&t, doc["tokenize"].as_array().unwrap(), arch);
-    assert!(n >= 50, "{n} cases");
+    assert!(n >= 600, "{arch}: {n} cases (200 strings in three modes)");
 }
 
+/// Every tiny decoder's vocabulary (SentencePiece: llama, phi3, gemma2, gemma3; byte-level
+/// BPE with the `llama-bpe`, `smollm` and `qwen2` pre-tokenizers: llama3, smollm, qwen2, qwen3;
+/// mistral) against llama.cpp on the fixture's strings, each in three modes.
 #[test]
-fn tiny_llama_tokenizes_like_llama_cpp() {
-    tiny("llama", TokenizerModel::SentencePiece);
-}
-
-#[test]
-fn tiny_qwen2_tokenizes_like_llama_cpp() {
-    tiny("qwen2", TokenizerModel::BytePairEncoding);
+fn every_tiny_decoder_tokenizes_like_llama_cpp() {
+    use TokenizerModel::{BytePairEncoding as Bpe, SentencePiece as Spm};
+    for (variant, model) in [
+        ("llama", Spm),
+        ("llama3", Bpe),
+        ("smollm", Bpe),
+        ("mistral", Spm),
+        ("qwen2", Bpe),
+        ("qwen3", Bpe),
+        ("phi3", Spm),
+        ("gemma2", Spm),
+        ("gemma3", Spm),
+    ] {
+        tiny(variant, model);
+    }
 }

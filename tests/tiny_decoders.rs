@@ -74,7 +74,12 @@ struct Agreement {
     min_cos: f64,
 }
 
-fn check(variant: &str, arch: &str, backend_id: &str, backend: Arc<dyn BackendInterface>) -> Agreement {
+fn check(
+    variant: &str,
+    arch: &str,
+    backend_id: &str,
+    backend: Arc<dyn BackendInterface>,
+) -> Agreement {
     let file = format!("tiny-{variant}.gguf");
     let (config, mut session, vocab) = session(&file, backend_id, backend, 64);
     assert_eq!(config.arch.name, arch, "{file}");
@@ -302,10 +307,16 @@ fn unsupported_metadata_is_refused_naming_the_key() {
     let text = |s: &str| GgufValue::String(s.as_bytes().to_vec());
     let error = with("general.architecture", text("mamba")).unwrap_err();
     assert_eq!(error.code(), ErrorCode::NotSupported, "{error}");
-    assert!(error.message().contains("mamba") && error.message().contains("qwen3"), "{error}");
+    assert!(
+        error.message().contains("mamba") && error.message().contains("qwen3"),
+        "{error}"
+    );
     let error = with("llama.rope.scaling.type", text("yarn")).unwrap_err();
     assert_eq!(error.code(), ErrorCode::NotSupported, "{error}");
-    assert!(error.message().contains("llama.rope.scaling.type"), "{error}");
+    assert!(
+        error.message().contains("llama.rope.scaling.type"),
+        "{error}"
+    );
     let error = with(
         "llama.attention.sliding_window_pattern",
         GgufValue::Array(GgufArray::Bool(vec![true; 3])),
@@ -326,7 +337,10 @@ fn unsupported_metadata_is_refused_naming_the_key() {
     ));
     let error = DecoderConfig::from_gguf(&gemma).unwrap_err();
     assert_eq!(error.code(), ErrorCode::InvalidExternalData, "{error}");
-    assert!(error.message().contains("sliding_window_pattern"), "{error}");
+    assert!(
+        error.message().contains("sliding_window_pattern"),
+        "{error}"
+    );
 
     // tiny-llama3 carries `rope_freqs.weight`: a program must be given its values.
     let bytes = std::fs::read(fixture("tiny-llama3.gguf")).unwrap();

@@ -196,7 +196,11 @@ mod tests {
         use crate::program::ops::{Rope, RopeScaling, RopeStyle};
         let build = |scaling: RopeScaling| {
             let mut b = ProgramBuilder::new();
-            let x = b.input("x", DType::F32, vec![Dim::Fixed(1), Dim::Fixed(1), Dim::Fixed(4)]);
+            let x = b.input(
+                "x",
+                DType::F32,
+                vec![Dim::Fixed(1), Dim::Fixed(1), Dim::Fixed(4)],
+            );
             let p = b.input("p", DType::I32, vec![Dim::Fixed(1)]);
             let y = b
                 .push(|out| Rope {

@@ -226,7 +226,9 @@ mod tests {
         assert_eq!(
             postcard::to_allocvec(&rope).unwrap(),
             // ... then the scaling (format 4): no factors, freq_scale 1.0, attn_factor 1.0.
-            [17, 0, 1, 4, 0, 0, 0, 0x3f, 1, 2, 0, 0, 0, 0x80, 0x3f, 0, 0, 0x80, 0x3f]
+            [
+                17, 0, 1, 4, 0, 0, 0, 0x3f, 1, 2, 0, 0, 0, 0x80, 0x3f, 0, 0, 0x80, 0x3f
+            ]
         );
         let argmax = Op::Argmax(Argmax { x: 3, out: 4 });
         assert_eq!(postcard::to_allocvec(&argmax).unwrap(), [18, 3, 4]);

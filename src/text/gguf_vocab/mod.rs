@@ -15,8 +15,10 @@
 //! `token_to_piece(id, special = true)`) and an [`IncrementalDecoder`] that emits only complete
 //! UTF-8 characters while a character is split across byte tokens.
 //!
-//! Not reproduced: llama.cpp's model-name rules for phi-3 and jina `LSTRIP`/`RSTRIP`
-//! attributes, the UGM/WPM/RWKV vocabularies, and `llama_detokenize`'s clean-up of spaces.
+//! llama.cpp's model-name rule for Phi-3 (`general.name` containing `phi-3` or `phi3`: every
+//! special token eats the whitespace after it, except `<unk>`, `<s>` and `<|endoftext|>`) is
+//! reproduced ([`apply_model_name_rules`]). Not reproduced: the jina `LSTRIP` rules, the
+//! UGM/WPM/RWKV vocabularies, and `llama_detokenize`'s clean-up of spaces.
 //! Where llama.cpp would throw while tokenizing (an SPM byte without a byte token) the unknown
 //! token is emitted instead.
 
@@ -105,7 +107,8 @@ impl GgufTokenizer {
     /// [`from_metadata`](Self::from_metadata), its errors as the parts give them.
     fn build(metadata: &[(String, GgufValue)]) -> Result<Self> {
         let loaded = metadata::load(metadata)?;
-        let vocab = loaded.vocab;
+        let mut vocab = loaded.vocab;
+        apply_model_name_rules(&mut vocab, metadata);
         let model = match (loaded.model, loaded.pre) {
             (TokenizerModel::BytePairEncoding, Some(pre)) => Model::Bpe {
                 merges: loaded.merges,
@@ -568,3 +571,43 @@ fn decode_byte_level(piece: &[u8]) -> Vec<u8> {
 
 #[cfg(test)]
 mod tests;
+
+/// llama.cpp's attributes set by model name (`llama_vocab::impl::load`, "set attributes by
+/// model/tokenizer/architecture name"): for Phi-3 files every special token (control,
+/// user-defined, unknown) and `</s>` get `RSTRIP`, then `<unk>`, `<s>` and `<|endoftext|>`
+/// lose it.
+fn apply_model_name_rules(vocab: &mut Vocab, metadata: &[(String, GgufValue)]) {
+    let name = metadata
+        .iter()
+        .find(|(key, _)| key == "general.name")
+        .and_then(|(_, value)| value.as_str())
+        .map(str::to_ascii_lowercase)
+        .unwrap_or_default();
+    if !(name.contains("phi-3") || name.contains("phi3")) {
+        return;
+    }
+    for id in 0..vocab.len() as u32 {
+        let bits = vocab.attr(id);
+        if bits & (attr::CONTROL | attr::USER_DEFINED | attr::UNKNOWN) != 0 {
+            vocab.set_attr(id, bits | attr::RSTRIP);
+        }
+    }
+    for (piece, on) in [
+        ("</s>", true),
+        ("<unk>", false),
+        ("<s>", false),
+        ("<|endoftext|>", false),
+    ] {
+        if let Some(id) = vocab.id(piece.as_bytes()) {
+            let bits = vocab.attr(id);
+            vocab.set_attr(
+                id,
+                if on {
+                    bits | attr::RSTRIP
+                } else {
+                    bits & !attr::RSTRIP
+                },
+            );
+        }
+    }
+}
