@@ -101,7 +101,7 @@ fn number(value: u64) -> JsValue {
 
 #[wasm_bindgen]
 impl Generator {
-    /// Loads the GGUF decoder at `ggufUrl` (architectures `gemma3`, `llama`, `qwen2`).
+    /// Loads the GGUF decoder at `ggufUrl` (architectures `gemma2`, `gemma3`, `llama`, `phi3`, `qwen2`, `qwen3`).
     /// `options`: `backend` (`'auto'` default, `'webgpu'`, `'cpu'`), `contextLength`
     /// (positions the KV cache holds, default 2048, at most the model's training context),
     /// `logits` (default false: also output logits, for `evaluate`), `chatTemplate` (a Jinja
