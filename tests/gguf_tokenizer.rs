@@ -13,35 +13,49 @@
 #![cfg(not(target_arch = "wasm32"))]
 
 use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Instant;
 use webdelegate::params::RangeRead;
 use webdelegate::params::formats::gguf::GgufIndex;
 use webdelegate::send_sync::LocalBoxFuture;
 use webdelegate::text::{GgufTokenizer, IncrementalDecoder, TokenizerModel};
 
-/// Counts live heap bytes (every test in this binary shares it; the measuring test takes
-/// [`MEASURE`] so that no other test allocates meanwhile... on its own thread at least).
+/// Counts the heap bytes each thread allocates and frees, so that a measurement on one thread
+/// is not disturbed by the tests running beside it on others (the test harness runs them in
+/// parallel). [`MEASURE`] still serialises the measuring test with the other Gemma builds.
 struct Counting;
 
-static LIVE: AtomicUsize = AtomicUsize::new(0);
-static PEAK: AtomicUsize = AtomicUsize::new(0);
+thread_local! {
+    /// Bytes this thread allocated minus the bytes it freed (may go negative when it frees
+    /// what another thread allocated).
+    static LIVE: Cell<isize> = const { Cell::new(0) };
+    /// The highest [`LIVE`] seen since it was last reset.
+    static PEAK: Cell<isize> = const { Cell::new(0) };
+}
 static MEASURE: Mutex<()> = Mutex::new(());
+
+fn live() -> isize {
+    LIVE.with(Cell::get)
+}
 
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
         let p = unsafe { System.alloc(layout) };
         if !p.is_null() {
-            let now = LIVE.fetch_add(layout.size(), Ordering::Relaxed) + layout.size();
-            PEAK.fetch_max(now, Ordering::Relaxed);
+            let size = layout.size() as isize;
+            let _ = LIVE.try_with(|live| {
+                let now = live.get() + size;
+                live.set(now);
+                let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
+            });
         }
         p
     }
 
     unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
         unsafe { System.dealloc(ptr, layout) };
-        LIVE.fetch_sub(layout.size(), Ordering::Relaxed);
+        let _ = LIVE.try_with(|live| live.set(live.get() - layout.size() as isize));
     }
 }
 
@@ -245,16 +259,16 @@ fn gemma_streams_a_character_split_over_byte_tokens() {
 fn gemma_memory_build_time_and_speed() {
     let _guard = MEASURE.lock().unwrap_or_else(|e| e.into_inner());
     let index = parse(&gemma_path());
-    let before = LIVE.load(Ordering::Relaxed);
-    PEAK.store(before, Ordering::Relaxed);
+    let before = live();
+    PEAK.with(|peak| peak.set(before));
     let start = Instant::now();
     let t = GgufTokenizer::from_gguf(&index).unwrap();
     let build = start.elapsed();
-    let held = LIVE.load(Ordering::Relaxed) - before;
-    let peak = PEAK.load(Ordering::Relaxed) - before;
-    let with_index = LIVE.load(Ordering::Relaxed);
+    let held = live() - before;
+    let peak = PEAK.with(Cell::get) - before;
+    let with_index = live();
     drop(index);
-    let index_bytes = with_index - LIVE.load(Ordering::Relaxed);
+    let index_bytes = with_index - live();
     // A long mixed text: the oracle prompts (prose, code, HTML, eleven languages) repeated.
     let prompts = fixture("gemma/prompts.json");
     let one: String = prompts["prompts"]
