@@ -6,8 +6,8 @@
 # stores, which are correct on a shared memory, and the module's data segments are passive,
 # initialised once by the start function wasm-ld emits for shared memory.
 # Writes pkg/webdelegate_kernels.wasm and the pool's JavaScript (src/browser/cpu_threads/ ->
-# pkg/cpu-threads/), and lists both in pkg/package.json's files; run after wasm-pack, which
-# rewrites pkg/. The first argument names another package directory (the bench's build:
+# pkg/cpu-threads/); run after wasm-pack, which rewrites pkg/ (scripts/package-manifest.mjs then
+# lists both in pkg/package.json). The first argument names another package directory (the bench's build:
 # pkg-bench). The build goes to $CARGO_TARGET_DIR/kernels (default target/kernels).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -40,13 +40,4 @@ mkdir -p "$PKG"
   "$OUT" -o "$PKG/webdelegate_kernels.wasm"
 mkdir -p "$PKG/cpu-threads"
 cp src/browser/cpu_threads/pool.js src/browser/cpu_threads/worker.js "$PKG/cpu-threads/"
-if [[ -f "$PKG/package.json" ]]; then
-  node -e '
-    const fs = require("fs");
-    const path = process.argv[1] + "/package.json";
-    const manifest = JSON.parse(fs.readFileSync(path, "utf8"));
-    manifest.files = [...new Set([...(manifest.files ?? []), "webdelegate_kernels.wasm", "cpu-threads/"])];
-    fs.writeFileSync(path, JSON.stringify(manifest, null, 2) + "\n");
-  ' "$PKG"
-fi
 echo "built $PKG/webdelegate_kernels.wasm ($(stat -c %s "$PKG/webdelegate_kernels.wasm") bytes) and $PKG/cpu-threads/"
