@@ -1,4 +1,5 @@
-// Benchmark runner (`npm run bench`, after the package is built into pkg/): runs every suite in
+// Benchmark runner (`npm run bench`, after the package is built into pkg/ and the bench's build
+// into pkg-bench/): runs every suite in
 // bench/suites/*.mjs in headless Chromium against a real nginx serving the repo root, merges
 // their results into one flat JSON object of numbers, writes it to bench/results/latest.json,
 // the same as a markdown table with the date and the machine to bench/results/latest.md, and a
@@ -18,7 +19,10 @@
 //   openPage(path, ready?) opens `path` in a fresh page; `ready` (a function evaluated in the
 //                          page) is awaited when given. Resolves to { page, evaluate(fn, arg) }.
 //                          Pages close when the suite ends; an uncaught page error fails it.
-//   openHarnessPage()      opens pkg-tests/harness.html: the built package as `window.wd`
+//   openHarnessPage(opts?) opens pkg-tests/harness.html: the built package as `window.wd`;
+//                          with { bench: true } the bench's own build (pkg-bench/, from
+//                          `npm run build:pkg:bench`), which adds MatmulBench, QmatvecBench
+//                          and BandwidthBench (cargo feature `bench`; not in the published pkg/)
 //   startServer(options)   another nginx (see pkg-tests/support/server.mjs), stopped when the
 //                          suite ends: e.g. to serve weight files from another directory
 //   accessLog              path of that nginx's access log (combined format): a suite can
@@ -52,10 +56,11 @@ function suiteContext(name, server, browser) {
     root: REPO_ROOT,
     accessLog: path.join(server.dir, 'access.log'),
     openPage: (urlPath, ready) => browser.openPage(owner, urlPath, ready),
-    async openHarnessPage() {
-      const p = await browser.openPage(owner, '/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+    async openHarnessPage({ bench = false } = {}) {
+      const url = bench ? '/pkg-tests/harness.html?pkg=bench' : '/pkg-tests/harness.html';
+      const p = await browser.openPage(owner, url, () => window.harnessReady || window.harnessError);
       const failure = await p.evaluate(() => window.harnessError ?? null);
-      if (failure) throw new Error(`harness could not load the package (run npm run build:pkg): ${failure}`);
+      if (failure) throw new Error(`harness could not load the package (run npm run ${bench ? 'build:pkg:bench' : 'build:pkg'}): ${failure}`);
       return p;
     },
     async startServer(options) {

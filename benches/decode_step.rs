@@ -36,7 +36,7 @@ mod native {
     use std::collections::BTreeMap;
     use std::sync::Arc;
     use std::time::{Duration, Instant};
-    use webdelegate::backends::webgpu::WebGpuBackend;
+    use webdelegate::backends::WebGpuBackend;
     use webdelegate::models::catalog::ProviderCatalog;
     use webdelegate::models::decoder::{
         DecoderConfig, DecoderProgramOptions, DecoderSignature, decoder_program,

@@ -17,7 +17,7 @@ mod native {
     use crate::common::{Args, Record, webgpu_backend};
     use std::sync::Arc;
     use std::time::{Duration, Instant};
-    use webdelegate::backends::webgpu::WebGpuBackend;
+    use webdelegate::backends::WebGpuBackend;
     use webdelegate::params::MemoryProvider;
     use webdelegate::program::{DType, Dim, Op, ProgramBuilder, ops};
     use webdelegate::registry::{

@@ -7,7 +7,7 @@
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 use webdelegate::params::MemoryProvider;
 use webdelegate::program::{self, samples};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};

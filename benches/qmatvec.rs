@@ -34,7 +34,7 @@ mod native {
     use crate::common::{Args, Record, Timing, measure, webgpu_backend};
     use std::sync::Arc;
     use std::time::Duration;
-    use webdelegate::backends::webgpu::WebGpuBackend;
+    use webdelegate::backends::WebGpuBackend;
     use webdelegate::params::MemoryProvider;
     use webdelegate::program::ops::Linear;
     use webdelegate::program::{BlockFormat, DType, Dim, ProgramBuilder};
@@ -428,10 +428,7 @@ mod native {
             let mut gpu: Option<(Arc<WebGpuBackend>, f64)> = None;
             let (backend, baseline): (SharedBackend, f64) = if name == "cpu" {
                 let baseline = cpu_baseline(&mut record, quick);
-                (
-                    Arc::new(webdelegate::backends::cpu::CpuBackend::new()),
-                    baseline,
-                )
+                (Arc::new(webdelegate::backends::CpuBackend::new()), baseline)
             } else {
                 let backend = Arc::new(webgpu_backend("qmatvec", &args, &mut record));
                 let (baseline, kernel) = webgpu_baseline(&mut record, quick);

@@ -12,7 +12,7 @@ mod gemma_support;
 use gemma_support::*;
 use pollster::block_on;
 use std::sync::Arc;
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::models::decoder_session::{GREEDY, LogitRows};
 
 #[test]
@@ -89,7 +89,7 @@ fn a_narrowed_sliding_window_matches_the_cpu_backend() {
         }
         logits
     };
-    let cpu_backend = Arc::new(webdelegate::backends::cpu::CpuBackend::new());
+    let cpu_backend = Arc::new(webdelegate::backends::CpuBackend::new());
     let want = run(&mut session_with(
         "cpu",
         cpu_backend.clone(),

@@ -9,7 +9,7 @@ mod minilm_support;
 use minilm_support::*;
 use pollster::block_on;
 use std::sync::Arc;
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 use webdelegate::models::bert::{BertConfig, sentence_embedding_program};
 use webdelegate::program;
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};

@@ -10,7 +10,7 @@ mod minilm_support;
 use minilm_support::*;
 use pollster::block_on;
 use std::sync::Arc;
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::models::bert::{BertConfig, sentence_embedding_program};
 use webdelegate::program;
 use webdelegate::registry::{BackendInitContext, BackendInterface, FreeableBuffer, LoadedDelegate};

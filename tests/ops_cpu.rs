@@ -7,7 +7,7 @@ mod common;
 
 use common::harness::SuiteConfig;
 use std::sync::Arc;
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 
 #[cfg(target_arch = "wasm32")]
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
@@ -26,7 +26,7 @@ mod cpu_specific {
     use super::common::harness::{Model, execute, f32_tensor};
     use std::sync::Arc;
     use webdelegate::ErrorCode;
-    use webdelegate::backends::cpu::CpuBackend;
+    use webdelegate::backends::CpuBackend;
     use webdelegate::registry::{
         BackendInterface, BackendOption, BackendOptionContext, OptionValue, SharedBackend,
     };

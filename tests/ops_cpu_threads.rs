@@ -19,7 +19,7 @@ use std::sync::Arc;
 use wasm_bindgen::JsValue;
 use wasm_bindgen_futures::JsFuture;
 use web_script::Script;
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 use webdelegate::registry::{BackendInterface, BackendOption, BackendOptionContext, OptionValue};
 
 wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);

@@ -8,7 +8,7 @@ mod common;
 
 use common::harness::{SuiteConfig, Tol};
 use std::sync::Arc;
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::registry::{BackendInterface, SharedBackend};
 
 #[cfg(target_arch = "wasm32")]

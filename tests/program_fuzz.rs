@@ -11,7 +11,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 use webdelegate::params::MemoryProvider;
 use webdelegate::program::{DType, Dim, Program, ProgramBuilder, dump, encode, load, samples};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};

@@ -12,8 +12,8 @@
 
 use pollster::block_on;
 use std::sync::Arc;
-use webdelegate::backends::cpu::CpuBackend;
-use webdelegate::backends::defaults::{CPU, register_if_absent};
+use webdelegate::backends::CpuBackend;
+use webdelegate::backends::{CPU, register_if_absent};
 use webdelegate::params::formats::{Format, parse_index_in_memory};
 use webdelegate::params::{EntryStorage, MemoryProvider};
 use webdelegate::pte::*;

@@ -16,9 +16,9 @@
 use pollster::block_on;
 use std::path::PathBuf;
 use std::sync::Arc;
-use webdelegate::backends::cpu::CpuBackend;
-use webdelegate::backends::defaults::{CPU, WEBGPU, register_if_absent};
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::CpuBackend;
+use webdelegate::backends::WebGpuBackend;
+use webdelegate::backends::{CPU, WEBGPU, register_if_absent};
 use webdelegate::params::formats::{Format, parse_index_in_memory};
 use webdelegate::params::{EntryStorage, MemoryProvider, SharedProvider};
 use webdelegate::pte::{

@@ -10,7 +10,7 @@ use std::cell::RefCell;
 use std::sync::Arc;
 use wasm_bindgen_test::*;
 use webdelegate::StatusCode;
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::params::formats::{Format, parse_index_in_memory};
 use webdelegate::params::http::internal::{
     Destination, EdgeStore, ExpectedDigest, LoadTargets, PlannerConfig, RangeDigest, RequestSink,

@@ -9,7 +9,7 @@ use js_sys::{Array, Reflect, Uint8Array};
 use std::sync::Arc;
 use wasm_bindgen::prelude::*;
 use wasm_bindgen_test::*;
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 use webdelegate::params::MemoryProvider;
 use webdelegate::program::{self, DType, Dim};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};

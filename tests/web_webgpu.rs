@@ -14,7 +14,7 @@ mod web_script;
 
 use std::sync::Arc;
 use wasm_bindgen_test::*;
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::params::{BufferAllocator, MemoryProvider};
 use webdelegate::program::ops;
 use webdelegate::program::{BinaryOp, DType, Dim, Op, ProgramBuilder, UnaryOp};

@@ -18,8 +18,8 @@ mod seam;
 use seam::{FILE, PARAMS, SCOPE};
 use std::sync::Arc;
 use wasm_bindgen_test::*;
-use webdelegate::backends::cpu::CpuBackend;
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::CpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::params::http::{
     CacheMode, FetchOptions, FetchTransport, HttpProvider, HttpProviderOptions, ScopeOptions,
 };

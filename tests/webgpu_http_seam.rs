@@ -18,7 +18,7 @@ use support::files::{Tensor as FileTensor, write_safetensors};
 use support::nginx::Nginx;
 use support::{Rng, TempDir};
 use webdelegate::ErrorCode;
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 use webdelegate::params::http::{HttpProvider, HttpProviderOptions, NativeTransport, ScopeOptions};
 use webdelegate::program::DType;
 use webdelegate::registry::BackendInterface;

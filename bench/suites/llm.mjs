@@ -105,7 +105,7 @@ function leadingEqual(a, b, n) {
  * harness page.
  */
 async function prepare(ctx) {
-  const p = await ctx.openHarnessPage();
+  const p = await ctx.openHarnessPage({ bench: true }); // BandwidthBench: the bench build
   const prepared = await p.evaluate(async ({ modelUrl, passage, want }) => {
     const wd = window.wd;
     const gen = await wd.Generator.load(modelUrl, { backend: 'cpu', contextLength: 256 });

@@ -21,8 +21,39 @@ const REPEATS = 4;
 const ROUNDS = 2;
 const MIN_MS = 700;
 
+/**
+ * The fixture's own contract, checked before anything is timed (MatmulBench is only in the
+ * bench's build, so no pkg-test reaches it): its FLOP count, `run` after `destroy` rejected, a
+ * bad compile spec and sizes that would overflow or exhaust wasm memory refused before anything
+ * is allocated. Throws, failing the suite, when one does not hold.
+ */
+async function checkFixture(p) {
+  const failures = await p.evaluate(async () => {
+    const wd = window.wd;
+    await wd.ready();
+    const problems = [];
+    const code = async (fn) => (await capture(fn)).error?.code ?? 'resolved';
+    const bench = await wd.MatmulBench.create('cpu', 33, 17, 65, 2);
+    await bench.run(1);
+    if (bench.flopsPerRun !== 2 * 33 * 17 * 65 * 2) problems.push(`flopsPerRun ${bench.flopsPerRun}`);
+    bench.destroy();
+    const expect = async (what, want, fn) => {
+      const got = await code(fn);
+      if (got !== want) problems.push(`${what}: ${got}, want ${want}`);
+    };
+    await expect('run after destroy', 'InvalidState', () => bench.run(1));
+    await expect('bad compile spec', 'InvalidArgument', () => wd.MatmulBench.create('webgpu', 8, 8, 8, 1, [{ key: 'tile', value: '9' }]));
+    await expect('65536^3', 'InvalidArgument', () => wd.MatmulBench.create('webgpu', 65536, 65536, 65536, 1));
+    await expect('16384 x 16384 x 8', 'InvalidArgument', () => wd.MatmulBench.create('webgpu', 16384, 16384, 8, 1));
+    await expect('100000 repeats', 'InvalidArgument', () => wd.MatmulBench.create('webgpu', 8, 8, 8, 100000));
+    return problems;
+  });
+  if (failures.length) throw new Error(`MatmulBench: ${failures.join('; ')}`);
+}
+
 export async function run(ctx) {
-  const p = await ctx.openHarnessPage();
+  const p = await ctx.openHarnessPage({ bench: true }); // MatmulBench: the bench build
+  await checkFixture(p);
   const measured = await p.evaluate(
     async ({ shapes, repeats, rounds, minMs }) => {
       const wd = window.wd;

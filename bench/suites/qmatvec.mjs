@@ -32,7 +32,7 @@ const RUNS = 7;
 const MAX_MS = 20000;
 
 export async function run(ctx) {
-  const p = await ctx.openHarnessPage();
+  const p = await ctx.openHarnessPage({ bench: true }); // QmatvecBench, BandwidthBench: the bench build
   const measured = await p.evaluate(
     async ({ matrices, baselineBytes, runs, maxMs }) => {
       const wd = window.wd;

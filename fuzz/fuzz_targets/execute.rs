@@ -6,7 +6,7 @@
 
 use libfuzzer_sys::fuzz_target;
 use std::sync::Arc;
-use webdelegate::backends::cpu::CpuBackend;
+use webdelegate::backends::CpuBackend;
 use webdelegate::params::MemoryProvider;
 use webdelegate::program::{DType, Dim, load};
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};

@@ -9,7 +9,7 @@
 //! only a fallback adapter (WebGPU emulated on the CPU) goes after `"cpu"`; every one skipped or
 //! failed is explained (an unavailable WebGPU with the backend's own `unavailable_reason`).
 
-use crate::backends::defaults::{CPU, WEBGPU};
+use crate::backends::{CPU, WEBGPU};
 use crate::error::{Error, ErrorCode, Result, Status, StatusCode};
 use crate::params::Signal;
 use crate::params::http::HttpProvider;

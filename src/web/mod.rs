@@ -13,8 +13,9 @@
 //!   of them to Rust.
 //! - [`registry`]: the backend registry's API, `Delegate`, JavaScript backends, the default
 //!   backends and what a WebGPU delegate tells about itself.
-//! - [`programs`]: building programs from JavaScript (`ProgramBuilder`, `bertProgram`) and the
-//!   benchmark fixtures (`MatmulBench`, `QmatvecBench`, `BandwidthBench`).
+//! - [`programs`]: building programs from JavaScript (`ProgramBuilder`, `bertProgram`) and, with
+//!   the `bench` feature only (the bench's build, not the published package), the benchmark
+//!   fixtures (`MatmulBench`, `QmatvecBench`, `BandwidthBench`).
 //! - [`loading`]: what every high-level load shares (the backend choice, aborts, fetching a file).
 //! - [`executorch`]: ExecuTorch programs (`Module`: a `.pte` with its `.ptd` streamed by Range).
 //! - [`models`]: high-level model APIs (`Embedder`; `Generator` with its chat API,

@@ -9,7 +9,7 @@ pub mod nginx;
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::registry::BackendInterface;
 
 /// A directory under the system temp dir, removed on drop.

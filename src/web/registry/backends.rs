@@ -9,8 +9,7 @@
 //! `useCpuThreads(pool)` hands every CPU backend a worker pool started by the package's
 //! `cpu-threads/pool.js` (`null` takes it away).
 
-use crate::backends::cpu::CpuBackend;
-use crate::backends::webgpu::WebGpuBackend;
+use crate::backends::{CpuBackend, WebGpuBackend};
 use crate::browser::cpu_pool::CpuPool;
 use crate::registry::{self, Backend, BackendInterface};
 use crate::web::edge::errors::to_js_error;

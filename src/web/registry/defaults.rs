@@ -4,9 +4,7 @@
 //! to whether WebGPU has a device. Start-up also wires the page's lifecycle events to every
 //! provider and backend (`web::lifecycle`).
 
-use crate::backends::cpu::CpuBackend;
-use crate::backends::defaults::{CPU, WEBGPU, register_if_absent};
-use crate::backends::webgpu::WebGpuBackend;
+use crate::backends::{CPU, CpuBackend, WEBGPU, WebGpuBackend, register_if_absent};
 use crate::registry::BackendInterface;
 use js_sys::Promise;
 use std::cell::RefCell;

@@ -14,7 +14,7 @@ use crate::common::harness::{
 use crate::common::reference::Ref;
 use crate::common::rng::Rng;
 use crate::op_case;
-use webdelegate::backends::webgpu::WebGpuBackend;
+use webdelegate::backends::WebGpuBackend;
 use webdelegate::lifecycle::Signal;
 use webdelegate::program::ops::Attention;
 use webdelegate::program::{DType, Dim, ProgramBuilder};

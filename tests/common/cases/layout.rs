@@ -160,7 +160,7 @@ pub async fn cast_and_range_by_hand(backend: SharedBackend, _config: SuiteConfig
         ),
     ];
     for (index, (got, (dtype, want))) in got.iter().zip(&want).enumerate() {
-        let expected_type = webdelegate::backends::arguments::scalar_type(*dtype);
+        let expected_type = webdelegate::backends::internal::scalar_type(*dtype);
         assert_eq!(got.dtype(), expected_type, "cast output {index}");
         assert_exact(&format!("cast output {index}"), got, want);
     }

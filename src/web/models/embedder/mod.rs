@@ -227,7 +227,7 @@ impl Embedder {
     /// What the backend reports about itself (`[{key, value}]`: adapter, limits, ...).
     #[wasm_bindgen(js_name = backendInfo, unchecked_return_type = "BackendOptionEntry[]")]
     pub fn backend_info(&self) -> JsValue {
-        let keys: &[&str] = if self.backend == crate::backends::defaults::WEBGPU {
+        let keys: &[&str] = if self.backend == crate::backends::WEBGPU {
             &[
                 "adapter.vendor",
                 "adapter.architecture",
