@@ -10,13 +10,17 @@
 //!   [`status_error`]); the message keeps the IREE code and message.
 
 use crate::error::{Error, Result, Status};
-use crate::params::{HostBuffer, ParameterProvider, SharedProvider, Span, SpanRequest};
+use crate::params::{
+    HostBuffer, ParameterProvider, SharedBuffer, SharedProvider, Span, SpanRequest,
+};
 use crate::program::{BlockFormat, DType, Dim, ParamRef, Program};
 use crate::registry::BackendInitContext;
+use std::sync::Arc;
 
-/// Largest batch of parameters fetched with one `gather` into host memory: bounds the host
-/// memory a backend holds twice (raw bytes and converted values) while still letting a remote
-/// provider coalesce neighbouring parameters into few requests.
+/// Largest batch of [`Landing::Staged`] parameters fetched with one `gather` into the staging
+/// buffer: bounds the host memory a load stages (the staging buffer stays allocated for the
+/// load) while still letting a remote provider coalesce neighbouring parameters into few
+/// requests.
 pub const HOST_BATCH_BYTES: u64 = 16 << 20;
 
 /// The ExecuTorch error for a provider's IREE status while fetching `what`
@@ -160,92 +164,205 @@ pub fn check_param(
     Ok(length)
 }
 
-/// Fetches every parameter into host memory and hands each one's bytes to `accept` (with the
-/// param's position in `program.params`), in batches of at most [`HOST_BATCH_BYTES`] per scope.
+/// Where a parameter lands ([`ParamSink::place`]).
+pub enum Landing {
+    /// Through a staging batch (small parameters, batched so that a remote provider coalesces
+    /// them into few requests): the sink gets the bytes in [`ParamSink::staged`] and copies
+    /// what it keeps.
+    Staged,
+    /// Straight into `buffer` at `offset`, a buffer of the sink's own that is the
+    /// parameter's final home (nothing stops in host memory on the way). Parameters that name
+    /// the same buffer are gathered with one provider call.
+    Direct {
+        /// The destination.
+        buffer: SharedBuffer,
+        /// Where the parameter starts in it.
+        offset: u64,
+    },
+}
+
+/// A backend's side of [`fetch_params`]: it says where each parameter lands, then takes each
+/// one as it arrives.
+pub trait ParamSink {
+    /// One [`Landing`] per parameter of the program, in `program.params` order (`lengths` are
+    /// their checked byte lengths).
+    ///
+    /// # Errors
+    /// The sink's own (e.g. `MemoryAllocationFailed` for a destination it cannot make).
+    fn place(&mut self, lengths: &[u64]) -> Result<Vec<Landing>>;
+
+    /// Parameter `position`, placed [`Landing::Staged`], arrived: its bytes, valid for this
+    /// call only.
+    ///
+    /// # Errors
+    /// The sink's own.
+    fn staged(&mut self, position: usize, bytes: &[u8]) -> Result<()>;
+
+    /// Parameter `position`, placed [`Landing::Direct`], is in its buffer (the fetch holds no
+    /// reference to that buffer any more).
+    ///
+    /// # Errors
+    /// The sink's own.
+    fn landed(&mut self, position: usize) -> Result<()>;
+}
+
+/// Fetches every parameter of `program` where `sink` places it: the [`Landing::Direct`] ones
+/// with one `gather` per destination buffer and scope, then the [`Landing::Staged`] ones in
+/// batches of at most [`HOST_BATCH_BYTES`] per scope through one reused staging buffer (a
+/// larger parameter alone, in a batch of its own size: a sink should place those directly).
+///
+/// Returns the bytes of host staging the fetch allocated (0 when every parameter landed
+/// directly).
 ///
 /// # Errors
-/// As [`provider`] and [`check_param`]; provider failures as [`status_error`]; `accept`'s
+/// As [`provider`] and [`check_param`]; provider failures as [`status_error`]; the sink's
 /// errors unchanged.
-pub async fn fetch_to_host(
+pub async fn fetch_params(
     context: &BackendInitContext,
     program: &Program,
-    mut accept: impl FnMut(usize, &[u8]) -> Result<()>,
-) -> Result<()> {
+    sink: &mut dyn ParamSink,
+) -> Result<u64> {
     let Some(provider) = provider(context, program)? else {
-        return Ok(());
+        return Ok(0);
     };
     let mut lengths = Vec::with_capacity(program.params.len());
     for (position, param) in program.params.iter().enumerate() {
         lengths.push(check_param(provider.as_ref(), program, position, param)?);
     }
-    let mut start = 0;
-    while start < program.params.len() {
-        let scope = &program.params[start].scope;
-        let mut end = start;
-        let mut total: u64 = 0;
-        while end < program.params.len()
-            && program.params[end].scope == *scope
-            && (end == start || total + lengths[end] <= HOST_BATCH_BYTES)
-        {
-            total += lengths[end];
-            end += 1;
+    let landings = sink.place(&lengths)?;
+    if landings.len() != program.params.len() {
+        return Err(Error::internal(
+            "a parameter sink placed the wrong number of parameters",
+        ));
+    }
+    let mut direct: Vec<(usize, SharedBuffer, u64)> = Vec::new();
+    let mut staged = Vec::new();
+    for (position, landing) in landings.into_iter().enumerate() {
+        match landing {
+            Landing::Direct { buffer, offset } => direct.push((position, buffer, offset)),
+            Landing::Staged => staged.push(position),
         }
-        fetch_batch(
-            provider.as_ref(),
-            program,
-            start..end,
-            &lengths,
-            total,
-            &mut accept,
-        )
-        .await?;
-        start = end;
+    }
+    fetch_direct(provider.as_ref(), program, &lengths, direct, sink).await?;
+    fetch_staged(provider.as_ref(), program, &lengths, &staged, sink).await
+}
+
+/// The [`Landing::Direct`] parameters: one `gather` per run of parameters with the same buffer
+/// and scope (in `program.params` order), then [`ParamSink::landed`] for each.
+async fn fetch_direct(
+    provider: &dyn ParameterProvider,
+    program: &Program,
+    lengths: &[u64],
+    mut direct: Vec<(usize, SharedBuffer, u64)>,
+    sink: &mut dyn ParamSink,
+) -> Result<()> {
+    while !direct.is_empty() {
+        let (first, buffer, _) = &direct[0];
+        let scope = program.params[*first].scope.clone();
+        let buffer = Arc::clone(buffer);
+        let (group, rest): (Vec<_>, Vec<_>) = direct.into_iter().partition(|(position, b, _)| {
+            Arc::ptr_eq(b, &buffer) && program.params[*position].scope == scope
+        });
+        direct = rest;
+        let what = describe_param(program, group[0].0, &program.params[group[0].0]);
+        let requests: Vec<SpanRequest> = group
+            .iter()
+            .map(|(position, _, offset)| SpanRequest {
+                key: program.params[*position].key.clone(),
+                span: Span {
+                    parameter_offset: 0,
+                    buffer_offset: *offset,
+                    length: lengths[*position],
+                },
+            })
+            .collect();
+        provider
+            .gather(&scope, buffer.as_ref(), &requests)
+            .await
+            .map_err(|status| status_error(&status, &what))?;
+        drop(buffer);
+        let positions: Vec<usize> = group.into_iter().map(|(position, _, _)| position).collect();
+        for position in positions {
+            sink.landed(position)?;
+        }
     }
     Ok(())
 }
 
-async fn fetch_batch(
+/// The [`Landing::Staged`] parameters (`positions`, ascending), in batches through one
+/// staging buffer.
+async fn fetch_staged(
     provider: &dyn ParameterProvider,
     program: &Program,
-    positions: std::ops::Range<usize>,
     lengths: &[u64],
-    total: u64,
-    accept: &mut impl FnMut(usize, &[u8]) -> Result<()>,
-) -> Result<()> {
-    let first = &program.params[positions.start];
-    let batch_what = || describe_param(program, positions.start, first);
-    let buffer =
-        HostBuffer::zeroed(total).map_err(|status| status_error(&status, &batch_what()))?;
-    let mut requests = Vec::with_capacity(positions.len());
-    let mut offset = 0u64;
-    for position in positions.clone() {
-        let param = &program.params[position];
-        requests.push(SpanRequest {
-            key: param.key.clone(),
-            span: Span {
-                parameter_offset: 0,
-                buffer_offset: offset,
-                length: lengths[position],
-            },
-        });
-        offset += lengths[position];
+    positions: &[usize],
+    sink: &mut dyn ParamSink,
+) -> Result<u64> {
+    let mut staging: Vec<u8> = Vec::new();
+    let mut most = 0usize;
+    let mut start = 0;
+    while start < positions.len() {
+        let scope = &program.params[positions[start]].scope;
+        let mut end = start;
+        let mut total: u64 = 0;
+        while end < positions.len()
+            && program.params[positions[end]].scope == *scope
+            && (end == start || total + lengths[positions[end]] <= HOST_BATCH_BYTES)
+        {
+            total += lengths[positions[end]];
+            end += 1;
+        }
+        let batch = &positions[start..end];
+        let first = batch[0];
+        let batch_what = || describe_param(program, first, &program.params[first]);
+        staging = resized_staging(staging, total)
+            .map_err(|status| status_error(&status, &batch_what()))?;
+        most = most.max(staging.capacity());
+        let buffer = HostBuffer::from_bytes(staging);
+        let mut requests = Vec::with_capacity(batch.len());
+        let mut offset = 0u64;
+        for &position in batch {
+            requests.push(SpanRequest {
+                key: program.params[position].key.clone(),
+                span: Span {
+                    parameter_offset: 0,
+                    buffer_offset: offset,
+                    length: lengths[position],
+                },
+            });
+            offset += lengths[position];
+        }
+        let fetched = provider.gather(scope, &buffer, &requests).await;
+        staging = buffer.into_bytes();
+        fetched.map_err(|status| status_error(&status, &batch_what()))?;
+        let mut offset = 0usize;
+        for &position in batch {
+            // Lengths sum to `total`, the staging length, which fits in memory.
+            let length = lengths[position] as usize;
+            let chunk = staging.get(offset..offset + length).ok_or_else(|| {
+                Error::internal("a parameter batch is shorter than its parameters")
+            })?;
+            sink.staged(position, chunk)?;
+            offset += length;
+        }
+        start = end;
     }
-    provider
-        .gather(&first.scope, &buffer, &requests)
-        .await
-        .map_err(|status| status_error(&status, &batch_what()))?;
-    let bytes = buffer.into_bytes();
-    let mut offset = 0usize;
-    for position in positions {
-        // Lengths sum to `total`, the buffer's size, which fits in memory.
-        let length = lengths[position] as usize;
-        let chunk = bytes
-            .get(offset..offset + length)
-            .ok_or_else(|| Error::internal("a parameter batch is shorter than its parameters"))?;
-        accept(position, chunk)?;
-        offset += length;
+    Ok(most as u64)
+}
+
+/// `staging` holding `length` bytes: reused when its capacity allows, else replaced by a
+/// fallibly allocated buffer (the old one freed first).
+fn resized_staging(mut staging: Vec<u8>, length: u64) -> crate::params::StatusResult<Vec<u8>> {
+    match usize::try_from(length) {
+        Ok(length) if length <= staging.capacity() => {
+            staging.resize(length, 0);
+            Ok(staging)
+        }
+        _ => {
+            drop(staging);
+            HostBuffer::zeroed(length).map(HostBuffer::into_bytes)
+        }
     }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -361,14 +478,119 @@ mod tests {
             provider.insert(scope, &format!("k{index}"), vec![index as u8; big * 4]);
         }
         let context = BackendInitContext::new().with_parameters(Arc::new(provider));
-        let mut seen = Vec::new();
-        pollster::block_on(fetch_to_host(&context, &program, |position, bytes| {
+        let mut sink = Recorder::staging_all();
+        pollster::block_on(fetch_params(&context, &program, &mut sink)).unwrap();
+        assert_eq!(sink.staged.len(), count);
+        for (position, bytes) in &sink.staged {
             assert_eq!(bytes.len(), big * 4);
-            assert!(bytes.iter().all(|&b| b == position as u8));
-            seen.push(position);
+            assert!(bytes.iter().all(|&b| b == *position as u8));
+        }
+        let order: Vec<usize> = sink.staged.iter().map(|(position, _)| *position).collect();
+        assert_eq!(order, vec![0, 1, 2, 3, 4]);
+    }
+
+    /// Records what arrives; places the parameters named in `direct` into one shared host
+    /// buffer, one after another, and stages the rest.
+    struct Recorder {
+        direct: Vec<usize>,
+        buffer: Option<Arc<HostBuffer>>,
+        offsets: Vec<(usize, u64, u64)>,
+        staged: Vec<(usize, Vec<u8>)>,
+        landed: Vec<usize>,
+    }
+
+    impl Recorder {
+        fn staging_all() -> Self {
+            Self::direct(Vec::new())
+        }
+
+        fn direct(direct: Vec<usize>) -> Self {
+            Self {
+                direct,
+                buffer: None,
+                offsets: Vec::new(),
+                staged: Vec::new(),
+                landed: Vec::new(),
+            }
+        }
+    }
+
+    impl ParamSink for Recorder {
+        fn place(&mut self, lengths: &[u64]) -> Result<Vec<Landing>> {
+            let total: u64 = self.direct.iter().map(|&p| lengths[p]).sum();
+            let buffer = Arc::new(HostBuffer::zeroed(total).unwrap());
+            self.buffer = Some(Arc::clone(&buffer));
+            let mut offset = 0;
+            Ok((0..lengths.len())
+                .map(|position| {
+                    if self.direct.contains(&position) {
+                        self.offsets.push((position, offset, lengths[position]));
+                        let landing = Landing::Direct {
+                            buffer: Arc::clone(&buffer) as SharedBuffer,
+                            offset,
+                        };
+                        offset += lengths[position];
+                        landing
+                    } else {
+                        Landing::Staged
+                    }
+                })
+                .collect())
+        }
+
+        fn staged(&mut self, position: usize, bytes: &[u8]) -> Result<()> {
+            self.staged.push((position, bytes.to_vec()));
             Ok(())
-        }))
-        .unwrap();
-        assert_eq!(seen, vec![0, 1, 2, 3, 4]);
+        }
+
+        fn landed(&mut self, position: usize) -> Result<()> {
+            self.landed.push(position);
+            Ok(())
+        }
+    }
+
+    #[test]
+    fn direct_params_land_in_the_sinks_buffer_and_the_rest_is_staged() {
+        let mut b = ProgramBuilder::new();
+        for index in 0..4 {
+            let scope = if index == 3 { "other" } else { "main" };
+            b.param(
+                &format!("p{index}"),
+                DType::F32,
+                vec![Dim::Fixed(3 + index as u64)],
+                scope,
+                &format!("k{index}"),
+            );
+        }
+        let program = b.into_program();
+        let provider = MemoryProvider::new();
+        for index in 0..4u8 {
+            let scope = if index == 3 { "other" } else { "main" };
+            let bytes: Vec<u8> = (0..(3 + index) * 4).map(|i| index * 50 + i).collect();
+            provider.insert(scope, &format!("k{index}"), bytes);
+        }
+        let context = BackendInitContext::new().with_parameters(Arc::new(provider));
+        // Two direct parameters of different scopes in one buffer: two gathers.
+        let mut sink = Recorder::direct(vec![0, 3]);
+        pollster::block_on(fetch_params(&context, &program, &mut sink)).unwrap();
+        assert_eq!(sink.landed, vec![0, 3]);
+        let staged: Vec<usize> = sink.staged.iter().map(|(p, _)| *p).collect();
+        assert_eq!(staged, vec![1, 2]);
+        let buffer = Arc::try_unwrap(sink.buffer.take().unwrap())
+            .expect("the fetch keeps no reference to the sink's buffer")
+            .into_bytes();
+        for &(position, offset, length) in &sink.offsets {
+            let index = position as u8;
+            let want: Vec<u8> = (0..length as u8).map(|i| index * 50 + i).collect();
+            assert_eq!(
+                &buffer[offset as usize..(offset + length) as usize],
+                &want[..]
+            );
+        }
+        for (position, bytes) in &sink.staged {
+            let index = *position as u8;
+            let want: Vec<u8> = (0..bytes.len() as u8).map(|i| index * 50 + i).collect();
+            assert_eq!(bytes, &want);
+        }
     }
 }

@@ -62,6 +62,14 @@ mod platform {
                 .copy_to(target);
         }
 
+        /// A view of `length` bytes from `offset` (valid as long as the chunk is: a lent
+        /// chunk's view only until its body's next read). The caller keeps the range within
+        /// [`JsChunk::len`].
+        pub(crate) fn view(&self, offset: usize, length: usize) -> js_sys::Uint8Array {
+            let end = offset.saturating_add(length);
+            self.array.subarray(offset as u32, end as u32)
+        }
+
         /// `queue.writeBuffer(buffer, offset, chunk, chunk_offset, length)`: the bytes go from
         /// JavaScript to the GPU without passing through wasm memory. The caller keeps `offset`
         /// and `length` multiples of 4 and the range inside both the chunk and the buffer.

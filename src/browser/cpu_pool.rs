@@ -11,8 +11,12 @@
 
 #[cfg(web)]
 mod platform {
-    use crate::error::{Error, Result};
+    use crate::browser::chunk::JsChunk;
+    use crate::error::{Error, Result, Status};
+    use crate::params::{DirectWrite, HostBuffer, ParameterBuffer, StatusResult, check_span};
+    use crate::send_sync::LocalBoxFuture;
     use js_sys::{Array, Function, Reflect};
+    use std::any::Any;
     use std::cell::RefCell;
     use std::rc::Rc;
     use wasm_bindgen::{JsCast, JsValue};
@@ -635,6 +639,32 @@ mod platform {
             Ok(())
         }
 
+        /// Copies `bytes` to byte `offset` of the region.
+        ///
+        /// # Errors
+        /// `Internal` when they do not fit.
+        pub fn write_bytes(&self, offset: usize, bytes: &[u8]) -> Result<()> {
+            let at = self.address(offset, bytes.len())?;
+            // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
+            let view = unsafe { js_sys::Uint8Array::view(bytes) };
+            self.pool
+                .call(&self.pool.methods.write, &[JsValue::from(at), view.into()])?;
+            Ok(())
+        }
+
+        /// Copies `out.len()` bytes from byte `offset` of the region into `out`.
+        ///
+        /// # Errors
+        /// `Internal` when they do not fit.
+        pub fn read_bytes(&self, offset: usize, out: &mut [u8]) -> Result<()> {
+            let at = self.address(offset, out.len())?;
+            // SAFETY: the view lives only for this call, and nothing allocates meanwhile.
+            let view = unsafe { js_sys::Uint8Array::view_mut_raw(out.as_mut_ptr(), out.len()) };
+            self.pool
+                .call(&self.pool.methods.read, &[JsValue::from(at), view.into()])?;
+            Ok(())
+        }
+
         /// Copies `out.len()` floats from byte `offset` of the region into `out`.
         ///
         /// # Errors
@@ -646,6 +676,87 @@ mod platform {
             self.pool
                 .call(&self.pool.methods.read, &[JsValue::from(at), view.into()])?;
             Ok(())
+        }
+    }
+
+    /// A region as a parameter provider's destination: weights are gathered straight into
+    /// the shared memory, a response body's chunks written there from JavaScript
+    /// ([`ParameterBuffer::direct_write`]) without a stop in this module's memory.
+    impl ParameterBuffer for SharedRegion {
+        fn size(&self) -> u64 {
+            self.bytes as u64
+        }
+
+        fn write(&self, offset: u64, bytes: &[u8]) -> StatusResult<()> {
+            check_span(
+                "shared region write",
+                offset,
+                bytes.len() as u64,
+                self.bytes as u64,
+            )?;
+            self.write_bytes(offset as usize, bytes)
+                .map_err(|error| Status::internal(error.message().to_owned()))
+        }
+
+        fn read(&self, offset: u64, length: u64) -> LocalBoxFuture<'_, StatusResult<Vec<u8>>> {
+            Box::pin(async move {
+                check_span("shared region read", offset, length, self.bytes as u64)?;
+                let mut out = HostBuffer::zeroed(length)?.into_bytes();
+                self.read_bytes(offset as usize, &mut out)
+                    .map_err(|error| Status::internal(error.message().to_owned()))?;
+                Ok(out)
+            })
+        }
+
+        fn as_any(&self) -> &dyn Any {
+            self
+        }
+
+        fn direct_write(&self) -> Option<Box<dyn DirectWrite>> {
+            Some(Box::new(RegionWriter {
+                pool: Rc::clone(&self.pool),
+                at: self.at,
+                bytes: self.bytes,
+            }))
+        }
+    }
+
+    /// A [`SharedRegion`]'s write path for JavaScript chunks (it does not own the region).
+    struct RegionWriter {
+        pool: Rc<CpuPool>,
+        at: u32,
+        bytes: usize,
+    }
+
+    impl DirectWrite for RegionWriter {
+        fn write_js_chunk(
+            &self,
+            offset: u64,
+            chunk: &JsChunk,
+            chunk_offset: usize,
+            length: usize,
+        ) -> StatusResult<()> {
+            check_span(
+                "shared region write",
+                offset,
+                length as u64,
+                self.bytes as u64,
+            )?;
+            if chunk_offset
+                .checked_add(length)
+                .is_none_or(|end| end > chunk.len())
+            {
+                return Err(Status::internal("a chunk write runs past its chunk"));
+            }
+            // In bounds of the region (checked above), which is inside the 32-bit memory.
+            let at = self.at + offset as u32;
+            self.pool
+                .call(
+                    &self.pool.methods.write,
+                    &[JsValue::from(at), chunk.view(chunk_offset, length).into()],
+                )
+                .map(|_| ())
+                .map_err(|error| Status::internal(error.message().to_owned()))
         }
     }
 

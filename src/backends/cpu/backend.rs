@@ -41,8 +41,8 @@ use crate::backends::cpu::gemm::PackedB;
 use crate::backends::cpu::plan::Plan;
 use crate::backends::cpu::threaded::{self, Threaded};
 use crate::backends::cpu::values::Values;
-use crate::backends::cpu::weights::pack_param;
-use crate::backends::parameters::fetch_to_host;
+use crate::backends::cpu::weights::Placement;
+use crate::backends::parameters::fetch_params;
 use crate::browser::cpu_pool::CpuPool;
 use crate::error::{Error, ErrorCode, Result};
 use crate::evalue::EValue;
@@ -157,6 +157,22 @@ impl CpuBackend {
         Self::default()
     }
 
+    /// The bytes the CPU program behind `handle` holds, by purpose.
+    ///
+    /// # Errors
+    /// `DelegateInvalidHandle` for a handle of another backend.
+    pub fn memory_of(handle: &DelegateHandle) -> Result<CpuMemory> {
+        handle
+            .downcast_ref::<CpuHandle>()
+            .map(CpuHandle::memory)
+            .ok_or_else(|| {
+                Error::new(
+                    ErrorCode::DelegateInvalidHandle,
+                    "the handle is not a CPU program",
+                )
+            })
+    }
+
     /// How many programs this backend initialised that have not been destroyed yet.
     pub fn live_programs(&self) -> usize {
         self.live.load(Ordering::SeqCst)
@@ -182,47 +198,18 @@ impl CpuBackend {
             .unwrap_or(false);
         let program = program::load(processed.data())?;
         drop(processed);
-        let mut params: Vec<Option<Values>> = (0..program.tensors.len()).map(|_| None).collect();
-        let mut packed: Vec<Option<PackedB>> = (0..program.tensors.len()).map(|_| None).collect();
-        let mut threaded = match thread_cap {
+        let threaded = match thread_cap {
             Some(1) => None,
             cap => Threaded::for_current_pool(&program, cap),
         };
-        // Each parameter is packed or placed as it arrives, so the host never holds more
-        // than one raw weight beside what it keeps.
-        fetch_to_host(context, &program, |position, bytes| {
-            let param = program
-                .params
-                .get(position)
-                .ok_or_else(|| Error::internal("parameter position out of range"))?;
-            let dtype = program
-                .tensors
-                .get(param.tensor as usize)
-                .map(|decl| decl.dtype)
-                .ok_or_else(|| Error::internal("parameter names a missing tensor"))?;
-            let id = param.tensor;
-            let values = Values::from_le_bytes(dtype, bytes)?;
-            if let Some(weight) = pack_param(&program, id, &values)? {
-                match threaded.as_mut() {
-                    Some(threaded) => threaded.place_packed(id, weight)?,
-                    None => {
-                        if let Some(slot) = packed.get_mut(id as usize) {
-                            *slot = Some(weight);
-                        }
-                    }
-                }
-                return Ok(());
-            }
-            let kept = match threaded.as_mut() {
-                Some(threaded) => threaded.place_param(&program, id, values)?,
-                None => Some(values),
-            };
-            if let Some(slot) = params.get_mut(id as usize) {
-                *slot = kept;
-            }
-            Ok(())
-        })
-        .await?;
+        let mut placement = Placement::new(&program, threaded);
+        let staging = fetch_params(context, &program, &mut placement).await?;
+        let Placement {
+            params,
+            packed,
+            threaded,
+            ..
+        } = placement;
         let plan = Plan::new(&program);
         let states = States::new(&program)?;
         Ok(CpuHandle {
@@ -236,6 +223,7 @@ impl CpuBackend {
             },
             scratch: Scratch::default(),
             states,
+            staging,
             _live: LiveGuard::new(&self.live),
         })
     }
@@ -264,7 +252,45 @@ struct CpuHandle {
     prepared: PreparedProgram,
     scratch: Scratch,
     states: States,
+    /// Host staging bytes the load used (see [`CpuMemory::staging`]).
+    staging: u64,
     _live: LiveGuard,
+}
+
+impl CpuHandle {
+    fn memory(&self) -> CpuMemory {
+        let p = &self.prepared;
+        let host_values: usize = p.params.iter().flatten().map(Values::byte_len).sum();
+        let packed: usize = p.packed.iter().flatten().map(PackedB::bytes).sum();
+        CpuMemory {
+            weights: (host_values + packed) as u64,
+            shared_weights: p.threaded.as_ref().map_or(0, Threaded::weight_bytes) as u64,
+            state: self.states.bytes() as u64,
+            activations: (self.scratch.pool.bytes() + self.scratch.gemm.bytes()) as u64,
+            shared_activations: self.scratch.shared.bytes() as u64,
+            staging: self.staging,
+        }
+    }
+}
+
+/// The bytes one CPU program holds, by purpose ([`CpuBackend::memory_of`]). "Host" is this
+/// module's memory (wasm memory in the browser, which never shrinks: what a load staged stays
+/// allocated, to be reused); "shared" is the worker pool's shared memory.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CpuMemory {
+    /// Weights on the host: parameter values and packed right operands.
+    pub weights: u64,
+    /// Weights in the worker pool's shared memory.
+    pub shared_weights: u64,
+    /// State tensors (a decoder's KV cache), sized from the program at init.
+    pub state: u64,
+    /// Host buffers kept between executions for intermediates (recycled f32 buffers, GEMM
+    /// packing), as large as the largest execution so far needed.
+    pub activations: u64,
+    /// The pool's region for operands it stages, in its shared memory.
+    pub shared_activations: u64,
+    /// The largest host staging buffer the load used for small parameters (freed after init).
+    pub staging: u64,
 }
 
 impl BackendInterface for CpuBackend {

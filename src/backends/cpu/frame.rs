@@ -95,13 +95,31 @@ impl States {
         Ok(Self { values })
     }
 
-    /// Sets every state back to zero.
+    /// Sets every state back to zero, in place (a state an execution lost is allocated again),
+    /// so a reset never holds two copies of the KV cache.
     ///
     /// # Errors
     /// As [`States::new`].
     pub fn reset(&mut self, program: &Program) -> Result<()> {
-        *self = Self::new(program)?;
+        if self.values.len() != program.states.len() {
+            *self = Self::new(program)?;
+            return Ok(());
+        }
+        for (slot, &id) in self.values.iter_mut().zip(&program.states) {
+            match slot {
+                Some(Values::F32(v)) => v.fill(0.0),
+                Some(Values::I32(v)) => v.fill(0),
+                Some(Values::I64(v)) => v.fill(0),
+                Some(Values::U8(v)) => v.fill(0),
+                _ => *slot = Some(zeros(program, id)?),
+            }
+        }
         Ok(())
+    }
+
+    /// Bytes the states hold.
+    pub fn bytes(&self) -> usize {
+        self.values.iter().flatten().map(Values::byte_len).sum()
     }
 
     /// Moves every state into its slot of `frame`.

@@ -27,6 +27,13 @@ pub struct PackedB {
     data: Vec<f32>,
 }
 
+impl GemmScratch {
+    /// Bytes the packing buffers hold.
+    pub fn bytes(&self) -> usize {
+        (self.packed_a.capacity() + self.packed_b.capacity()) * 4
+    }
+}
+
 impl PackedB {
     /// Packs `values` of stored shape `[k, n]`, or `[n, k]` when `transposed`.
     ///
@@ -64,6 +71,11 @@ impl PackedB {
     #[cfg(web)]
     pub fn values(&self) -> &[f32] {
         &self.data
+    }
+
+    /// Bytes the packed values hold.
+    pub fn bytes(&self) -> usize {
+        self.data.capacity() * 4
     }
 }
 

@@ -26,4 +26,4 @@ mod values;
 mod walk;
 mod weights;
 
-pub use backend::{CPU_COMPILE_SPEC_KEYS, CpuBackend};
+pub use backend::{CPU_COMPILE_SPEC_KEYS, CpuBackend, CpuMemory};

@@ -11,8 +11,11 @@
 //! - an f32 weight used only as a matmul's right operand, packed into the GEMM's panel order
 //!   (the same packing the single-thread path uses);
 //! - a Q8_0 / Q5_0 / Q4_K / Q6_K weight of a `linear` (a decoder's projections and lm_head),
-//!   as its file bytes. A table that a gather also reads (a tied embedding) keeps its host
-//!   copy as well.
+//!   as its file bytes, gathered by the provider straight into one shared region for all of
+//!   them ([`Threaded::place_direct`]: a response body's chunks are written there from
+//!   JavaScript, never stopping in this module's memory). A table that a `gather` also reads
+//!   (a tied embedding) is read there too ([`Threaded::gather_rows`] copies out the rows a
+//!   step picks); a weight any other op reads keeps a host copy as well.
 //!
 //! During an execute, each threaded op writes its result into a fresh region of the shared
 //! memory ([`SharedValues`], the frame's `Slot::Shared`, freed when the plan releases it); the
@@ -37,25 +40,31 @@
 mod platform {
     use super::{F32Operand, min_pool_work};
     use crate::backends::cpu::gemm::PackedB;
+    use crate::backends::cpu::ops::linear::WeightRows;
     use crate::backends::cpu::values::{Values, filled};
     use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolGemmBatches, SharedRegion};
     use crate::error::{Error, Result};
+    use crate::params::SharedBuffer;
     use crate::program::geometry::MatMulGeometry;
-    use crate::program::{DType, Op, Program, TensorId, ops};
+    use crate::program::{BlockFormat, DType, Op, Program, TensorId, ops};
     use std::cell::OnceCell;
     use std::rc::Rc;
+    use std::sync::Arc;
     use webdelegate_kernels::blocks::RowFormat;
     use webdelegate_kernels::gemm::view_fits;
     use webdelegate_kernels::int8_dots::Int8Layout;
     use webdelegate_kernels::layout::Permute4;
     use webdelegate_kernels::rows::{Activation, Binary};
 
-    /// Whether `id` is read by an op other than as the weight of a `linear`.
-    fn read_outside_linear(program: &Program, id: TensorId) -> bool {
+    /// Whether `id` is read by an op other than as the weight of a `linear` or the table of a
+    /// `gather` (the two readers a weight in the shared memory serves).
+    fn read_outside_shared_readers(program: &Program, id: TensorId) -> bool {
         program.ops.iter().any(|op| {
             op.inputs().contains(&id)
                 && !matches!(op, Op::Linear(ops::Linear { x, weight, bias, .. })
                     if *weight == id && *x != id && *bias != Some(id))
+                && !matches!(op, Op::Gather(ops::Gather { table, ids, .. })
+                    if *table == id && *ids != id)
         })
     }
 
@@ -81,12 +90,26 @@ mod platform {
         region: SharedRegion,
     }
 
-    /// A block-format weight's bytes in the shared memory.
+    /// A block-format weight's bytes in the shared memory: `bytes` bytes at `offset` of a
+    /// region it may share with the program's other weights.
     #[derive(Debug)]
     struct SharedBlocks {
         format: RowFormat,
-        region: SharedRegion,
+        block: BlockFormat,
+        region: Arc<SharedRegion>,
+        offset: usize,
+        bytes: usize,
     }
+
+    impl SharedBlocks {
+        /// The weight's first byte in the shared memory.
+        fn at(&self) -> Result<u32> {
+            self.region.address(self.offset, self.bytes)
+        }
+    }
+
+    /// Alignment of each weight placed in a shared region of several (the pool's own).
+    const WEIGHT_ALIGN: u64 = 64;
 
     /// One program's weights in the pool's shared memory.
     #[derive(Debug)]
@@ -182,6 +205,11 @@ mod platform {
     pub struct SharedScratch(Option<SharedRegion>);
 
     impl SharedScratch {
+        /// Bytes its staging region holds in the shared memory.
+        pub fn bytes(&self) -> usize {
+            self.0.as_ref().map_or(0, SharedRegion::bytes)
+        }
+
         fn region(&mut self, pool: &Rc<CpuPool>, bytes: usize) -> Result<&SharedRegion> {
             if self.0.as_ref().is_none_or(|r| r.bytes() < bytes) {
                 self.0 = None;
@@ -270,11 +298,135 @@ mod platform {
             else {
                 return Ok(Some(values));
             };
-            let region = self.pool.upload_bytes(bytes)?;
+            let DType::Block(block) = program.tensors[id as usize].dtype else {
+                return Ok(Some(values));
+            };
+            let region = Arc::new(self.pool.upload_bytes(bytes)?);
             if let Some(slot) = self.blocks.get_mut(id as usize) {
-                *slot = Some(SharedBlocks { format, region });
+                *slot = Some(SharedBlocks {
+                    format,
+                    block,
+                    region,
+                    offset: 0,
+                    bytes: bytes.len(),
+                });
             }
-            Ok(read_outside_linear(program, id).then_some(values))
+            Ok(read_outside_shared_readers(program, id).then_some(values))
+        }
+
+        /// Where each parameter goes straight into the shared memory, by position in
+        /// `program.params` (`lengths` its byte lengths): every block-format weight the
+        /// threaded `linear` reads and no op but a `gather` reads besides, all in one region
+        /// (one provider call fills them all, with no copy in this module's memory). The
+        /// others are `None`: they go through the host.
+        ///
+        /// # Errors
+        /// `MemoryAllocationFailed` when the shared memory cannot hold them.
+        pub fn place_direct(
+            &mut self,
+            program: &Program,
+            lengths: &[u64],
+        ) -> Result<Vec<Option<(SharedBuffer, u64)>>> {
+            let mut offsets = Vec::with_capacity(lengths.len());
+            let mut total: u64 = 0;
+            for (param, &length) in program.params.iter().zip(lengths) {
+                let id = param.tensor;
+                let direct = linear_row_format(program, id).is_some()
+                    && !read_outside_shared_readers(program, id)
+                    && program.params.iter().filter(|p| p.tensor == id).count() == 1;
+                if direct {
+                    offsets.push(Some(total));
+                    total = total
+                        .checked_add(length)
+                        .and_then(|end| end.checked_next_multiple_of(WEIGHT_ALIGN))
+                        .ok_or_else(|| {
+                            Error::memory_allocation_failed("shared weights overflow")
+                        })?;
+                } else {
+                    offsets.push(None);
+                }
+            }
+            if total == 0 {
+                return Ok(offsets.iter().map(|_| None).collect());
+            }
+            let size = usize::try_from(total).map_err(|_| {
+                Error::memory_allocation_failed(format!(
+                    "{total} bytes of weights do not fit in the pool's 32-bit memory"
+                ))
+            })?;
+            let region = Arc::new(self.pool.alloc(size)?);
+            let buffer: SharedBuffer = region.clone();
+            let mut placed = Vec::with_capacity(offsets.len());
+            for ((param, offset), &length) in program.params.iter().zip(offsets).zip(lengths) {
+                let id = param.tensor;
+                let (Some(offset), Some(format), DType::Block(block)) = (
+                    offset,
+                    linear_row_format(program, id),
+                    program.tensors[id as usize].dtype,
+                ) else {
+                    placed.push(None);
+                    continue;
+                };
+                if let Some(slot) = self.blocks.get_mut(id as usize) {
+                    *slot = Some(SharedBlocks {
+                        format,
+                        block,
+                        region: Arc::clone(&region),
+                        offset: offset as usize,
+                        bytes: length as usize,
+                    });
+                }
+                placed.push(Some((Arc::clone(&buffer), offset)));
+            }
+            Ok(placed)
+        }
+
+        /// Row `rows[s]` (of `width` values) of the shared block-format table `id`, decoded
+        /// into `out[s * width..]`: a `gather` from a weight that has no host copy.
+        ///
+        /// # Errors
+        /// `Internal` when the table is not in the shared memory, a row is outside it or the
+        /// region cannot be read; `MemoryAllocationFailed` for the row buffer.
+        pub fn gather_rows(
+            &self,
+            id: TensorId,
+            rows: &[usize],
+            width: usize,
+            out: &mut [f32],
+        ) -> Result<()> {
+            let blocks = self
+                .blocks
+                .get(id as usize)
+                .and_then(Option::as_ref)
+                .ok_or_else(|| Error::internal("a shared table is missing"))?;
+            let row_bytes = usize::try_from(
+                blocks
+                    .block
+                    .tensor_bytes(1, width as u64)
+                    .unwrap_or(u64::MAX),
+            )
+            .map_err(|_| Error::internal("a shared table's rows overflow"))?;
+            let mut row = filled(row_bytes, 0u8)?;
+            for (&index, target) in rows.iter().zip(out.chunks_exact_mut(width.max(1))) {
+                let start = index
+                    .checked_mul(row_bytes)
+                    .filter(|start| {
+                        start
+                            .checked_add(row_bytes)
+                            .is_some_and(|end| end <= blocks.bytes)
+                    })
+                    .ok_or_else(|| Error::internal("a gathered row is outside its shared table"))?;
+                blocks.region.read_bytes(blocks.offset + start, &mut row)?;
+                WeightRows::Blocks(blocks.block, &row).decode_row_into(0, width, target)?;
+            }
+            Ok(())
+        }
+
+        /// Bytes of weights this program holds in the shared memory.
+        pub fn weight_bytes(&self) -> usize {
+            let packed: usize = self.packed.iter().flatten().map(|p| p.region.bytes()).sum();
+            let blocks: usize = self.blocks.iter().flatten().map(|b| b.bytes).sum();
+            packed + blocks
         }
 
         /// Whether `id` is a packed weight in the shared memory.
@@ -403,7 +555,7 @@ mod platform {
                     n,
                     k,
                     m,
-                    weights: blocks.region.at(),
+                    weights: blocks.at()?,
                     x: quantized.as_ref().map_or(x_at, SharedRegion::at),
                     int8,
                     bias: bias.map(|_| bias_at),
@@ -631,6 +783,7 @@ mod platform {
     use crate::backends::cpu::gemm::PackedB;
     use crate::backends::cpu::values::Values;
     use crate::error::Result;
+    use crate::params::SharedBuffer;
     use crate::program::geometry::MatMulGeometry;
     use crate::program::{Program, TensorId};
     use webdelegate_kernels::layout::Permute4;
@@ -647,6 +800,13 @@ mod platform {
     /// No shared scratch natively.
     #[derive(Debug, Default)]
     pub struct SharedScratch;
+
+    impl SharedScratch {
+        /// Nothing natively.
+        pub fn bytes(&self) -> usize {
+            0
+        }
+    }
 
     #[allow(dead_code)]
     impl SharedValues {
@@ -689,6 +849,31 @@ mod platform {
             _id: TensorId,
             _values: Values,
         ) -> Result<Option<Values>> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn place_direct(
+            &mut self,
+            _program: &Program,
+            _lengths: &[u64],
+        ) -> Result<Vec<Option<(SharedBuffer, u64)>>> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn gather_rows(
+            &self,
+            _id: TensorId,
+            _rows: &[usize],
+            _width: usize,
+            _out: &mut [f32],
+        ) -> Result<()> {
+            match *self {}
+        }
+
+        /// Unreachable natively.
+        pub fn weight_bytes(&self) -> usize {
             match *self {}
         }
 

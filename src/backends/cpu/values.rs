@@ -38,6 +38,16 @@ pub enum ValuesRef<'a> {
 }
 
 impl Values {
+    /// Bytes the values hold.
+    pub fn byte_len(&self) -> usize {
+        match self {
+            Self::F32(v) => v.len() * 4,
+            Self::I32(v) => v.len() * 4,
+            Self::I64(v) => v.len() * 8,
+            Self::U8(v) | Self::Blocks(_, v) => v.len(),
+        }
+    }
+
     /// A view of the elements.
     pub fn as_ref(&self) -> ValuesRef<'_> {
         match self {
@@ -49,20 +59,22 @@ impl Values {
         }
     }
 
+    /// Block-format bytes taken as they are (no copy).
+    ///
+    /// # Errors
+    /// `InvalidExternalData` when they are not a whole number of blocks.
+    pub fn from_block_bytes(format: BlockFormat, bytes: Vec<u8>) -> Result<Self> {
+        check_whole_blocks(format, bytes.len())?;
+        Ok(Self::Blocks(format, bytes))
+    }
+
     /// Decodes little-endian `bytes` as `dtype` elements (how parameter providers hold them).
     ///
     /// # Errors
     /// `InvalidExternalData` when the length is not a multiple of the element size.
     pub fn from_le_bytes(dtype: DType, bytes: &[u8]) -> Result<Self> {
         if let DType::Block(format) = dtype {
-            if !bytes.len().is_multiple_of(format.block_bytes()) {
-                return Err(Error::invalid_external_data(format!(
-                    "{} bytes are not a whole number of {} blocks ({} bytes each)",
-                    bytes.len(),
-                    format.name(),
-                    format.block_bytes()
-                )));
-            }
+            check_whole_blocks(format, bytes.len())?;
             return Ok(Self::Blocks(format, bytes.to_vec()));
         }
         let size = dtype.size().unwrap_or(1);
@@ -204,6 +216,11 @@ impl BufferPool {
     /// Most buffers kept.
     const MAX_KEPT: usize = 64;
 
+    /// Bytes the kept buffers hold.
+    pub fn bytes(&self) -> usize {
+        self.free.iter().map(|b| b.capacity() * 4).sum()
+    }
+
     /// A zero-filled buffer of `len` elements (the smallest kept one that fits, or a new one).
     ///
     /// # Errors
@@ -297,4 +314,16 @@ impl Element for f32 {
     fn zeroed(pool: &mut BufferPool, len: usize) -> Result<Vec<Self>> {
         pool.take(len)
     }
+}
+
+/// `InvalidExternalData` unless `len` bytes are whole blocks of `format`.
+fn check_whole_blocks(format: BlockFormat, len: usize) -> Result<()> {
+    if len.is_multiple_of(format.block_bytes()) {
+        return Ok(());
+    }
+    Err(Error::invalid_external_data(format!(
+        "{len} bytes are not a whole number of {} blocks ({} bytes each)",
+        format.name(),
+        format.block_bytes()
+    )))
 }

@@ -134,16 +134,7 @@ pub fn gather(
     if out.len() != ids.len() * width || table.check(vocab, width).is_err() {
         return Err(Error::internal("gather operands disagree in length"));
     }
-    let rows: Vec<usize> = match ids {
-        ValuesRef::I32(v) => checked_rows(v.iter().map(|&id| i64::from(id)), vocab)?,
-        ValuesRef::I64(v) => checked_rows(v.iter().copied(), vocab)?,
-        other => {
-            return Err(Error::internal(format!(
-                "gather ids are {}",
-                other.dtype().name()
-            )));
-        }
-    };
+    let rows = checked_ids(ids, vocab)?;
     if width == 0 {
         return Ok(());
     }
@@ -151,6 +142,22 @@ pub fn gather(
         table.decode_row_into(row, width, target)?;
     }
     Ok(())
+}
+
+/// The table rows `ids` name, each checked against `vocab`.
+///
+/// # Errors
+/// `InvalidArgument` naming the first id outside `0..vocab`; `Internal` for ids of another
+/// dtype than i32 / i64.
+fn checked_ids(ids: ValuesRef<'_>, vocab: usize) -> Result<Vec<usize>> {
+    match ids {
+        ValuesRef::I32(v) => checked_rows(v.iter().map(|&id| i64::from(id)), vocab),
+        ValuesRef::I64(v) => checked_rows(v.iter().copied(), vocab),
+        other => Err(Error::internal(format!(
+            "gather ids are {}",
+            other.dtype().name()
+        ))),
+    }
 }
 
 fn checked_rows(ids: impl Iterator<Item = i64>, vocab: usize) -> Result<Vec<usize>> {
@@ -174,6 +181,20 @@ impl CpuOp for Gather {
             [vocab, width] => [vocab, width],
             _ => return Err(Error::internal("gather table is not 2-D")),
         };
+        if let Some(threaded) = cx.threaded.filter(|t| t.has_blocks(self.table)) {
+            // The table lives only in the worker pool's shared memory.
+            return cx.f32_result(self.out, |f, o| {
+                let [vocab, width] = dims;
+                if o.len() != f.numel(self.ids)? * width {
+                    return Err(Error::internal("gather operands disagree in length"));
+                }
+                let rows = checked_ids(f.get(self.ids)?, vocab)?;
+                if width == 0 {
+                    return Ok(());
+                }
+                threaded.gather_rows(self.table, &rows, width, o)
+            });
+        }
         cx.f32_result(self.out, |f, o| {
             gather(weight_rows(f, self.table)?, dims, f.get(self.ids)?, o)
         })
