@@ -276,6 +276,16 @@ mod platform {
                 .and_then(|v| v.as_string())
         }
 
+        /// Bytes of the pool's shared memory now (it grows, never shrinks).
+        pub fn memory_bytes(&self) -> usize {
+            Reflect::get(&self.js, &JsValue::from_str("memory"))
+                .ok()
+                .and_then(|memory| Reflect::get(&memory, &JsValue::from_str("buffer")).ok())
+                .and_then(|buffer| Reflect::get(&buffer, &JsValue::from_str("byteLength")).ok())
+                .and_then(|length| length.as_f64())
+                .map_or(0, |length| length as usize)
+        }
+
         /// A region of `bytes` bytes.
         ///
         /// # Errors

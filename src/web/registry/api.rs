@@ -330,6 +330,14 @@ impl Delegate {
         matches!(*self.slot.borrow(), Slot::Destroyed)
     }
 
+    /// Where the program's bytes are, by purpose (wasm, the CPU pool's shared memory, the GPU),
+    /// on either built-in backend; `null` for other backends, while executing, or after
+    /// `destroy()`.
+    #[wasm_bindgen(js_name = memoryStats, unchecked_return_type = "MemoryStats | null")]
+    pub fn memory_stats(&self) -> JsValue {
+        introspect::memory_stats(self.ready().as_deref())
+    }
+
     /// Sizes and counts of the program (activation arena, parameters, kernels, reloads) when the
     /// WebGPU backend runs it; `null` for other backends, while executing, or after `destroy()`.
     #[wasm_bindgen(js_name = programStats, unchecked_return_type = "WebGpuProgramStats | null")]

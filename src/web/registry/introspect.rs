@@ -1,11 +1,14 @@
-//! What a loaded program tells JavaScript about itself: the WebGPU backend's program stats
-//! (arena, parameters, kernels, reloads) and its per-op GPU profile.
+//! What a loaded program tells JavaScript about itself: where its bytes are, by purpose
+//! (`memoryStats()`, both built-in backends), the WebGPU backend's program stats (arena,
+//! parameters, kernels, reloads) and its per-op GPU profile.
 //!
-//! Both are backend-specific: for a delegate of any other backend they are `null`. Times cross
+//! The last two are backend-specific: for a delegate of any other backend they are `null`. Times cross
 //! the edge as milliseconds (`performance.now()`'s unit) and byte counts as numbers (exact up to
 //! 2^53, far above any buffer a browser allows).
 
+use crate::backends::cpu::{CpuBackend, CpuMemory};
 use crate::backends::webgpu::{Profile, ProgramStats, WebGpuBackend};
+use crate::browser::cpu_pool::CpuPool;
 use crate::registry::LoadedDelegate;
 use serde::Serialize;
 use wasm_bindgen::prelude::*;
@@ -44,6 +47,32 @@ export interface WebGpuProgramStats {
   plansBuilt: number;
   bindGroupsCreated: number;
   pipelines: number;
+}
+
+/** Where a loaded program's bytes are, by purpose. "wasm" is this module's memory, which never
+ * shrinks (`wasmMemoryBytes` is its size now: its high-water mark); "shared" is the CPU worker
+ * pool's shared memory; "gpu" is GPU buffers. The CPU backend keeps weights once (on the
+ * host, or in the pool's memory for the weights the pool reads); the WebGPU backend keeps
+ * weights, state and activations on the GPU, none in wasm memory. */
+export interface MemoryStats {
+  /** `'cpu'` or `'webgpu'`. */
+  backend: string;
+  /** This module's wasm memory now, and the worker pool's shared memory (0 without a pool). */
+  wasmMemoryBytes: number;
+  sharedMemoryBytes: number;
+  /** In wasm memory: weights; state (a KV cache); buffers kept for intermediates; the
+   * largest staging buffer the load used (freed after it). */
+  weights: number;
+  state: number;
+  activations: number;
+  staging: number;
+  /** In the pool's shared memory: weights, and its region for staged operands. */
+  sharedWeights: number;
+  sharedActivations: number;
+  /** On the GPU: weights, state and the activation arena. */
+  gpuWeights: number;
+  gpuState: number;
+  gpuActivations: number;
 }
 
 /** One op of a profiled execution. */
@@ -159,6 +188,71 @@ fn to_js<T: Serialize>(value: Option<T>) -> JsValue {
     value
         .and_then(|v| serde_wasm_bindgen::to_value(&v).ok())
         .unwrap_or(JsValue::NULL)
+}
+
+#[derive(Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct MemoryStatsJs {
+    backend: &'static str,
+    wasm_memory_bytes: f64,
+    shared_memory_bytes: f64,
+    weights: f64,
+    state: f64,
+    activations: f64,
+    staging: f64,
+    shared_weights: f64,
+    shared_activations: f64,
+    gpu_weights: f64,
+    gpu_state: f64,
+    gpu_activations: f64,
+}
+
+/// Bytes of this module's wasm memory now.
+fn wasm_memory_bytes() -> f64 {
+    wasm_bindgen::memory()
+        .dyn_into::<js_sys::WebAssembly::Memory>()
+        .ok()
+        .and_then(|memory| memory.buffer().dyn_into::<js_sys::ArrayBuffer>().ok())
+        .map_or(0.0, |buffer| f64::from(buffer.byte_length()))
+}
+
+/// Where `delegate`'s bytes are (see the `MemoryStats` type), or `null` when neither built-in
+/// backend runs it.
+#[allow(clippy::cast_precision_loss)]
+pub(crate) fn memory_stats(delegate: Option<&LoadedDelegate>) -> JsValue {
+    let Some(handle) = delegate.and_then(LoadedDelegate::handle) else {
+        return JsValue::NULL;
+    };
+    let mut stats = MemoryStatsJs {
+        wasm_memory_bytes: wasm_memory_bytes(),
+        shared_memory_bytes: CpuPool::current().map_or(0.0, |pool| pool.memory_bytes() as f64),
+        ..MemoryStatsJs::default()
+    };
+    if let Ok(memory) = CpuBackend::memory_of(handle) {
+        let CpuMemory {
+            weights,
+            shared_weights,
+            state,
+            activations,
+            shared_activations,
+            staging,
+        } = memory;
+        stats.backend = "cpu";
+        stats.weights = weights as f64;
+        stats.state = state as f64;
+        stats.activations = activations as f64;
+        stats.staging = staging as f64;
+        stats.shared_weights = shared_weights as f64;
+        stats.shared_activations = shared_activations as f64;
+    } else if let Ok(program) = WebGpuBackend::stats_of(handle) {
+        stats.backend = "webgpu";
+        stats.gpu_weights = program.param_bytes as f64;
+        stats.gpu_state = program.state_bytes as f64;
+        stats.gpu_activations = program.arena_bytes as f64;
+    } else {
+        return JsValue::NULL;
+    }
+    to_js(Some(stats))
 }
 
 /// The WebGPU program stats of `delegate`, or `null` when another backend runs it.

@@ -210,6 +210,13 @@ impl Embedder {
         self.delegate.waiting()
     }
 
+    /// Where the model's bytes are, by purpose (wasm, the CPU pool's shared memory, the GPU);
+    /// `null` while embedding or after `destroy()`.
+    #[wasm_bindgen(js_name = memoryStats, unchecked_return_type = "MemoryStats | null")]
+    pub fn memory_stats(&self) -> JsValue {
+        self.delegate.peek(introspect::memory_stats)
+    }
+
     /// The WebGPU program's stats (activation arena, parameters, reloads); `null` on the CPU
     /// backend, while embedding, or after `destroy()`.
     #[wasm_bindgen(js_name = programStats, unchecked_return_type = "WebGpuProgramStats | null")]

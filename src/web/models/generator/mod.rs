@@ -441,6 +441,15 @@ impl Generator {
         context
     }
 
+    /// Where the model's bytes are, by purpose (wasm, the CPU pool's shared memory, the GPU);
+    /// `null` while generating or after `destroy()`.
+    #[wasm_bindgen(js_name = memoryStats, unchecked_return_type = "MemoryStats | null")]
+    pub fn memory_stats(&self) -> JsValue {
+        self.shared
+            .generator
+            .peek(|g| introspect::memory_stats(g.map(|g| g.session().delegate())))
+    }
+
     /// The WebGPU program's stats (states, plans, bind groups, parameters); `null` on the CPU
     /// backend, while generating, or after `destroy()`.
     #[wasm_bindgen(js_name = programStats, unchecked_return_type = "WebGpuProgramStats | null")]
