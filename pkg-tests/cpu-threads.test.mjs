@@ -336,6 +336,7 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
     const stored = new Float32Array(await (await fetch(referenceUrl + scored.logits_file)).arrayBuffer());
     const gen = await wd.Generator.load('/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf', { backend: 'cpu', contextLength: 64, logits: true });
     const sharedMb = pool.bytesInUse / 2 ** 20;
+    const memory = gen.memoryStats();
     const ev = await gen.evaluate(scored.ids, { logitPositions: scored.logit_positions });
     const vocab = reference.n_vocab;
     const cosines = scored.logit_positions.map((_, row) => rowCosine(ev.logits, stored, row, vocab));
@@ -344,7 +345,7 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
     gen.destroy();
     const after = Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value);
     pool.terminate();
-    return { threads, after, rows, cosines, tokens: Array.from(ev.tokens), top1: scored.top1, pieces, sharedMb, tooMany };
+    return { threads, after, rows, cosines, tokens: Array.from(ev.tokens), top1: scored.top1, pieces, sharedMb, memory, tooMany };
   }, { sentences: minilm.sentences, prompt });
   assert.equal(r.threads, 2);
   assert.equal(r.after, 2, 'no worker failed');
@@ -360,7 +361,15 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
     }
     assert.ok(dot / Math.sqrt(ng * nw) >= 0.9999 && maxAbs <= 1e-3, `MiniLM sentence ${i}: cosine ${dot / Math.sqrt(ng * nw)}, max abs ${maxAbs}`);
   });
-  t.diagnostic(`Gemma weights in the pool's shared memory: ${r.sharedMb.toFixed(1)} MiB`);
+  t.diagnostic(`Gemma weights in the pool's shared memory: ${r.sharedMb.toFixed(1)} MiB; memoryStats ${JSON.stringify(r.memory)}`);
+  // Every block weight (the tied table included, gathered from there) lives only in the
+  // pool's memory: what stays in wasm memory is the f32 norms (under 1 MiB) and the KV cache
+  // of 64 positions (18 layers x K and V x 256 x 4 bytes).
+  assert.equal(r.memory.backend, 'cpu');
+  assert.ok(r.memory.sharedWeights >= 230 * 2 ** 20, `shared weights ${r.memory.sharedWeights}`);
+  assert.ok(r.memory.weights < 2 ** 20, `weights left in wasm memory: ${r.memory.weights} bytes`);
+  assert.equal(r.memory.state, 18 * 2 * 256 * 4 * 64);
+  assert.ok(r.memory.sharedMemoryBytes >= r.memory.sharedWeights);
   assert.deepEqual(r.tokens, r.top1, 'teacher-forced top-1 at every position');
   for (const c of r.cosines) assert.ok(c >= 0.9999, `logits cosine ${c}`);
   assert.deepEqual(r.pieces, prompt.tokens, `greedy tokens of ${JSON.stringify(prompt.text)}`);
