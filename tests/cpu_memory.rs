@@ -7,11 +7,11 @@
 //! against the same counts. Oracle: the allocator's counts (the heap the load really took).
 #![cfg(not(target_arch = "wasm32"))]
 
+mod counting_alloc;
 mod gemma_support;
 mod minilm_support;
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+use counting_alloc::{live, peak, reset_peak};
 use std::sync::Arc;
 use webdelegate::backends::cpu::{CpuBackend, CpuMemory};
 use webdelegate::models::bert::{BertConfig, sentence_embedding_program};
@@ -19,46 +19,14 @@ use webdelegate::models::decoder::{DecoderProgramOptions, decoder_program};
 use webdelegate::program;
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
 
-/// Counts the heap bytes each thread allocates and frees (the test harness runs tests in
-/// parallel on other threads; a load runs on the thread that blocks on it).
-struct Counting;
-
-thread_local! {
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let size = layout.size() as isize;
-            let _ = LIVE.try_with(|live| {
-                let now = live.get() + size;
-                live.set(now);
-                let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-            });
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        let _ = LIVE.try_with(|live| live.set(live.get() - layout.size() as isize));
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
 const MIB: f64 = 1048576.0;
 
 /// Initialises `blob` on a fresh CPU backend with `context`, returning the delegate, the heap
 /// bytes the load left held and its peak above what was held before.
 fn measured_init(blob: Vec<u8>, context: &BackendInitContext) -> (LoadedDelegate, u64, u64) {
     let blob_bytes = blob.len() as isize;
-    let before = LIVE.with(Cell::get);
-    PEAK.with(|peak| peak.set(before));
+    let before = live();
+    reset_peak();
     let delegate = pollster::block_on(LoadedDelegate::init_with_backend(
         "cpu",
         Arc::new(CpuBackend::new()),
@@ -68,8 +36,8 @@ fn measured_init(blob: Vec<u8>, context: &BackendInitContext) -> (LoadedDelegate
     ))
     .unwrap();
     // The blob was allocated before `before`; the load frees it.
-    let held = LIVE.with(Cell::get) - before + blob_bytes;
-    let peak = PEAK.with(Cell::get) - before;
+    let held = live() - before + blob_bytes;
+    let peak = peak() - before;
     (delegate, held.max(0) as u64, peak.max(0) as u64)
 }
 

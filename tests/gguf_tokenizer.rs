@@ -12,8 +12,9 @@
 //! holds, counted by a counting global allocator, its build time and its encode speed.
 #![cfg(not(target_arch = "wasm32"))]
 
-use std::alloc::{GlobalAlloc, Layout, System};
-use std::cell::Cell;
+mod counting_alloc;
+
+use counting_alloc::{live, peak, reset_peak};
 use std::sync::Mutex;
 use std::time::Instant;
 use webdelegate::params::RangeRead;
@@ -21,46 +22,8 @@ use webdelegate::params::formats::gguf::GgufIndex;
 use webdelegate::send_sync::LocalBoxFuture;
 use webdelegate::text::{GgufTokenizer, IncrementalDecoder, TokenizerModel};
 
-/// Counts the heap bytes each thread allocates and frees, so that a measurement on one thread
-/// is not disturbed by the tests running beside it on others (the test harness runs them in
-/// parallel). [`MEASURE`] still serialises the measuring test with the other Gemma builds.
-struct Counting;
-
-thread_local! {
-    /// Bytes this thread allocated minus the bytes it freed (may go negative when it frees
-    /// what another thread allocated).
-    static LIVE: Cell<isize> = const { Cell::new(0) };
-    /// The highest [`LIVE`] seen since it was last reset.
-    static PEAK: Cell<isize> = const { Cell::new(0) };
-}
+/// Serialises the measuring test with the other Gemma builds.
 static MEASURE: Mutex<()> = Mutex::new(());
-
-fn live() -> isize {
-    LIVE.with(Cell::get)
-}
-
-unsafe impl GlobalAlloc for Counting {
-    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        let p = unsafe { System.alloc(layout) };
-        if !p.is_null() {
-            let size = layout.size() as isize;
-            let _ = LIVE.try_with(|live| {
-                let now = live.get() + size;
-                live.set(now);
-                let _ = PEAK.try_with(|peak| peak.set(peak.get().max(now)));
-            });
-        }
-        p
-    }
-
-    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
-        unsafe { System.dealloc(ptr, layout) };
-        let _ = LIVE.try_with(|live| live.set(live.get() - layout.size() as isize));
-    }
-}
-
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
 
 /// A local file read by ranges.
 struct FileReader {
@@ -260,12 +223,12 @@ fn gemma_memory_build_time_and_speed() {
     let _guard = MEASURE.lock().unwrap_or_else(|e| e.into_inner());
     let index = parse(&gemma_path());
     let before = live();
-    PEAK.with(|peak| peak.set(before));
+    reset_peak();
     let start = Instant::now();
     let t = GgufTokenizer::from_gguf(&index).unwrap();
     let build = start.elapsed();
     let held = live() - before;
-    let peak = PEAK.with(Cell::get) - before;
+    let peak = peak() - before;
     let with_index = live();
     drop(index);
     let index_bytes = with_index - live();
