@@ -15,7 +15,8 @@ use counting_alloc::{live, peak, reset_peak};
 use std::sync::Arc;
 use webdelegate::backends::cpu::{CpuBackend, CpuMemory};
 use webdelegate::models::bert::{BertConfig, sentence_embedding_program};
-use webdelegate::models::decoder::{DecoderProgramOptions, decoder_program};
+use webdelegate::models::decoder::{DecoderProgramOptions, DecoderSignature, decoder_program};
+use webdelegate::models::decoder_session::{DecoderSession, GREEDY, LogitRows};
 use webdelegate::program;
 use webdelegate::registry::{BackendInitContext, FreeableBuffer, LoadedDelegate};
 
@@ -103,6 +104,47 @@ fn gemma_loads_each_weight_once_on_the_cpu() {
         peak <= kept + memory.staging + SLACK,
         "the load peaked at {peak} bytes: a large tensor was held twice (kept {kept}, staging {})",
         memory.staging
+    );
+
+    // A 128-token prefill, then 32 decode steps: what executions keep for intermediates.
+    let signature = DecoderSignature::of(
+        &program::load(
+            &program::encode(
+                &decoder_program(
+                    &model.config,
+                    model.header.index(),
+                    gemma_support::SCOPE,
+                    &options,
+                )
+                .unwrap(),
+            )
+            .unwrap(),
+        )
+        .unwrap(),
+    )
+    .unwrap();
+    let mut session = DecoderSession::new(delegate, signature);
+    let prompt: Vec<u32> = (0..128u32).map(|i| 1000 + i * 7).collect();
+    reset_peak();
+    let before = live();
+    pollster::block_on(session.feed(&prompt, LogitRows::Last, GREEDY)).unwrap();
+    let prefill_peak = counting_alloc::peak() - before;
+    for step in 0..32u32 {
+        pollster::block_on(session.feed(&[2000 + step], LogitRows::Last, GREEDY)).unwrap();
+    }
+    let memory = CpuBackend::memory_of(session.delegate().handle().unwrap()).unwrap();
+    println!(
+        "gemma 3 270m after a 128-token prefill and 32 steps: activations {:.1} MiB kept, the \
+         prefill peaked {:.1} MiB above what was held",
+        memory.activations as f64 / MIB,
+        prefill_peak as f64 / MIB
+    );
+    // Kept buffers never add up over steps: at most what the prefill needed at once (plus a
+    // logits row). Before 12-07 they grew by a buffer per step, to 37.9 MiB after 32 steps.
+    assert!(
+        memory.activations <= prefill_peak.max(0) as u64 + (2 << 20),
+        "{} bytes of activations kept after 32 decode steps",
+        memory.activations
     );
 }
 

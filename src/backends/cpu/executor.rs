@@ -72,6 +72,7 @@ pub fn execute(
     }
     states.lend(program, &mut frame)?;
     let ran = run_steps(prepared, &mut frame, scratch);
+    scratch.pool.end_execution();
     states.take_back(program, &mut frame);
     ran?;
     for (position, (slot, &id)) in outputs.iter_mut().zip(&program.outputs).enumerate() {

@@ -206,10 +206,17 @@ pub fn filled<T: Clone>(len: usize, value: T) -> Result<Vec<T>> {
 }
 
 /// Recycles `f32` buffers between ops and executions, so steady-state execution allocates
-/// little.
+/// little, without growing: a buffer that a whole execution left unused is dropped when it
+/// ends ([`BufferPool::end_execution`]). What the pool keeps is then at most what the last
+/// execution used and gave back, never an accumulation over executions (ops that allocate
+/// their results themselves recycle a buffer per step; kept forever, those added up to 64
+/// buffers, 38 MiB of Gemma's logits rows after 32 decode steps).
 #[derive(Debug, Default)]
 pub struct BufferPool {
-    free: Vec<Vec<f32>>,
+    /// Kept buffers, each with the execution that gave it back.
+    free: Vec<(Vec<f32>, u64)>,
+    /// The current execution's number.
+    execution: u64,
 }
 
 impl BufferPool {
@@ -218,7 +225,7 @@ impl BufferPool {
 
     /// Bytes the kept buffers hold.
     pub fn bytes(&self) -> usize {
-        self.free.iter().map(|b| b.capacity() * 4).sum()
+        self.free.iter().map(|(b, _)| b.capacity() * 4).sum()
     }
 
     /// A zero-filled buffer of `len` elements (the smallest kept one that fits, or a new one).
@@ -230,12 +237,12 @@ impl BufferPool {
             .free
             .iter()
             .enumerate()
-            .filter(|(_, buffer)| buffer.capacity() >= len)
-            .min_by_key(|(_, buffer)| buffer.capacity())
+            .filter(|(_, (buffer, _))| buffer.capacity() >= len)
+            .min_by_key(|(_, (buffer, _))| buffer.capacity())
             .map(|(index, _)| index);
         match best {
             Some(index) => {
-                let mut buffer = self.free.swap_remove(index);
+                let (mut buffer, _) = self.free.swap_remove(index);
                 buffer.clear();
                 buffer.resize(len, 0.0);
                 Ok(buffer)
@@ -255,13 +262,21 @@ impl BufferPool {
                     .free
                     .iter()
                     .enumerate()
-                    .min_by_key(|(_, buffer)| buffer.capacity())
+                    .min_by_key(|(_, (buffer, _))| buffer.capacity())
                 {
                     self.free.swap_remove(index);
                 }
             }
-            self.free.push(buffer);
+            self.free.push((buffer, self.execution));
         }
+    }
+
+    /// Ends an execution: drops the buffers it neither took nor gave back (kept from before
+    /// and idle through it).
+    pub fn end_execution(&mut self) {
+        let current = self.execution;
+        self.free.retain(|(_, execution)| *execution == current);
+        self.execution = current.wrapping_add(1);
     }
 }
 
