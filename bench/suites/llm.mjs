@@ -51,6 +51,8 @@
 //                                    count (llm_threads_ours_cpu_mt = llm_threads_wllama_mt)
 //   llm_decode_ratio_vs_wllama_same_threads_int8  the same for ours_cpu_mt_int8
 //   llm_shared_mb_ours_cpu_mt        bytes our pool's shared memory held (weights, scratch)
+//   llm_wasm_mb_ratio_vs_wllama_cpu_mt  llm_wasm_mb_ours_cpu_mt / llm_wasm_mb_wllama_mt (the same
+//                                    thread count; lower is better)
 //   llm_ttft_ratio_vs_wllama         our best time to first token / wllama's best (lower is better)
 //   llm_baseline_gbps_cpu    the page's memory bandwidth: wasm simd128 sum over 256 MiB (the
 //                            qmatvec suite's baseline), median of 5 after 2 warm-ups
@@ -301,6 +303,7 @@ export async function run(ctx) {
   const fastest = (names) => Math.min(...names.map((n) => out[`llm_ttft_ms_${n}`]).filter(Number.isFinite));
   out.llm_ttft_ratio_vs_wllama = fastest(['ours_cpu', 'ours_cpu_mt', 'ours_webgpu']) / fastest(['wllama_1t', 'wllama_mt', 'wllama_webgpu']);
   out.llm_wasm_mb_wllama = Math.max(out.llm_wasm_mb_wllama_1t, out.llm_wasm_mb_wllama_mt);
+  if (runs.ours_cpu_mt?.length) out.llm_wasm_mb_ratio_vs_wllama_cpu_mt = out.llm_wasm_mb_ours_cpu_mt / out.llm_wasm_mb_wllama_mt;
   out.llm_decode_bandwidth_fraction_cpu = (weightBytes * out.llm_decode_tok_s_ours_cpu) / (gbps * 1e9);
   // A quick check (BENCH_LLM_ONLY) leaves out the ratios of configurations that did not run.
   if (ONLY) for (const [key, value] of Object.entries(out)) if (!Number.isFinite(value)) delete out[key];
