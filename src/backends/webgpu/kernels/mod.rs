@@ -39,6 +39,8 @@ pub(crate) mod sample;
 pub(crate) mod source;
 pub(crate) mod token_mask;
 pub(crate) mod uniforms;
+#[cfg(test)]
+mod variants;
 pub(crate) mod wgsl;
 
 pub(crate) use uniforms::{Field, Uniforms};
