@@ -13,7 +13,7 @@
 //! bytes already in the buffer are kept, whatever order the chunks arrive in.
 
 use crate::backends::webgpu::device::{GpuContext, share};
-use crate::backends::webgpu::kernels::patch::PatchKey;
+use crate::backends::webgpu::kernels::patch::{PATCH_PARAMS, PatchKey};
 use crate::backends::webgpu::kernels::{KernelKey, Uniforms};
 use crate::backends::webgpu::readback::{read_mapped, submitted_work_done};
 use crate::error::Status;
@@ -110,16 +110,21 @@ impl GpuBuffer {
         let pipeline = self
             .ctx
             .pipelines
-            .get_or_compile_unchecked(&self.ctx.device, &KernelKey::new(PatchKey));
+            .get_or_compile_unchecked(&self.ctx.device, &KernelKey::new(PatchKey))
+            .map_err(|e| Status::internal(e.message().to_owned()))?;
         let uniforms = GpuBuffer::new(
             &self.ctx,
             16,
             wgpu::BufferUsages::UNIFORM | wgpu::BufferUsages::COPY_DST,
             "parameter patch uniforms",
         )?;
-        let words = Uniforms::new()
-            .vec4([((word_offset - window) / 4) as u32, value, mask, 0])
-            .finish();
+        let words = Uniforms::new(&PATCH_PARAMS)
+            .vec4(
+                "head",
+                [((word_offset - window) / 4) as u32, value, mask, 0],
+            )
+            .finish()
+            .map_err(|e| Status::internal(e.message().to_owned()))?;
         let bytes: Vec<u8> = words.iter().flat_map(|w| w.to_le_bytes()).collect();
         self.ctx.queue.write_buffer(uniforms.raw(), 0, &bytes);
         let bind_group = self

@@ -76,12 +76,12 @@ impl PipelineCache {
             .clone()
     }
 
-    fn build(&self, device: &wgpu::Device, key: &KernelKey) -> Pipeline {
+    fn build(&self, device: &wgpu::Device, key: &KernelKey, wgsl: String) -> Pipeline {
         let label = key.label();
         let layout = self.layout(device, key.storage_bindings());
         let module = device.create_shader_module(wgpu::ShaderModuleDescriptor {
             label: Some(&label),
-            source: wgpu::ShaderSource::Wgsl(source(key).into()),
+            source: wgpu::ShaderSource::Wgsl(wgsl.into()),
         });
         let pipeline_layout = device.create_pipeline_layout(&wgpu::PipelineLayoutDescriptor {
             label: Some(&label),
@@ -104,15 +104,17 @@ impl PipelineCache {
     /// them back to back instead of one round trip each.
     ///
     /// # Errors
-    /// `NotSupported` naming the first kernel the device refused, with its message.
+    /// `NotSupported` naming the first kernel the device refused, with its message; `Internal`
+    /// for a kernel whose module is malformed (see `source`).
     pub(crate) async fn compile(&self, device: &wgpu::Device, keys: &[KernelKey]) -> Result<()> {
         let mut pending = Vec::new();
         for key in keys {
             if self.get(key).is_some() || pending.iter().any(|(k, _, _)| k == key) {
                 continue;
             }
+            let wgsl = source(key)?;
             let scope = device.push_error_scope(wgpu::ErrorFilter::Validation);
-            let pipeline = self.build(device, key);
+            let pipeline = self.build(device, key, wgsl);
             pending.push((key.clone(), pipeline, scope.pop()));
         }
         let (built, checks): (Vec<_>, Vec<_>) =
@@ -135,16 +137,19 @@ impl PipelineCache {
 
     /// The pipeline for `key`, compiled now if needed, without an error scope (for the small
     /// fixed kernels used from synchronous code; failures reach the device's error record).
+    ///
+    /// # Errors
+    /// `Internal` for a kernel whose module is malformed (see `source`).
     pub(crate) fn get_or_compile_unchecked(
         &self,
         device: &wgpu::Device,
         key: &KernelKey,
-    ) -> Arc<Pipeline> {
+    ) -> Result<Arc<Pipeline>> {
         if let Some(pipeline) = self.get(key) {
-            return pipeline;
+            return Ok(pipeline);
         }
-        let pipeline = Arc::new(self.build(device, key));
+        let pipeline = Arc::new(self.build(device, key, source(key)?));
         lock(&self.pipelines).insert(key.clone(), pipeline.clone());
-        pipeline
+        Ok(pipeline)
     }
 }

@@ -6,10 +6,9 @@
 //! the CPU's.
 
 use crate::backends::webgpu::kernels::rows::{row_workgroup, row_workgroups};
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, grid_1d, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::Argmax;
@@ -35,32 +34,16 @@ fn better(ka: u32, ia: u32, kb: u32, ib: u32) -> bool {
 }
 ";
 
+/// The kernel's uniform block.
+const ARGMAX_PARAMS: [Field; 1] = [Field::vec4("head", "x: rows, y: V")];
+
+/// Index of the largest order_key of each row (ties: lowest index; empty rows: -1): the row
+/// body (after the builder's row prologue).
 const ARGMAX: &str = r"
-// Index of the largest order_key of each row (ties: lowest index; empty rows: -1).
-struct Params {
-    // x: rows, y: V
-    head: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> out: array<u32>;
-
-var<workgroup> best_key: array<u32, {{WG}}>;
-var<workgroup> best_index: array<u32, {{WG}}>;
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let row = flat_group(wid, nwg);
-    if (row >= p.head.x) {
-        return;
-    }
-    let v = p.head.y;
-    let base = row * v;
+    let v = h;
     var key = 0u;
     var index = 0xffffffffu;
-    for (var j = lid; j < v; j = j + {{WG}}u) {
+    for (var j = lid; j < v; j = j + WG) {
         let k = order_key(x[base + j]);
         if (k > key || index == 0xffffffffu) {
             key = k;
@@ -70,7 +53,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     best_key[lid] = key;
     best_index[lid] = index;
     workgroupBarrier();
-    for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
+    for (var s = WG / 2u; s > 0u; s = s >> 1u) {
         if (lid < s) {
             let kb = best_key[lid + s];
             let ib = best_index[lid + s];
@@ -85,7 +68,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (lid == 0u) {
         out[row] = best_index[0];
     }
-}
 ";
 
 /// Row argmax kernel.
@@ -108,8 +90,17 @@ impl Kernel for ArgmaxKey {
         self.wg * 8
     }
 
-    fn body(&self) -> String {
-        with_wg(&format!("{ORDER_KEY}\n{ARGMAX}"), self.wg)
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        w.uniforms(&ARGMAX_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("out", Elem::U32);
+        w.push(ORDER_KEY);
+        w.push(
+            "var<workgroup> best_key: array<u32, WG>;\nvar<workgroup> best_index: array<u32, WG>;",
+        );
+        w.row_main(self.wg, ARGMAX);
+        w
     }
 }
 
@@ -133,9 +124,12 @@ impl GpuOp for Argmax {
             key: KernelKey::new(ArgmaxKey {
                 wg: row_workgroup(ctx, v),
             }),
-            uniforms: Uniforms::new()
-                .vec4([to_u32(rows, "rows")?, to_u32(v, "row length")?, 0, 0])
-                .finish(),
+            uniforms: Uniforms::new(&ARGMAX_PARAMS)
+                .vec4(
+                    "head",
+                    [to_u32(rows, "rows")?, to_u32(v, "row length")?, 0, 0],
+                )
+                .finish()?,
             bindings: vec![Binding::Tensor(self.x), Binding::Tensor(self.out)],
             workgroups,
         }])

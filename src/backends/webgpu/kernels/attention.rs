@@ -21,37 +21,25 @@
 //! decode loop reuses one plan and its bind groups.
 
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Precision,
+    Uniforms, Wgsl, grid_1d, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::TensorDecl;
 use crate::program::ops::Attention;
 
+/// The cache store's uniform block.
+const KV_STORE_PARAMS: [Field; 2] = [
+    Field::vec4(
+        "head",
+        "x: S * k_row, y: k_row (Hkv * D), z: v_row (Hkv * Dv), w: C",
+    ),
+    Field::vec4("tail", "x: S * (k_row + v_row), y: op tag"),
+];
+
+/// The cache store's element body: cache[positions[s]] = rows[s] for the keys and the values
+/// of this execution.
 const KV_STORE: &str = r"
-// cache[positions[s]] = rows[s] for the keys and the values of this execution.
-struct Params {
-    // x: S * k_row, y: k_row (Hkv * D), z: v_row (Hkv * Dv), w: C
-    head: vec4<u32>,
-    // x: S * (k_row + v_row), y: op tag
-    tail: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> k: array<f32>;
-@group(0) @binding(2) var<storage, read_write> v: array<f32>;
-@group(0) @binding(3) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(4) var<storage, read_write> v_cache: array<f32>;
-@group(0) @binding(5) var<storage, read_write> positions: array<u32>;
-@group(0) @binding(6) var<storage, read_write> status: array<atomic<u32>>;
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * {{WG}}u + lid;
-    if (i >= p.tail.x) {
-        return;
-    }
     let k_elems = p.head.x;
     var s: u32;
     if (i < k_elems) {
@@ -67,24 +55,26 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let pos = u32(position);
     if (i < k_elems) {
         let e = i % p.head.y;
-        k_cache[pos * p.head.y + e] = k[i];
+        k_cache[pos * p.head.y + e] = Kv(k[i]);
     } else {
         let j = i - k_elems;
         let e = j % p.head.z;
-        v_cache[pos * p.head.z + e] = v[j];
+        v_cache[pos * p.head.z + e] = Kv(v[j]);
     }
-}
 ";
+
+/// The attend kernel's uniform block.
+const ATTEND_PARAMS: [Field; 2] = [
+    Field::vec4("head", "x: Hq, y: Hkv, z: C, w: window (0 = none)"),
+    Field::vec4("tail", "x: scale bits, y: softcap bits (0 = none), z: S"),
+];
 
 const ATTEND: &str = r"
 // out[s, h] = softmax(scale * q[s, h] . k_cache[lo..=p, g]) . v_cache[lo..=p, g],
-// p = positions[s], g = h / (Hq / Hkv); one workgroup per (h, s).
-struct Params {
-    // x: Hq, y: Hkv, z: C, w: window (0 = none)
-    head: vec4<u32>,
-    // x: scale bits, y: softcap bits (0 = none), z: S
-    tail: vec4<u32>,
-}
+// p = positions[s], g = h / (Hq / Hkv); one workgroup per (h, s). Bindings: q, k_cache,
+// v_cache, positions, then out: when SPLITS == 1 the output [S, Hq, Dv], else the partials
+// [S, Hq, SPLITS, Dv + 2] (running max, running sum, then the unnormalised accumulator), of
+// element type `Out` (Act, or Acc for the partials).
 
 const WG: u32 = {{WG}}u;
 const D: u32 = {{D}}u;
@@ -93,23 +83,14 @@ const PER: u32 = {{PER}}u;
 // Workgroups per (h, s): wid.z is this one's run of the visible positions.
 const SPLITS: u32 = {{SPLITS}}u;
 const MIN_RUN: u32 = {{MIN_RUN}}u;
-const LOWEST: f32 = -3.0e38;
+const LOWEST: Acc = -3.0e38;
 
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> q: array<f32>;
-@group(0) @binding(2) var<storage, read_write> k_cache: array<f32>;
-@group(0) @binding(3) var<storage, read_write> v_cache: array<f32>;
-@group(0) @binding(4) var<storage, read_write> positions: array<u32>;
-// SPLITS == 1: the output [S, Hq, Dv]. Else the partials [S, Hq, SPLITS, Dv + 2]: running max,
-// running sum, then the unnormalised accumulator.
-@group(0) @binding(5) var<storage, read_write> out: array<f32>;
-
-var<workgroup> query: array<f32, D>;
-var<workgroup> weights: array<f32, WG>;
-var<workgroup> scratch: array<f32, WG>;
+var<workgroup> query: array<Acc, D>;
+var<workgroup> weights: array<Acc, WG>;
+var<workgroup> scratch: array<Acc, WG>;
 var<workgroup> position: i32;
 
-fn reduce_max(lid: u32, value: f32) -> f32 {
+fn reduce_max(lid: u32, value: Acc) -> Acc {
     scratch[lid] = value;
     workgroupBarrier();
     for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
@@ -123,7 +104,7 @@ fn reduce_max(lid: u32, value: f32) -> f32 {
     return result;
 }
 
-fn reduce_add(lid: u32, value: f32) -> f32 {
+fn reduce_add(lid: u32, value: Acc) -> Acc {
     scratch[lid] = value;
     workgroupBarrier();
     for (var stride = WG / 2u; stride > 0u; stride = stride / 2u) {
@@ -140,7 +121,7 @@ fn reduce_add(lid: u32, value: f32) -> f32 {
 // An empty partial (a run with no visible position): max LOWEST, sum 0, accumulator 0.
 fn write_empty_partial(at: u32, lid: u32) {
     for (var i = lid; i < DV + 2u; i = i + WG) {
-        out[at + i] = select(0.0, LOWEST, i == 0u);
+        out[at + i] = Out(select(Acc(0.0), LOWEST, i == 0u));
     }
 }
 
@@ -154,8 +135,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let kv_heads = p.head.y;
     let cache = p.head.z;
     let window = p.head.w;
-    let scale = bitcast<f32>(p.tail.x);
-    let softcap = bitcast<f32>(p.tail.y);
+    let scale = Acc(bitcast<f32>(p.tail.x));
+    let softcap = Acc(bitcast<f32>(p.tail.y));
     let g = h / (heads / kv_heads);
     let out_base = (s * heads + h) * DV;
     if (lid == 0u) {
@@ -171,7 +152,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         for (var t = 0u; t < PER; t = t + 1u) {
             let d = lid + t * WG;
             if (d < DV) {
-                out[out_base + d] = 0.0;
+                out[out_base + d] = Out(0.0);
             }
         }
         return;
@@ -193,14 +174,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         last = min(last, start + run - 1u);
     }
     for (var i = lid; i < D; i = i + WG) {
-        query[i] = q[(s * heads + h) * D + i];
+        query[i] = Acc(q[(s * heads + h) * D + i]);
     }
     workgroupBarrier();
     var running_max = LOWEST;
-    var running_sum = 0.0;
-    var acc: array<f32, PER>;
+    var running_sum = Acc(0.0);
+    var acc: array<Acc, PER>;
     for (var t = 0u; t < PER; t = t + 1u) {
-        acc[t] = 0.0;
+        acc[t] = Acc(0.0);
     }
     for (var base = first; base <= last; base = base + WG) {
         let j = base + lid;
@@ -208,9 +189,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         var logit = LOWEST;
         if (live) {
             let key = (j * kv_heads + g) * D;
-            var dot = 0.0;
+            var dot = Acc(0.0);
             for (var i = 0u; i < D; i = i + 1u) {
-                dot = dot + query[i] * k_cache[key + i];
+                dot = dot + query[i] * Acc(k_cache[key + i]);
             }
             logit = scale * dot;
             if (softcap > 0.0) {
@@ -219,7 +200,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         }
         let new_max = max(running_max, reduce_max(lid, logit));
         let rescale = exp(running_max - new_max);
-        var e = 0.0;
+        var e = Acc(0.0);
         if (live) {
             e = exp(logit - new_max);
         }
@@ -232,7 +213,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
             if (d < DV) {
                 var a = acc[t] * rescale;
                 for (var k = 0u; k < count; k = k + 1u) {
-                    a = a + weights[k] * v_cache[((base + k) * kv_heads + g) * DV + d];
+                    a = a + weights[k] * Acc(v_cache[((base + k) * kv_heads + g) * DV + d]);
                 }
                 acc[t] = a;
             }
@@ -241,13 +222,13 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     }
     if (SPLITS > 1u) {
         if (lid == 0u) {
-            out[partial] = running_max;
-            out[partial + 1u] = running_sum;
+            out[partial] = Out(running_max);
+            out[partial + 1u] = Out(running_sum);
         }
         for (var t = 0u; t < PER; t = t + 1u) {
             let d = lid + t * WG;
             if (d < DV) {
-                out[partial + 2u + d] = acc[t];
+                out[partial + 2u + d] = Out(acc[t]);
             }
         }
         return;
@@ -255,7 +236,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     for (var t = 0u; t < PER; t = t + 1u) {
         let d = lid + t * WG;
         if (d < DV) {
-            out[out_base + d] = acc[t] / running_sum;
+            out[out_base + d] = Out(acc[t] / running_sum);
         }
     }
 }
@@ -265,21 +246,12 @@ const COMBINE: &str = r"
 // out[s, h] from the SPLITS partials of (h, s) (attend with SPLITS > 1): with M the largest
 // running max, out = sum_i acc_i * exp(m_i - M) / sum_i l_i * exp(m_i - M). One workgroup per
 // (h, s); every thread merges the maxima, weights and sums itself (SPLITS <= 64), then its
-// dims.
-struct Params {
-    // x: Hq, y: C, z: S
-    head: vec4<u32>,
-}
+// dims. Bindings: positions, partials, out.
 
 const WG: u32 = {{WG}}u;
 const DV: u32 = {{DV}}u;
 const SPLITS: u32 = {{SPLITS}}u;
-const LOWEST: f32 = -3.0e38;
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> positions: array<u32>;
-@group(0) @binding(2) var<storage, read_write> partials: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
+const LOWEST: Acc = -3.0e38;
 
 @compute @workgroup_size({{WG}})
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
@@ -290,7 +262,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     if (at < 0 || u32(at) >= p.head.y) {
         // The store dispatch flagged it; the execution fails. Zeros, as unsplit.
         for (var d = lid; d < DV; d = d + WG) {
-            out[out_base + d] = 0.0;
+            out[out_base + d] = Act(0.0);
         }
         return;
     }
@@ -300,28 +272,33 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
         m = max(m, partials[base + i * (DV + 2u)]);
     }
     // Each partial's weight exp(m_i - M), computed once for the sum and every dim.
-    var weight: array<f32, SPLITS>;
-    var l = 0.0;
+    var weight: array<Acc, SPLITS>;
+    var l = Acc(0.0);
     for (var i = 0u; i < SPLITS; i = i + 1u) {
         let at_i = base + i * (DV + 2u);
         weight[i] = exp(partials[at_i] - m);
         l = l + partials[at_i + 1u] * weight[i];
     }
     for (var d = lid; d < DV; d = d + WG) {
-        var a = 0.0;
+        var a = Acc(0.0);
         for (var i = 0u; i < SPLITS; i = i + 1u) {
             a = a + partials[base + i * (DV + 2u) + 2u + d] * weight[i];
         }
-        out[out_base + d] = a / l;
+        out[out_base + d] = Act(a / l);
     }
 }
 ";
+
+/// The combine kernel's uniform block.
+const COMBINE_PARAMS: [Field; 1] = [Field::vec4("head", "x: Hq, y: C, z: S")];
 
 /// The cache-store kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) struct KvStoreKey {
     /// Invocations per workgroup.
     pub wg: u32,
+    /// Element types (activations in, the cache's stored).
+    pub precision: Precision,
 }
 
 impl Kernel for KvStoreKey {
@@ -333,8 +310,17 @@ impl Kernel for KvStoreKey {
         self.wg
     }
 
-    fn body(&self) -> String {
-        crate::backends::webgpu::kernels::source::with_wg(KV_STORE, self.wg)
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&KV_STORE_PARAMS);
+        w.storage("k", Elem::Act);
+        w.storage("v", Elem::Act);
+        w.storage("k_cache", Elem::Kv);
+        w.storage("v_cache", Elem::Kv);
+        w.storage("positions", Elem::U32);
+        w.storage("status", Elem::Atomic);
+        w.element_main(self.wg, "p.tail.x", KV_STORE);
+        w
     }
 }
 
@@ -349,6 +335,8 @@ pub(crate) struct AttendKey {
     pub dv: u32,
     /// Workgroups per (head, row), writing partials (1: the output itself).
     pub splits: u32,
+    /// Element types (activations, the cache's, the softmax statistics').
+    pub precision: Precision,
 }
 
 /// The kernel merging the partials of a split attention.
@@ -360,6 +348,8 @@ pub(crate) struct AttendCombineKey {
     pub dv: u32,
     /// Partials per (head, row).
     pub splits: u32,
+    /// Element types.
+    pub precision: Precision,
 }
 
 impl Kernel for AttendCombineKey {
@@ -371,11 +361,17 @@ impl Kernel for AttendCombineKey {
         self.wg
     }
 
-    fn body(&self) -> String {
-        COMBINE
-            .replace("{{WG}}", &self.wg.to_string())
-            .replace("{{DV}}", &self.dv.to_string())
-            .replace("{{SPLITS}}", &self.splits.to_string())
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&COMBINE_PARAMS);
+        w.storage("positions", Elem::U32);
+        w.storage("partials", Elem::Acc);
+        w.storage("out", Elem::Act);
+        w.template(
+            COMBINE,
+            &[("WG", &self.wg), ("DV", &self.dv), ("SPLITS", &self.splits)],
+        );
+        w
     }
 }
 
@@ -398,14 +394,32 @@ impl Kernel for AttendKey {
         (self.d + 2 * self.wg + 1) * 4
     }
 
-    fn body(&self) -> String {
-        ATTEND
-            .replace("{{WG}}", &self.wg.to_string())
-            .replace("{{D}}", &self.d.max(1).to_string())
-            .replace("{{DV}}", &self.dv.to_string())
-            .replace("{{PER}}", &self.dv.div_ceil(self.wg).max(1).to_string())
-            .replace("{{SPLITS}}", &self.splits.max(1).to_string())
-            .replace("{{MIN_RUN}}", &MIN_SPLIT_RUN.to_string())
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&ATTEND_PARAMS);
+        let out = if self.splits > 1 {
+            Elem::Acc
+        } else {
+            Elem::Act
+        };
+        w.alias("Out", out);
+        w.storage("q", Elem::Act);
+        w.storage("k_cache", Elem::Kv);
+        w.storage("v_cache", Elem::Kv);
+        w.storage("positions", Elem::U32);
+        w.storage("out", Elem::Named("Out"));
+        w.template(
+            ATTEND,
+            &[
+                ("WG", &self.wg),
+                ("D", &self.d.max(1)),
+                ("DV", &self.dv),
+                ("PER", &self.dv.div_ceil(self.wg).max(1)),
+                ("SPLITS", &self.splits.max(1)),
+                ("MIN_RUN", &MIN_SPLIT_RUN),
+            ],
+        );
+        w
     }
 }
 
@@ -462,6 +476,7 @@ fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> 
             d,
             dv,
             splits,
+            precision: Precision::F32,
         })
     };
     let mut keys = vec![attend(1)];
@@ -471,6 +486,7 @@ fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> 
             wg: ATTEND_WG,
             dv,
             splits: config.attention_splits,
+            precision: Precision::F32,
         }));
     }
     keys
@@ -490,21 +506,30 @@ impl GpuOp for Attention {
         let mut dispatches = Vec::with_capacity(2);
         if let Some(workgroups) = grid_1d(stored.div_ceil(wg as usize), ctx.max_workgroups)? {
             dispatches.push(Dispatch {
-                key: KernelKey::new(KvStoreKey { wg }),
-                uniforms: Uniforms::new()
-                    .vec4([
-                        to_u32(e.rows * k_row, "stored keys")?,
-                        to_u32(k_row, "key row")?,
-                        to_u32(v_row, "value row")?,
-                        to_u32(e.cache, "cache length")?,
-                    ])
-                    .vec4([
-                        to_u32(stored, "stored elements")?,
-                        to_u32(index + 1, "op index")?,
-                        0,
-                        0,
-                    ])
-                    .finish(),
+                key: KernelKey::new(KvStoreKey {
+                    wg,
+                    precision: Precision::F32,
+                }),
+                uniforms: Uniforms::new(&KV_STORE_PARAMS)
+                    .vec4(
+                        "head",
+                        [
+                            to_u32(e.rows * k_row, "stored keys")?,
+                            to_u32(k_row, "key row")?,
+                            to_u32(v_row, "value row")?,
+                            to_u32(e.cache, "cache length")?,
+                        ],
+                    )
+                    .vec4(
+                        "tail",
+                        [
+                            to_u32(stored, "stored elements")?,
+                            to_u32(index + 1, "op index")?,
+                            0,
+                            0,
+                        ],
+                    )
+                    .finish()?,
                 bindings: vec![
                     Binding::Tensor(self.k),
                     Binding::Tensor(self.v),
@@ -544,16 +569,23 @@ impl GpuOp for Attention {
                 d: to_u32(e.head_dim, "head dim")?,
                 dv,
                 splits,
+                precision: Precision::F32,
             }),
-            uniforms: Uniforms::new()
-                .vec4([
-                    heads,
-                    to_u32(e.kv_heads, "KV heads")?,
-                    to_u32(e.cache, "cache length")?,
-                    self.window,
-                ])
-                .vec4([self.scale.to_bits(), self.softcap.to_bits(), rows, 0])
-                .finish(),
+            uniforms: Uniforms::new(&ATTEND_PARAMS)
+                .vec4(
+                    "head",
+                    [
+                        heads,
+                        to_u32(e.kv_heads, "KV heads")?,
+                        to_u32(e.cache, "cache length")?,
+                        self.window,
+                    ],
+                )
+                .vec4(
+                    "tail",
+                    [self.scale.to_bits(), self.softcap.to_bits(), rows, 0],
+                )
+                .finish()?,
             bindings: vec![
                 Binding::Tensor(self.q),
                 Binding::Tensor(self.k_cache),
@@ -573,10 +605,11 @@ impl GpuOp for Attention {
                     wg: ATTEND_WG,
                     dv,
                     splits,
+                    precision: Precision::F32,
                 }),
-                uniforms: Uniforms::new()
-                    .vec4([heads, to_u32(e.cache, "cache length")?, rows, 0])
-                    .finish(),
+                uniforms: Uniforms::new(&COMBINE_PARAMS)
+                    .vec4("head", [heads, to_u32(e.cache, "cache length")?, rows, 0])
+                    .finish()?,
                 bindings: vec![
                     Binding::Tensor(self.positions),
                     partials,
@@ -591,6 +624,7 @@ impl GpuOp for Attention {
     fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         let mut keys = vec![KernelKey::new(KvStoreKey {
             wg: config.workgroup_size,
+            precision: Precision::F32,
         })];
         keys.extend(attend_keys(tensors, self, config));
         keys

@@ -1,25 +1,5 @@
-// out[i] = a[ia] (op) b[ib] with NumPy broadcasting. The host coalesces dims and passes, per
-// output dim, the stride of each input (0 where it broadcasts), so any rank <= 8 works.
-struct Params {
-    // x: element count, y: rank
-    head: vec4<u32>,
-    shape: array<vec4<u32>, 2>,
-    a_strides: array<vec4<u32>, 2>,
-    b_strides: array<vec4<u32>, 2>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * {{WG}}u + lid;
-    if (i >= p.head.x) {
-        return;
-    }
+    // out[i] = a[ia] (op) b[ib] with NumPy broadcasting. The host coalesces dims and passes,
+    // per output dim, the stride of each input (0 where it broadcasts), so any rank <= 8 works.
     var rem = i;
     var ia = 0u;
     var ib = 0u;
@@ -34,4 +14,3 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let va = a[ia];
     let vb = b[ib];
     out[i] = {{EXPR}};
-}

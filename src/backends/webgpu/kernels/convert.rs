@@ -6,10 +6,9 @@
 //! int -> f32 rounds to nearest (exactly for values that fit i32; beyond, through two
 //! roundings, see `common.wgsl`).
 
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
-    wgsl_word_type,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::{Cast, Range};
@@ -17,10 +16,20 @@ use crate::program::{DType, TensorDecl, TensorId};
 
 const CONVERT: &str = include_str!("convert.wgsl");
 
-fn convert_source(wg: u32, bindings: &str, body: &str) -> String {
-    with_wg(CONVERT, wg)
-        .replace("{{BINDINGS}}", bindings)
-        .replace("{{BODY}}", body)
+/// Both kernels' uniform block.
+const CONVERT_PARAMS: [Field; 1] = [Field::vec4("head", "x: element count")];
+
+/// A conversion module: `bindings` (name, dtype) after the uniforms, the helpers, then `body`
+/// per element.
+fn convert_source(wg: u32, bindings: &[(&str, DType)], body: &str) -> Wgsl {
+    let mut w = Wgsl::f32();
+    w.uniforms(&CONVERT_PARAMS);
+    for &(name, dtype) in bindings {
+        w.storage(name, Elem::Word(dtype));
+    }
+    w.push(CONVERT);
+    w.element_main(wg, "p.head.x", body);
+    w
 }
 
 /// Dtype conversion kernel.
@@ -43,15 +52,10 @@ impl Kernel for CastKey {
         self.wg
     }
 
-    fn body(&self) -> String {
+    fn wgsl(&self) -> Wgsl {
         convert_source(
             self.wg,
-            &format!(
-                "@group(0) @binding(1) var<storage, read_write> x: array<{}>;\n\
-                 @group(0) @binding(2) var<storage, read_write> out: array<{}>;",
-                wgsl_word_type(self.from),
-                wgsl_word_type(self.to)
-            ),
+            &[("x", self.from), ("out", self.to)],
             &cast_body(self.from, self.to),
         )
     }
@@ -75,15 +79,8 @@ impl Kernel for RangeKey {
         self.wg
     }
 
-    fn body(&self) -> String {
-        convert_source(
-            self.wg,
-            &format!(
-                "@group(0) @binding(1) var<storage, read_write> out: array<{}>;",
-                wgsl_word_type(self.to)
-            ),
-            &range_body(self.to),
-        )
+    fn wgsl(&self) -> Wgsl {
+        convert_source(self.wg, &[("out", self.to)], &range_body(self.to))
     }
 }
 
@@ -181,9 +178,9 @@ fn cast(ctx: &PlanContext<'_>, x: TensorId, out: TensorId) -> Result<Vec<Dispatc
             to: ctx.dtype(out)?,
             wg: ctx.config.workgroup_size,
         }),
-        uniforms: Uniforms::new()
-            .vec4([to_u32(n, "element count")?, 0, 0, 0])
-            .finish(),
+        uniforms: Uniforms::new(&CONVERT_PARAMS)
+            .vec4("head", [to_u32(n, "element count")?, 0, 0, 0])
+            .finish()?,
         bindings: vec![Binding::Tensor(x), Binding::Tensor(out)],
         workgroups,
     }])
@@ -208,9 +205,9 @@ fn range(ctx: &PlanContext<'_>, out: TensorId) -> Result<Vec<Dispatch>> {
             to: ctx.dtype(out)?,
             wg: ctx.config.workgroup_size,
         }),
-        uniforms: Uniforms::new()
-            .vec4([to_u32(n, "element count")?, 0, 0, 0])
-            .finish(),
+        uniforms: Uniforms::new(&CONVERT_PARAMS)
+            .vec4("head", [to_u32(n, "element count")?, 0, 0, 0])
+            .finish()?,
         bindings: vec![Binding::Tensor(out)],
         workgroups,
     }])

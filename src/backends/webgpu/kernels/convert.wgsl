@@ -1,13 +1,7 @@
 // Element-wise dtype conversion (Cast) and position ids (Range). The body (from convert.rs)
 // stores element i of `out`. On the GPU, f32 and i32 are one 32-bit word per element, u8 is widened
 // to one word, and i64 is two words (low, high: its little-endian bytes).
-struct Params {
-    // x: element count
-    head: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-{{BINDINGS}}
+// The uniforms `p` and the bindings (x and) out: convert.rs.
 
 fn is_nan(v: f32) -> bool {
     return (bitcast<u32>(v) & 0x7fffffffu) > 0x7f800000u;
@@ -77,14 +71,4 @@ fn f32_to_i64(v: f32) -> vec2<u32> {
     let hi = floor(t / 4294967296.0);
     let lo = t - hi * 4294967296.0;
     return vec2<u32>(u32(lo), bitcast<u32>(i32(hi)));
-}
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * {{WG}}u + lid;
-    if (i >= p.head.x) {
-        return;
-    }
-{{BODY}}
 }

@@ -3,10 +3,9 @@
 //! gated form, `f(x) * gate` in one pass, runs a unary op together with the product that is
 //! its only reader (GeGLU, SwiGLU; the planner decides, see `fusion.rs`).
 
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, coalesce,
-    to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, coalesce, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::geometry::broadcast_strides;
@@ -18,6 +17,20 @@ const UNARY: &str = include_str!("unary.wgsl");
 /// [`UnaryKind::expr`] calls: the unary kernel's, and a linear's gated input (`linear.rs`).
 pub(crate) const ACTIVATIONS: &str = include_str!("activations.wgsl");
 const BINARY: &str = include_str!("binary.wgsl");
+
+/// The unary kernel's uniform block.
+const UNARY_PARAMS: [Field; 1] = [Field::vec4(
+    "head",
+    "x: element count, y: scale (f32 bits), z: bias (f32 bits)",
+)];
+
+/// The binary kernel's uniform block.
+const BINARY_PARAMS: [Field; 4] = [
+    Field::vec4("head", "x: element count, y: rank"),
+    Field::dims8("shape", ""),
+    Field::dims8("a_strides", ""),
+    Field::dims8("b_strides", ""),
+];
 
 /// Which elementwise function a unary kernel applies.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -82,20 +95,25 @@ impl Kernel for UnaryKey {
         self.wg
     }
 
-    fn body(&self) -> String {
-        let (binding, gate) = if self.gated {
-            (
-                "@group(0) @binding(3) var<storage, read_write> gate: array<f32>;",
-                " * gate[i]",
-            )
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        w.uniforms(&UNARY_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("out", Elem::Act);
+        let gate = if self.gated {
+            w.storage("gate", Elem::Act);
+            " * gate[i]"
         } else {
-            ("", "")
+            ""
         };
-        with_wg(UNARY, self.wg)
-            .replace("{{ACTIVATIONS}}", ACTIVATIONS)
-            .replace("{{EXPR}}", self.op.expr())
-            .replace("{{GATE_BINDING}}", binding)
-            .replace("{{GATE}}", gate)
+        w.push(ACTIVATIONS);
+        w.template(UNARY, &[("EXPR", &self.op.expr())]);
+        w.element_main(
+            self.wg,
+            "p.head.x",
+            &format!("    out[i] = apply(x[i]){gate};"),
+        );
+        w
     }
 }
 
@@ -117,14 +135,21 @@ impl Kernel for BinaryKey {
         self.wg
     }
 
-    fn body(&self) -> String {
+    fn wgsl(&self) -> Wgsl {
         let expr = match self.op {
             BinaryOp::Add => "va + vb",
             BinaryOp::Sub => "va - vb",
             BinaryOp::Mul => "va * vb",
             BinaryOp::Div => "va / vb",
         };
-        with_wg(BINARY, self.wg).replace("{{EXPR}}", expr)
+        let mut w = Wgsl::f32();
+        w.uniforms(&BINARY_PARAMS);
+        w.storage("a", Elem::Act);
+        w.storage("b", Elem::Act);
+        w.storage("out", Elem::Act);
+        let body = crate::backends::webgpu::kernels::wgsl::fill(BINARY, &[("EXPR", &expr)]);
+        w.element_main(self.wg, "p.head.x", &body);
+        w
     }
 }
 
@@ -238,14 +263,17 @@ fn unary(
     let Some(workgroups) = ctx.grid_for_threads(n)? else {
         return Ok(Vec::new());
     };
-    let uniforms = Uniforms::new()
-        .vec4([
-            to_u32(n, "element count")?,
-            scale.to_bits(),
-            bias.to_bits(),
-            0,
-        ])
-        .finish();
+    let uniforms = Uniforms::new(&UNARY_PARAMS)
+        .vec4(
+            "head",
+            [
+                to_u32(n, "element count")?,
+                scale.to_bits(),
+                bias.to_bits(),
+                0,
+            ],
+        )
+        .finish()?;
     Ok(vec![Dispatch {
         key: KernelKey::new(UnaryKey {
             op,
@@ -282,17 +310,20 @@ fn binary(
         return Ok(Vec::new());
     };
     let (shape, strides) = coalesce(out_shape, &[a_strides, b_strides]);
-    let uniforms = Uniforms::new()
-        .vec4([
-            to_u32(n, "element count")?,
-            to_u32(shape.len(), "rank")?,
-            0,
-            0,
-        ])
-        .dims8(&shape, "broadcast shape")?
-        .dims8(&strides[0], "broadcast strides")?
-        .dims8(&strides[1], "broadcast strides")?
-        .finish();
+    let uniforms = Uniforms::new(&BINARY_PARAMS)
+        .vec4(
+            "head",
+            [
+                to_u32(n, "element count")?,
+                to_u32(shape.len(), "rank")?,
+                0,
+                0,
+            ],
+        )
+        .dims8("shape", &shape, "broadcast shape")
+        .dims8("a_strides", &strides[0], "broadcast strides")
+        .dims8("b_strides", &strides[1], "broadcast strides")
+        .finish()?;
     Ok(vec![Dispatch {
         key: KernelKey::new(BinaryKey {
             op,

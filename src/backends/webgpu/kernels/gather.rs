@@ -5,10 +5,9 @@
 use crate::backends::webgpu::kernels::linear::{
     WeightFormat, decode_library, decoder, row_bytes, weight_format,
 };
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, row_chunks,
-    to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, row_chunks, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::Gather;
@@ -16,6 +15,25 @@ use crate::program::{DType, TensorDecl, TensorId};
 
 const GATHER: &str = include_str!("gather.wgsl");
 const GATHER_BLOCKS: &str = include_str!("gather_blocks.wgsl");
+
+/// The f32 table's uniform block.
+const GATHER_PARAMS: [Field; 1] = [Field::vec4(
+    "head",
+    "x: output element count, y: H, z: V, w: op tag",
+)];
+
+/// The block-format table's uniform block.
+const GATHER_BLOCKS_PARAMS: [Field; 2] = [
+    Field::vec4(
+        "head",
+        "x: 8-value units in out, y: units per row, z: V, w: op tag",
+    ),
+    Field::vec4(
+        "dims",
+        "x: first table row bound (a table larger than one binding is bound and run by row\n\
+         ranges), y: rows bound, z: H (the decoder's row length), w: bytes per table row",
+    ),
+];
 
 /// Embedding gather kernel with ids of the given dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -38,7 +56,7 @@ impl Kernel for GatherKey {
         self.wg
     }
 
-    fn body(&self) -> String {
+    fn wgsl(&self) -> Wgsl {
         let load = match self.ids {
             DType::I64 => {
                 "    let lo = ids[2u * s];\n    let hi = ids[2u * s + 1u];\n    \
@@ -53,15 +71,34 @@ impl Kernel for GatherKey {
                 "    let w = ids[s];\n    return vec2<u32>(w, u32(w < p.head.z));"
             }
         };
-        let template = match self.table {
-            None => GATHER.to_owned(),
-            Some(_) => GATHER_BLOCKS
-                .replace("{{DECODE_LIB}}", decode_library())
-                .replace("{{DECODE}}", decoder(self.table)),
+        let mut w = Wgsl::f32();
+        let body = match self.table {
+            None => {
+                w.uniforms(&GATHER_PARAMS);
+                w.storage("table", Elem::F32);
+                GATHER
+            }
+            Some(_) => {
+                w.uniforms(&GATHER_BLOCKS_PARAMS);
+                w.storage("w", Elem::U32);
+                GATHER_BLOCKS
+            }
         };
-        with_wg(&template, self.wg)
-            .replace("{{IDS}}", self.ids.name())
-            .replace("{{ID_LOAD}}", load)
+        w.storage("ids", Elem::U32);
+        w.storage("out", Elem::Act);
+        w.storage("status", Elem::Atomic);
+        if self.table.is_some() {
+            w.push(decode_library());
+        }
+        w.push(&format!(
+            "// The id at position s and whether it lies in 0..V ({}-typed ids).\n\
+             fn lookup(s: u32) -> vec2<u32> {{\n{load}\n}}",
+            self.ids.name()
+        ));
+        let body =
+            crate::backends::webgpu::kernels::wgsl::fill(body, &[("DECODE", &decoder(self.table))]);
+        w.element_main(self.wg, "p.head.x", &body);
+        w
     }
 }
 
@@ -144,14 +181,17 @@ fn gather(
         };
         return Ok(vec![Dispatch {
             key,
-            uniforms: Uniforms::new()
-                .vec4([
-                    to_u32(n, "element count")?,
-                    to_u32(hidden, "embedding width")?,
-                    to_u32(vocab, "vocabulary size")?,
-                    to_u32(tag, "op tag")?,
-                ])
-                .finish(),
+            uniforms: Uniforms::new(&GATHER_PARAMS)
+                .vec4(
+                    "head",
+                    [
+                        to_u32(n, "element count")?,
+                        to_u32(hidden, "embedding width")?,
+                        to_u32(vocab, "vocabulary size")?,
+                        to_u32(tag, "op tag")?,
+                    ],
+                )
+                .finish()?,
             bindings: bindings(Binding::Tensor(table)),
             workgroups,
         }]);
@@ -186,20 +226,26 @@ fn gather(
         };
         dispatches.push(Dispatch {
             key: key.clone(),
-            uniforms: Uniforms::new()
-                .vec4([
-                    to_u32(units, "element count")?,
-                    to_u32(per_row, "embedding width")?,
-                    to_u32(vocab, "vocabulary size")?,
-                    to_u32(tag, "op tag")?,
-                ])
-                .vec4([
-                    to_u32(first, "first row")?,
-                    to_u32(rows, "rows")?,
-                    to_u32(hidden, "embedding width")?,
-                    row_bytes,
-                ])
-                .finish(),
+            uniforms: Uniforms::new(&GATHER_BLOCKS_PARAMS)
+                .vec4(
+                    "head",
+                    [
+                        to_u32(units, "element count")?,
+                        to_u32(per_row, "embedding width")?,
+                        to_u32(vocab, "vocabulary size")?,
+                        to_u32(tag, "op tag")?,
+                    ],
+                )
+                .vec4(
+                    "dims",
+                    [
+                        to_u32(first, "first row")?,
+                        to_u32(rows, "rows")?,
+                        to_u32(hidden, "embedding width")?,
+                        row_bytes,
+                    ],
+                )
+                .finish()?,
             bindings: bindings(table_binding),
             workgroups,
         });

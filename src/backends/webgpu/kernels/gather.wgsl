@@ -1,29 +1,7 @@
 // Embedding lookup: out[s, h] = table[ids[s], h] for table [V, H]. An id outside 0..V is never
 // read: its row is written as zeros and the op's tag (op index + 1) is raised into `status`,
 // which the host reads back with the outputs and turns into InvalidArgument.
-struct Params {
-    // x: output element count, y: H, z: V, w: op tag
-    head: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> table: array<f32>;
-@group(0) @binding(2) var<storage, read_write> ids: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-@group(0) @binding(4) var<storage, read_write> status: array<atomic<u32>>;
-
-// The id at position s and whether it lies in 0..V ({{IDS}}-typed ids).
-fn lookup(s: u32) -> vec2<u32> {
-{{ID_LOAD}}
-}
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * {{WG}}u + lid;
-    if (i >= p.head.x) {
-        return;
-    }
+// The element body (after the builder's element prologue); lookup(s): gather.rs.
     let h = p.head.y;
     let s = i / h;
     let col = i % h;
@@ -34,4 +12,3 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         out[i] = 0.0;
         atomicMax(&status[0], p.head.w);
     }
-}

@@ -2,10 +2,9 @@
 //! dispatch per input), and the word copies that fill shadows (see `alias.rs`). `Reshape` needs
 //! no kernel: its output aliases its input's storage (see `plan.rs`).
 
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, coalesce,
-    to_u32, words_per_element,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, coalesce, to_u32, words_per_element,
 };
 use crate::error::{Error, Result};
 use crate::program::geometry::contiguous_strides;
@@ -13,6 +12,17 @@ use crate::program::ops::{Concat, Permute, Reshape, Slice};
 use crate::program::{TensorDecl, TensorId};
 
 const COPY: &str = include_str!("copy.wgsl");
+
+/// The copy's uniform block.
+const COPY_PARAMS: [Field; 4] = [
+    Field::vec4(
+        "head",
+        "x: element count, y: rank, z: src offset (words), w: dst offset (words)",
+    ),
+    Field::dims8("shape", ""),
+    Field::dims8("src_strides", ""),
+    Field::dims8("dst_strides", ""),
+];
 
 /// Strided copy of 32-bit words.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -30,8 +40,13 @@ impl Kernel for CopyKey {
         self.wg
     }
 
-    fn body(&self) -> String {
-        with_wg(COPY, self.wg)
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        w.uniforms(&COPY_PARAMS);
+        w.storage("src", Elem::U32);
+        w.storage("dst", Elem::U32);
+        w.element_main(self.wg, "p.head.x", COPY);
+        w
     }
 }
 
@@ -180,17 +195,20 @@ fn word_copy(
         return Ok(None);
     };
     let (shape, strides) = coalesce(&shape, &[src_strides, dst_strides]);
-    let uniforms = Uniforms::new()
-        .vec4([
-            to_u32(n, "element count")?,
-            to_u32(shape.len(), "rank")?,
-            to_u32(src_offset, "source offset")?,
-            to_u32(dst_offset, "destination offset")?,
-        ])
-        .dims8(&shape, "copy shape")?
-        .dims8(&strides[0], "copy strides")?
-        .dims8(&strides[1], "copy strides")?
-        .finish();
+    let uniforms = Uniforms::new(&COPY_PARAMS)
+        .vec4(
+            "head",
+            [
+                to_u32(n, "element count")?,
+                to_u32(shape.len(), "rank")?,
+                to_u32(src_offset, "source offset")?,
+                to_u32(dst_offset, "destination offset")?,
+            ],
+        )
+        .dims8("shape", &shape, "copy shape")
+        .dims8("src_strides", &strides[0], "copy strides")
+        .dims8("dst_strides", &strides[1], "copy strides")
+        .finish()?;
     Ok(Some(Dispatch {
         key: KernelKey::new(CopyKey {
             wg: ctx.config.workgroup_size,

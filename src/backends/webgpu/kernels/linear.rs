@@ -46,8 +46,8 @@
 
 use crate::backends::webgpu::kernels::elementwise::{ACTIVATIONS, UnaryKind};
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GemvKernel, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
-    grid_1d, row_chunks, to_u32,
+    Binding, Dispatch, Elem, Field, GemvKernel, GpuOp, Kernel, KernelConfig, KernelKey,
+    PlanContext, Uniforms, Wgsl, grid_1d, row_chunks, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::{Linear, Unary};
@@ -59,28 +59,18 @@ const GEMV: &str = include_str!("linear_gemv.wgsl");
 const GEMV_STAGED: &str = include_str!("linear_gemv_staged.wgsl");
 const GEMV_SUBGROUP: &str = include_str!("linear_gemv_subgroup.wgsl");
 
-/// What every linear kernel binds: the uniforms and the activations, weight (raw words), output,
-/// (where `{{BIAS_DECL}}` declares it) bias and (in the gated form) gate; and `x_at`, how
-/// every path reads an activation.
-const LINEAR_INTERFACE: &str = "struct Params {
-    // x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row
-    dims: vec4<u32>,
-    // x: first output row of this dispatch (a weight larger than one binding is bound and run
-    // by row ranges), y: the output's full row length
-    split: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> w: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}
-{{GATE_DECL}}
-{{ACTIVATIONS}}
-// Activation i of the input rows.
-fn x_at(i: u32) -> f32 {
-    return {{X_AT}};
-}";
+/// Every linear kernel's uniform block.
+const LINEAR_PARAMS: [Field; 2] = [
+    Field::vec4(
+        "dims",
+        "x: M, y: N (the output rows of this dispatch), z: K, w: bytes per weight row",
+    ),
+    Field::vec4(
+        "split",
+        "x: first output row of this dispatch (a weight larger than one binding is bound and run\n\
+         by row ranges), y: the output's full row length",
+    ),
+];
 
 /// The two GEMVs' activation staging (they declare `xs: array<vec4<f32>, KC / 4>`, `KC` and
 /// `NT`): x[xb + k0 ..][.. min(KC, K - k0)], zero-padded to a multiple of 8, into `xs`.
@@ -334,15 +324,6 @@ impl Kernel for LinearKey {
         3 + u32::from(self.bias) + u32::from(self.gated.is_some())
     }
 
-    /// The subgroup GEMV's `enable subgroups;`, which browsers require; naga (natively) does
-    /// not implement the directive and takes subgroup operations on devices that have them.
-    fn enable(&self) -> &'static str {
-        match self.path {
-            LinearPath::Subgroup { .. } if cfg!(target_arch = "wasm32") => "enable subgroups;\n",
-            _ => "",
-        }
-    }
-
     fn invocations(&self) -> u32 {
         match self.path {
             LinearPath::Gemv | LinearPath::Staged | LinearPath::Subgroup { .. } => GEMV_THREADS,
@@ -367,38 +348,47 @@ impl Kernel for LinearKey {
         }
     }
 
-    fn body(&self) -> String {
-        let (bias_decl, bias_add) = if self.bias {
-            (
-                "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
-                match self.path {
-                    LinearPath::Gemv
-                    | LinearPath::Staged
-                    | LinearPath::Subgroup { .. }
-                    | LinearPath::Rows => " + bias[p.split.x + row]",
-                    LinearPath::Tiled => " + bias[p.split.x + gn]",
-                },
-            )
-        } else {
-            ("", "")
-        };
-        let (gate_decl, x_at) = match self.gated {
-            Some(kind) => (
-                format!(
-                    "@group(0) @binding({}) var<storage, read_write> gate: array<f32>;\n\
-                     fn activation(v: f32) -> f32 {{\n    return {};\n}}",
-                    4 + u32::from(self.bias),
-                    kind.expr()
-                ),
-                "activation(x[i]) * gate[i]",
-            ),
-            None => (String::new(), "x[i]"),
-        };
-        let activations = if self.gated.is_some() {
-            ACTIVATIONS
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        // The subgroup GEMV's `enable subgroups;`, which browsers require; naga (natively) does
+        // not implement the directive and takes subgroup operations on devices that have them.
+        if matches!(self.path, LinearPath::Subgroup { .. }) && cfg!(target_arch = "wasm32") {
+            w.enable("subgroups");
+        }
+        // The interface every path shares: the uniforms, the activations, weight (raw words),
+        // output, bias and (in the gated form) gate; and `x_at`, how every path reads an
+        // activation.
+        w.uniforms(&LINEAR_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("w", Elem::U32);
+        w.storage("out", Elem::Act);
+        let bias_add = if self.bias {
+            w.storage("bias", Elem::F32);
+            match self.path {
+                LinearPath::Gemv
+                | LinearPath::Staged
+                | LinearPath::Subgroup { .. }
+                | LinearPath::Rows => " + bias[p.split.x + row]",
+                LinearPath::Tiled => " + bias[p.split.x + gn]",
+            }
         } else {
             ""
         };
+        let x_at = match self.gated {
+            Some(kind) => {
+                w.storage("gate", Elem::Act);
+                w.push(&format!(
+                    "fn activation(v: f32) -> f32 {{\n    return {};\n}}",
+                    kind.expr()
+                ));
+                w.push(ACTIVATIONS);
+                "activation(x[i]) * gate[i]"
+            }
+            None => "x[i]",
+        };
+        w.push(&format!(
+            "// Activation i of the input rows.\nfn x_at(i: u32) -> f32 {{\n    return {x_at};\n}}"
+        ));
         let (wgx, wgy, rm) = TILED_GEOMETRY;
         let template = match self.path {
             LinearPath::Gemv => GEMV,
@@ -414,35 +404,37 @@ impl Kernel for LinearKey {
             Some(g) => (g.threads_per_row, g.blocks, g.words, g.x4),
             None => (GEMV_TPR, 0, 0, 0),
         };
-        template
-            .replace("{{LINEAR_INTERFACE}}", LINEAR_INTERFACE)
-            .replace("{{GATE_DECL}}", &gate_decl)
-            .replace("{{ACTIVATIONS}}", activations)
-            .replace("{{X_AT}}", x_at)
+        // Fragments first (they hold placeholders of their own), then the numbers.
+        let text = template
             .replace("{{STAGE_X}}", STAGE_X)
-            .replace("{{STAGED_BLOCKS}}", &cb.to_string())
-            .replace("{{STAGED_WORDS}}", &words.to_string())
-            .replace("{{STAGED_X4}}", &x4.to_string())
             .replace("{{BLOCK_DOT}}", &gemv_block_dot(block_name))
-            .replace("{{BLOCK_VALUES}}", &block_values.to_string())
-            .replace("{{BLOCK_BYTES}}", &block_bytes.to_string())
             .replace("{{ROWS_DOT}}", &rows_dot(self.format))
-            .replace("{{WG}}", &ROWS_WG.to_string())
-            .replace("{{R}}", &ROWS_R.to_string())
-            .replace("{{DECODE_LIB}}", DECODE)
-            .replace("{{DECODE}}", decoder(self.format))
-            .replace("{{BIAS_DECL}}", bias_decl)
-            .replace("{{BIAS_ADD}}", bias_add)
-            .replace("{{TPR}}", &tpr.to_string())
-            .replace("{{ROWS}}", &self.path.gemv_rows(self.format).to_string())
-            .replace("{{NT}}", &GEMV_THREADS.to_string())
-            .replace("{{KC}}", &GEMV_KC.to_string())
-            .replace("{{KC4}}", &(GEMV_KC / 4).to_string())
-            .replace("{{WGX}}", &wgx.to_string())
-            .replace("{{WGY}}", &wgy.to_string())
-            .replace("{{RM}}", &rm.to_string())
-            .replace("{{X_TILE}}", &(wgy * rm * 32).to_string())
-            .replace("{{W_TILE4}}", &(32 * wgx).to_string())
+            .replace("{{DECODE_LIB}}", DECODE);
+        w.template(
+            &text,
+            &[
+                ("STAGED_BLOCKS", &cb),
+                ("STAGED_WORDS", &words),
+                ("STAGED_X4", &x4),
+                ("BLOCK_VALUES", &block_values),
+                ("BLOCK_BYTES", &block_bytes),
+                ("WG", &ROWS_WG),
+                ("R", &ROWS_R),
+                ("DECODE", &decoder(self.format)),
+                ("BIAS_ADD", &bias_add),
+                ("TPR", &tpr),
+                ("ROWS", &self.path.gemv_rows(self.format)),
+                ("NT", &GEMV_THREADS),
+                ("KC", &GEMV_KC),
+                ("KC4", &(GEMV_KC / 4)),
+                ("WGX", &wgx),
+                ("WGY", &wgy),
+                ("RM", &rm),
+                ("X_TILE", &(wgy * rm * 32)),
+                ("W_TILE4", &(32 * wgx)),
+            ],
+        );
+        w
     }
 }
 
@@ -650,15 +642,21 @@ fn linear(
                 grid
             }
         };
-        let uniforms = Uniforms::new()
-            .vec4([
-                to_u32(m, "M")?,
-                to_u32(rows, "N")?,
-                to_u32(k, "K")?,
-                row_bytes,
-            ])
-            .vec4([to_u32(first, "first row")?, to_u32(n, "N")?, 0, 0])
-            .finish();
+        let uniforms = Uniforms::new(&LINEAR_PARAMS)
+            .vec4(
+                "dims",
+                [
+                    to_u32(m, "M")?,
+                    to_u32(rows, "N")?,
+                    to_u32(k, "K")?,
+                    row_bytes,
+                ],
+            )
+            .vec4(
+                "split",
+                [to_u32(first, "first row")?, to_u32(n, "N")?, 0, 0],
+            )
+            .finish()?;
         let weight = if split {
             Binding::Slice {
                 tensor: linear_op.weight,
@@ -732,8 +730,7 @@ mod tests {
                     assert!(key.kernel().invocations() <= 256);
                     assert!(key.kernel().storage_bindings() <= 8);
                     assert!(workgroup_storage_bytes(&key) <= 16384);
-                    let text = source(&key);
-                    assert!(!text.contains("{{"), "{key:?}: unreplaced placeholder");
+                    let text = source(&key).unwrap();
                     assert!(text.contains(decoder(format)));
                     // Every activation is read through x_at (the gated form's prologue): the
                     // binding `x` is indexed there alone (comments aside).

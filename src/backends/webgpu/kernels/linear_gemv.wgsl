@@ -7,8 +7,7 @@
 // units t, t + TPR, ...: neighbouring threads read neighbouring bytes), each decoding 8 weights
 // and dotting them with 8 staged activations; a plain workgroup reduction sums the TPR partial
 // sums. The memory-bound part, the weight bytes, is read exactly once.
-// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
-{{LINEAR_INTERFACE}}
+// The uniforms `p`, the bindings x, w, out (and bias, gate) and x_at: linear.rs, interface.
 
 const TPR: u32 = {{TPR}}u;
 const ROWS: u32 = {{ROWS}}u;

@@ -10,8 +10,7 @@
 // dot the staged blocks (thread t takes blocks t, t + TPR, ..), reading the weights' words from
 // workgroup memory; a plain workgroup reduction sums a row's partial sums. Each weight byte is
 // read from storage exactly once.
-// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
-{{LINEAR_INTERFACE}}
+// The uniforms `p`, the bindings x, w, out (and bias, gate) and x_at: linear.rs, interface.
 
 const TPR: u32 = {{TPR}}u;
 const ROWS: u32 = {{ROWS}}u;

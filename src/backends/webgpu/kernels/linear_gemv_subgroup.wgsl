@@ -13,8 +13,7 @@
 // neighbouring lanes read neighbouring bytes), each decoding 8 weights and dotting them with 8
 // staged activations, and subgroupAdd sums the row. Every barrier and subgroup operation sits in
 // control flow that is uniform across the workgroup. The weight bytes are read exactly once.
-// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
-{{LINEAR_INTERFACE}}
+// The uniforms `p`, the bindings x, w, out (and bias, gate) and x_at: linear.rs, interface.
 
 const ROWS: u32 = {{ROWS}}u;
 const NT: u32 = {{NT}}u;

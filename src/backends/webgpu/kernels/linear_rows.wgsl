@@ -9,8 +9,7 @@
 // * r of its workgroup's WG * R) at once, each activation loaded once for all R. Each weight row
 // is read block by block as whole words (linear_block_dot.wgsl for the formats it has, else
 // the 8-value decoders). Workgroup column m = wid.z is the activation row.
-// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
-{{LINEAR_INTERFACE}}
+// The uniforms `p`, the bindings x, w, out (and bias, gate) and x_at: linear.rs, interface.
 
 const WG: u32 = {{WG}}u;
 const R: u32 = {{R}}u;

@@ -6,8 +6,7 @@
 // TK activations and a TK x TN tile of weights *decoded once* into workgroup memory (zero past
 // the edges), which all TM rows then reuse; each thread accumulates RM rows x 4 columns in vec4
 // registers (thread (lx, ly) owns rows ly + i * WGY and columns 4 lx .. 4 lx + 3).
-// The uniforms `p` and the bindings x, w, out (and bias): linear.rs, LINEAR_INTERFACE.
-{{LINEAR_INTERFACE}}
+// The uniforms `p`, the bindings x, w, out (and bias, gate) and x_at: linear.rs, interface.
 
 const WGX: u32 = {{WGX}}u;
 const WGY: u32 = {{WGY}}u;

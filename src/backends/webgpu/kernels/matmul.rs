@@ -1,9 +1,10 @@
 //! `MatMul` on the GPU: shapes, transposes as strides, batch broadcasting, the grid, and the
 //! three kernels (two tilings, `matmul_tiled.wgsl`, and the naive baseline, `matmul_naive.wgsl`).
 
+use crate::backends::webgpu::kernels::wgsl::Float;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, MatMulKernel, PlanContext, Uniforms,
-    coalesce, to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, MatMulKernel,
+    PlanContext, Uniforms, Wgsl, coalesce, to_u32,
 };
 use crate::error::{Error, ErrorCode, Result};
 use crate::program::TensorDecl;
@@ -12,6 +13,15 @@ use crate::program::ops::MatMul;
 
 const MATMUL_TILED: &str = include_str!("matmul_tiled.wgsl");
 const MATMUL_NAIVE: &str = include_str!("matmul_naive.wgsl");
+
+/// Every matmul kernel's uniform block.
+const MATMUL_PARAMS: [Field; 5] = [
+    Field::vec4("dims", "x: M, y: N, z: K, w: batch rank (<= 4)"),
+    Field::vec4("strides", "x: a_sm, y: a_sk, z: b_sk, w: b_sn"),
+    Field::vec4("batch_shape", ""),
+    Field::vec4("a_batch_strides", ""),
+    Field::vec4("b_batch_strides", ""),
+];
 
 /// Workgroup shape of a matmul kernel: (threads x, threads y, rows per thread, columns per
 /// thread, k tile). Tiled kernels keep 4 columns per thread (one `vec4` accumulator per row).
@@ -70,39 +80,43 @@ impl Kernel for MatMulKey {
         }
     }
 
-    fn enable(&self) -> &'static str {
-        if self.staged_f16() {
-            "enable f16;\n"
-        } else {
-            ""
-        }
-    }
-
-    fn body(&self) -> String {
+    fn wgsl(&self) -> Wgsl {
         let (wgx, wgy, rm, rn, tk) = matmul_geometry(self.kernel);
         let template = match self.kernel {
             MatMulKernel::Naive => MATMUL_NAIVE,
             MatMulKernel::Tiled64 | MatMulKernel::Tiled32 => MATMUL_TILED,
         };
-        let (bias_decl, bias_add) = if self.bias {
-            (
-                "@group(0) @binding(4) var<storage, read_write> bias: array<f32>;",
-                " + bias[gn]",
-            )
+        let mut w = Wgsl::f32();
+        w.uniforms(&MATMUL_PARAMS);
+        w.storage("a", Elem::Act);
+        w.storage("b", Elem::Act);
+        w.storage("out", Elem::Act);
+        let bias_add = if self.bias {
+            w.storage("bias", Elem::F32);
+            " + bias[gn]"
         } else {
-            ("", "")
+            ""
         };
-        template
-            .replace("{{BIAS_DECL}}", bias_decl)
-            .replace("{{BIAS_ADD}}", bias_add)
-            .replace("{{WGX}}", &wgx.to_string())
-            .replace("{{WGY}}", &wgy.to_string())
-            .replace("{{RM}}", &rm.to_string())
-            .replace("{{RN}}", &rn.to_string())
-            .replace("{{TK}}", &tk.to_string())
-            .replace("{{A_TILE}}", &(wgy * rm * tk).to_string())
-            .replace("{{B_TILE4}}", &(tk * wgx * rn / 4).to_string())
-            .replace("{{STAGE}}", if self.staged_f16() { "f16" } else { "f32" })
+        let stage = if self.staged_f16() {
+            Float::F16
+        } else {
+            Float::F32
+        };
+        w.alias("Stage", Elem::Float(stage));
+        w.template(
+            template,
+            &[
+                ("BIAS_ADD", &bias_add),
+                ("WGX", &wgx),
+                ("WGY", &wgy),
+                ("RM", &rm),
+                ("RN", &rn),
+                ("TK", &tk),
+                ("A_TILE", &(wgy * rm * tk)),
+                ("B_TILE4", &(tk * wgx * rn / 4)),
+            ],
+        );
+        w
     }
 }
 
@@ -246,18 +260,30 @@ fn matmul(ctx: &PlanContext<'_>, op: &MatMul) -> Result<Vec<Dispatch>> {
     }
     let (a_sm, a_sk) = if op.transpose_a { (1, m) } else { (k, 1) };
     let (b_sk, b_sn) = if op.transpose_b { (1, k) } else { (n, 1) };
-    let uniforms = Uniforms::new()
-        .vec4([
-            to_u32(m, "M")?,
-            to_u32(n, "N")?,
-            to_u32(k, "K")?,
-            to_u32(batch_shape.len(), "batch rank")?,
-        ])
-        .vec4(vec4_of(&[a_sm, a_sk, b_sk, b_sn], 0, "matmul stride")?)
-        .vec4(vec4_of(&batch_shape, 1, "batch dim")?)
-        .vec4(vec4_of(&batch_strides[0], 0, "batch stride")?)
-        .vec4(vec4_of(&batch_strides[1], 0, "batch stride")?)
-        .finish();
+    let uniforms = Uniforms::new(&MATMUL_PARAMS)
+        .vec4(
+            "dims",
+            [
+                to_u32(m, "M")?,
+                to_u32(n, "N")?,
+                to_u32(k, "K")?,
+                to_u32(batch_shape.len(), "batch rank")?,
+            ],
+        )
+        .vec4(
+            "strides",
+            vec4_of(&[a_sm, a_sk, b_sk, b_sn], 0, "matmul stride")?,
+        )
+        .vec4("batch_shape", vec4_of(&batch_shape, 1, "batch dim")?)
+        .vec4(
+            "a_batch_strides",
+            vec4_of(&batch_strides[0], 0, "batch stride")?,
+        )
+        .vec4(
+            "b_batch_strides",
+            vec4_of(&batch_strides[1], 0, "batch stride")?,
+        )
+        .finish()?;
     let mut bindings = vec![
         Binding::Tensor(op.a),
         Binding::Tensor(op.b),
@@ -289,7 +315,7 @@ mod tests {
                 f16: false,
             });
             assert!(workgroup_storage_bytes(&key) <= 16384);
-            assert!(source(&key).contains("var<workgroup> a_tile"));
+            assert!(source(&key).unwrap().contains("var<workgroup> a_tile"));
         }
     }
 }

@@ -1,19 +1,7 @@
 // Batched matrix product, one thread per output element and no workgroup memory: the baseline
 // the tiled kernel is measured against (compile spec matmul_kernel=naive). Same parameters and
 // semantics as matmul_tiled.wgsl.
-struct Params {
-    dims: vec4<u32>,
-    strides: vec4<u32>,
-    batch_shape: vec4<u32>,
-    a_batch_strides: vec4<u32>,
-    b_batch_strides: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}
+// The uniforms `p` and the bindings a, b, out (and bias): matmul.rs.
 
 @compute @workgroup_size({{WGX}}, {{WGY}}, 1)
 fn main(@builtin(global_invocation_id) gid: vec3<u32>) {

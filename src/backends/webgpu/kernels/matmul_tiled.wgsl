@@ -8,21 +8,7 @@
 // k * a_sk], B(k, n) = b[b_batch + k * b_sk + n * b_sn]. Batch dims (up to 4, coalesced by the
 // host) broadcast through zero strides. Tiles are staged in f32, or in f16 under the
 // precision=f16 spec (products are still accumulated in f32).
-struct Params {
-    // x: M, y: N, z: K, w: batch rank (<= 4)
-    dims: vec4<u32>,
-    // x: a_sm, y: a_sk, z: b_sk, w: b_sn
-    strides: vec4<u32>,
-    batch_shape: vec4<u32>,
-    a_batch_strides: vec4<u32>,
-    b_batch_strides: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> a: array<f32>;
-@group(0) @binding(2) var<storage, read_write> b: array<f32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-{{BIAS_DECL}}
+// The uniforms `p` and the bindings a, b, out (and bias): matmul.rs.
 
 const WGX: u32 = {{WGX}}u;
 const WGY: u32 = {{WGY}}u;
@@ -33,8 +19,8 @@ const TM: u32 = WGY * RM;
 const TN: u32 = WGX * RN;
 const NT: u32 = WGX * WGY;
 
-var<workgroup> a_tile: array<{{STAGE}}, {{A_TILE}}>;
-var<workgroup> b_tile: array<vec4<{{STAGE}}>, {{B_TILE4}}>;
+var<workgroup> a_tile: array<Stage, {{A_TILE}}>;
+var<workgroup> b_tile: array<vec4<Stage>, {{B_TILE4}}>;
 
 @compute @workgroup_size({{WGX}}, {{WGY}}, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
@@ -84,7 +70,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             if (gm < m_len && gk < k_len) {
                 v = a[a_base + gm * p.strides.x + gk * p.strides.y];
             }
-            a_tile[c * TM + r] = {{STAGE}}(v);
+            a_tile[c * TM + r] = Stage(v);
         }
         for (var e = li; e < TK * TN; e = e + NT) {
             // Along n, or along k when B is stored transposed (a linear layer's [N, K] weight).
@@ -100,7 +86,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
             if (gk < k_len && gn < n_len) {
                 v = b[b_base + gk * p.strides.z + gn * p.strides.w];
             }
-            b_tile[r * WGX + c / 4u][c % 4u] = {{STAGE}}(v);
+            b_tile[r * WGX + c / 4u][c % 4u] = Stage(v);
         }
         workgroupBarrier();
         for (var kk = 0u; kk < TK; kk = kk + 1u) {

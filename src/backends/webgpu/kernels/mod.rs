@@ -3,13 +3,17 @@
 //! workgroups.
 //!
 //! Conventions every kernel follows:
-//! - Binding 0 is a uniform block of `vec4<u32>` fields (floats travel as their bits); bindings
-//!   1.. are storage buffers, all `read_write`: WebGPU forbids one buffer (the activation arena)
+//! - Every kernel is written with the module builder (`wgsl.rs`): binding 0 is a uniform block
+//!   declared once as a list of `vec4` fields (`uniforms.rs`: floats travel as their bits), which
+//!   also packs the dispatch's words; bindings 1.. are storage buffers, numbered by the builder
+//!   in declaration order, all `read_write`: WebGPU forbids one buffer (the activation arena)
 //!   being bound read-only and writable in the same dispatch. Writable bindings of one dispatch
 //!   must not overlap either (browsers check it, native Vulkan does not), so the planner gives a
 //!   repeated operand its own copy (see `alias.rs`).
 //! - Tensors are arrays of 32-bit words: f32 and i32 one word per element, u8 widened to one
 //!   word, i64 two words (its little-endian bytes, low word first). WGSL has neither i64 nor u8.
+//!   Float element types are the builder's `Act`, `Kv` and `Acc` (f32 unless the kernel's key
+//!   asks for an f16 [`Precision`](wgsl::Precision)).
 //! - 1-D kernels index `(wid.y * nwg.x + wid.x) * WG + lid`; grids over
 //!   `maxComputeWorkgroupsPerDimension` fold into a second dimension (see [`grid_1d`]).
 //! - Each kernel's key (a [`Kernel`]) sits in its file beside its WGSL and says its bindings,
@@ -34,6 +38,13 @@ pub(crate) mod rows;
 pub(crate) mod sample;
 pub(crate) mod source;
 pub(crate) mod token_mask;
+pub(crate) mod uniforms;
+#[cfg(test)]
+mod variants;
+pub(crate) mod wgsl;
+
+pub(crate) use uniforms::{Field, Uniforms};
+pub(crate) use wgsl::{Elem, Precision, Wgsl};
 
 use crate::error::{Error, Result};
 use crate::program::{DType, TensorDecl, TensorId};
@@ -104,13 +115,8 @@ pub(crate) trait Kernel: fmt::Debug + Send + Sync + 'static {
         0
     }
 
-    /// Directives that must precede everything else, e.g. `"enable f16;\n"`.
-    fn enable(&self) -> &'static str {
-        ""
-    }
-
-    /// The kernel's WGSL, specialised; `source::source` puts the shared helpers before it.
-    fn body(&self) -> String;
+    /// The kernel's WGSL module, specialised (`source::source` finishes and checks it).
+    fn wgsl(&self) -> wgsl::Wgsl;
 }
 
 /// A compiled kernel's identity: any [`Kernel`], compared and hashed by its `Debug` text (which
@@ -349,14 +355,6 @@ pub(crate) const fn words_per_element(dtype: DType) -> usize {
     }
 }
 
-/// The WGSL array element type a tensor of `dtype` is bound as.
-pub(crate) const fn wgsl_word_type(dtype: DType) -> &'static str {
-    match dtype {
-        DType::F32 => "f32",
-        DType::I32 | DType::I64 | DType::U8 | DType::Block(_) => "u32",
-    }
-}
-
 /// A grid of `groups` workgroups: `[groups, 1, 1]`, or folded into two dimensions when it
 /// exceeds `max_per_dim`; `None` when there is nothing to run.
 ///
@@ -389,47 +387,6 @@ pub(crate) fn to_u32(value: usize, what: &str) -> Result<u32> {
             "{what} = {value} exceeds the 32-bit indices of the WebGPU kernels"
         ))
     })
-}
-
-/// Builds a uniform block of `vec4<u32>` fields.
-#[derive(Default)]
-pub(crate) struct Uniforms(Vec<u32>);
-
-impl Uniforms {
-    /// An empty block.
-    pub(crate) fn new() -> Self {
-        Self::default()
-    }
-
-    /// Appends one `vec4<u32>`.
-    pub(crate) fn vec4(mut self, v: [u32; 4]) -> Self {
-        self.0.extend_from_slice(&v);
-        self
-    }
-
-    /// Appends `array<vec4<u32>, 2>` holding up to [`MAX_DIMS`] values (zero-padded).
-    ///
-    /// # Errors
-    /// `NotSupported` for more than [`MAX_DIMS`] values; `OutOfResources` for a value over u32.
-    pub(crate) fn dims8(mut self, values: &[usize], what: &str) -> Result<Self> {
-        if values.len() > MAX_DIMS {
-            return Err(Error::not_supported(format!(
-                "{what} needs {} dims; the WebGPU kernels handle {MAX_DIMS}",
-                values.len()
-            )));
-        }
-        let mut packed = [0u32; MAX_DIMS];
-        for (slot, &value) in packed.iter_mut().zip(values) {
-            *slot = to_u32(value, what)?;
-        }
-        self.0.extend_from_slice(&packed);
-        Ok(self)
-    }
-
-    /// The words.
-    pub(crate) fn finish(self) -> Vec<u32> {
-        self.0
-    }
 }
 
 /// Drops extent-1 dims and merges neighbours that are contiguous in every stride list, so
@@ -507,17 +464,5 @@ mod tests {
         let (cs, cst) = coalesce(&[1, 1], &[vec![1, 1]]);
         assert!(cs.is_empty());
         assert_eq!(cst, vec![Vec::<usize>::new()]);
-    }
-
-    #[test]
-    fn uniforms_refuse_too_many_dims() {
-        let err = Uniforms::new().dims8(&[1; 9], "copy").err().unwrap();
-        assert_eq!(err.code(), ErrorCode::NotSupported);
-        let words = Uniforms::new()
-            .vec4([1, 2, 3, 4])
-            .dims8(&[5, 6], "x")
-            .unwrap()
-            .finish();
-        assert_eq!(words, vec![1, 2, 3, 4, 5, 6, 0, 0, 0, 0, 0, 0]);
     }
 }

@@ -1,9 +1,15 @@
 //! The byte-merge kernel: writes a parameter's unaligned edge bytes into one word (used by the
 //! parameter allocator, not by any op).
 
-use crate::backends::webgpu::kernels::Kernel;
+use crate::backends::webgpu::kernels::{Elem, Field, Kernel, Wgsl};
 
 const PATCH: &str = include_str!("patch.wgsl");
+
+/// The kernel's uniform block.
+pub(crate) const PATCH_PARAMS: [Field; 1] = [Field::vec4(
+    "head",
+    "x: word index within the bound window, y: value, z: byte mask",
+)];
 
 /// Byte merge into one word (unaligned parameter writes).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -18,7 +24,11 @@ impl Kernel for PatchKey {
         1
     }
 
-    fn body(&self) -> String {
-        PATCH.to_owned()
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        w.uniforms(&PATCH_PARAMS);
+        w.storage("words", Elem::U32);
+        w.push(PATCH);
+        w
     }
 }

@@ -1,13 +1,7 @@
 // Merges bytes into one 32-bit word of a buffer: word = (word & ~mask) | (value & mask). Host
 // writes are whole words (WebGPU's writeBuffer needs 4-byte alignment); a write that starts or
 // ends inside a word patches that word here, in queue order, without reading it back.
-struct Params {
-    // x: word index within the bound window, y: value, z: byte mask
-    head: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> words: array<u32>;
+// The uniforms `p` and the binding `words`: patch.rs.
 
 @compute @workgroup_size(1)
 fn main() {

@@ -1,15 +1,18 @@
 //! `MeanPool` on the GPU: masked mean pooling over the sequence (`mean_pool.wgsl`).
 
-use crate::backends::webgpu::kernels::source::{nonzero, with_wg};
+use crate::backends::webgpu::kernels::source::nonzero;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
-    wgsl_word_type,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::MeanPool;
 use crate::program::{DType, TensorDecl, TensorId};
 
 const MEAN_POOL: &str = include_str!("mean_pool.wgsl");
+
+/// The kernel's uniform block.
+const MEAN_POOL_PARAMS: [Field; 1] = [Field::vec4("head", "x: B, y: S, z: H")];
 
 /// Masked mean pooling kernel with a mask of the given dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -29,10 +32,18 @@ impl Kernel for MeanPoolKey {
         self.wg
     }
 
-    fn body(&self) -> String {
-        with_wg(MEAN_POOL, self.wg)
-            .replace("{{MASK_T}}", wgsl_word_type(self.mask))
-            .replace("{{KEEP}}", &nonzero(self.mask, "mask", "j"))
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        w.uniforms(&MEAN_POOL_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("mask", Elem::Word(self.mask));
+        w.storage("out", Elem::Act);
+        w.push(&format!(
+            "fn keep(j: u32) -> bool {{\n    return {};\n}}",
+            nonzero(self.mask, "mask", "j")
+        ));
+        w.element_main(self.wg, "p.head.x * p.head.z", MEAN_POOL);
+        w
     }
 }
 
@@ -89,14 +100,17 @@ fn mean_pool(
             mask: ctx.dtype(mask)?,
             wg: ctx.config.workgroup_size,
         }),
-        uniforms: Uniforms::new()
-            .vec4([
-                to_u32(b, "batch")?,
-                to_u32(s, "sequence")?,
-                to_u32(h, "hidden")?,
-                0,
-            ])
-            .finish(),
+        uniforms: Uniforms::new(&MEAN_POOL_PARAMS)
+            .vec4(
+                "head",
+                [
+                    to_u32(b, "batch")?,
+                    to_u32(s, "sequence")?,
+                    to_u32(h, "hidden")?,
+                    0,
+                ],
+            )
+            .finish()?,
         bindings: vec![
             Binding::Tensor(x),
             Binding::Tensor(mask),

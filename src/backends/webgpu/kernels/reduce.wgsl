@@ -1,8 +1,8 @@
 // Workgroup tree reductions over {{WG}} threads ({{WG}} is a power of two). Every thread of the
 // workgroup must call them (they contain barriers) and receives the result.
-var<workgroup> scratch: array<f32, {{WG}}>;
+var<workgroup> scratch: array<Acc, {{WG}}>;
 
-fn reduce_sum(lid: u32, v: f32) -> f32 {
+fn reduce_sum(lid: u32, v: Acc) -> Acc {
     scratch[lid] = v;
     workgroupBarrier();
     for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {
@@ -16,7 +16,7 @@ fn reduce_sum(lid: u32, v: f32) -> f32 {
     return r;
 }
 
-fn reduce_max(lid: u32, v: f32) -> f32 {
+fn reduce_max(lid: u32, v: Acc) -> Acc {
     scratch[lid] = v;
     workgroupBarrier();
     for (var s = {{WG}}u / 2u; s > 0u; s = s >> 1u) {

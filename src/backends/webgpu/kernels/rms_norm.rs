@@ -1,4 +1,5 @@
-//! `RmsNorm` on the GPU: one workgroup per row (32 threads up to 1024 elements, see `rows.rs`),
+//! `RmsNorm` on the GPU: one workgroup per row (32 threads up to 1024 elements, see `rows.rs`;
+//! the builder's `row_main` prologue),
 //! the mean square by the shared tree reduction, then `x * inverse_rms * weight` (or
 //! `x * inverse_rms` without a weight: a kernel of its own, with one binding fewer). The
 //! residual form adds a second tensor to each result in the same pass: an RMSNorm fused with
@@ -9,80 +10,45 @@
 //! (see `fusion.rs`).
 
 use crate::backends::webgpu::kernels::rows::{
-    REDUCE, check_vector, row_workgroup, row_workgroups, rows_of,
+    ROW_PARAMS, check_vector, row_workgroup, row_workgroups, rows_of,
 };
-use crate::backends::webgpu::kernels::source::with_wg;
+use crate::backends::webgpu::kernels::wgsl::fill;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Precision,
+    Uniforms, Wgsl, grid_1d, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::RmsNorm;
 use crate::program::{TensorDecl, TensorId};
 
+/// The norm's row body (after the builder's `row_main` prologue): out = x / sqrt(mean(x^2) +
+/// eps) * weight (residual form: residual + that).
 const RMS_NORM: &str = r"
-// RMS normalisation over the last dim H, one workgroup per row:
-// out = x / sqrt(mean(x^2) + eps) * weight (residual form: residual + that).
-struct Params {
-    // x: rows, y: H, z: eps (f32 bits)
-    head: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-{{WEIGHT_BINDING}}
-{{RESIDUAL_BINDING}}
-
-{{INVERSE_RMS}}
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let row = flat_group(wid, nwg);
-    if (row >= p.head.x) {
-        return;
+    let inv = inverse_rms(base, h, lid, Acc(bitcast<f32>(p.head.z)));
+    for (var j = lid; j < h; j = j + WG) {
+        out[base + j] = Act({{RESIDUAL}}Acc(x[base + j]) * inv{{WEIGHT}});
     }
-    let h = p.head.y;
-    let base = row * h;
-    let inv = inverse_rms(base, h, lid, bitcast<f32>(p.head.z));
-    for (var j = lid; j < h; j = j + {{WG}}u) {
-        out[base + j] = {{RESIDUAL}}x[base + j] * inv{{WEIGHT}};
+";
+
+/// WGSL `inverse_rms{{S}}(base, h, lid, eps)`: `1 / sqrt(mean(x^2) + eps)` over the `h` values
+/// of binding `x{{S}}` from `base`, summed by the workgroup (the builder's tree reduction; call
+/// it in workgroup-uniform control flow).
+const INVERSE_RMS: &str = "fn inverse_rms{{S}}(base: u32, h: u32, lid: u32, eps: Acc) -> Acc {
+    var q = Acc(0.0);
+    for (var j = lid; j < h; j = j + WG) {
+        let v = Acc(x{{S}}[base + j]);
+        q = q + v * v;
     }
+    let mean_square = reduce_sum(lid, q) / Acc(h);
+    return 1.0 / sqrt(mean_square + eps);
 }
 ";
 
-/// WGSL `inverse_rms(base, h, lid, eps)`: `1 / sqrt(mean(x^2) + eps)` over the `h` values of
-/// binding `x` from `base`, summed by the workgroup (the shared tree reduction, `REDUCE`;
-/// call it in workgroup-uniform control flow). The norm kernel's and the fused norm-and-rope
-/// kernel's (`rope.rs`).
-pub(crate) const INVERSE_RMS: &str =
-    "fn inverse_rms(base: u32, h: u32, lid: u32, eps: f32) -> f32 {
-    var q = 0.0;
-    for (var j = lid; j < h; j = j + {{WG}}u) {
-        let v = x[base + j];
-        q = q + v * v;
-    }
-    let mean_square = reduce_sum(lid, q) / f32(h);
-    return 1.0 / sqrt(mean_square + eps);
-}";
-
-/// The bindings and the scale of the weighted kernel.
-const WEIGHTED: [(&str, &str); 2] = [
-    (
-        "{{WEIGHT_BINDING}}",
-        "@group(0) @binding(2) var<storage, read_write> weight: array<f32>;\n\
-         @group(0) @binding(3) var<storage, read_write> out: array<f32>;",
-    ),
-    ("{{WEIGHT}}", " * weight[j]"),
-];
-/// The same without a weight.
-const UNWEIGHTED: [(&str, &str); 2] = [
-    (
-        "{{WEIGHT_BINDING}}",
-        "@group(0) @binding(2) var<storage, read_write> out: array<f32>;",
-    ),
-    ("{{WEIGHT}}", ""),
-];
+/// The norm kernel's and the fused norm-and-rope kernel's (`rope.rs`) `inverse_rms` over the
+/// binding `x` + `suffix` (`inverse_rms` + `suffix`).
+pub(crate) fn inverse_rms(suffix: &str) -> String {
+    fill(INVERSE_RMS, &[("S", &suffix)])
+}
 
 /// RMS norm kernel, with or without its weight multiply, with or without a residual added.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -93,6 +59,8 @@ pub(crate) struct RmsNormKey {
     pub wg: u32,
     /// Whether a residual tensor (the last binding) is added to each result.
     pub residual: bool,
+    /// Element types.
+    pub precision: Precision,
 }
 
 impl Kernel for RmsNormKey {
@@ -108,28 +76,38 @@ impl Kernel for RmsNormKey {
         self.wg * 4
     }
 
-    fn body(&self) -> String {
-        let replacements = if self.weighted { WEIGHTED } else { UNWEIGHTED };
-        let (residual_binding, residual) = if self.residual {
-            let binding = 2 + u32::from(self.weighted) + 1;
-            (
-                format!(
-                    "@group(0) @binding({binding}) var<storage, read_write> residual: array<f32>;"
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&ROW_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage_if(self.weighted, "weight", Elem::F32);
+        w.storage("out", Elem::Act);
+        w.storage_if(self.residual, "residual", Elem::Act);
+        w.push(&inverse_rms(""));
+        let body = fill(
+            RMS_NORM,
+            &[
+                (
+                    "RESIDUAL",
+                    &if self.residual {
+                        "Acc(residual[base + j]) + "
+                    } else {
+                        ""
+                    },
                 ),
-                "residual[base + j] + ",
-            )
-        } else {
-            (String::new(), "")
-        };
-        let body = replacements
-            .iter()
-            .fold(RMS_NORM.to_owned(), |text, (from, to)| {
-                text.replace(from, to)
-            })
-            .replace("{{INVERSE_RMS}}", INVERSE_RMS)
-            .replace("{{RESIDUAL_BINDING}}", &residual_binding)
-            .replace("{{RESIDUAL}}", residual);
-        with_wg(&format!("{REDUCE}\n{body}"), self.wg)
+                (
+                    "WEIGHT",
+                    &if self.weighted {
+                        " * Acc(weight[j])"
+                    } else {
+                        ""
+                    },
+                ),
+            ],
+        );
+        w.reduce(self.wg);
+        w.row_main(self.wg, &body);
+        w
     }
 }
 
@@ -178,6 +156,7 @@ fn norm_kernels(rms: &RmsNorm, config: KernelConfig, residual: bool) -> Vec<Kern
                 weighted,
                 wg,
                 residual,
+                precision: Precision::F32,
             })
         })
         .to_vec()
@@ -204,15 +183,19 @@ fn norm(
             weighted: rms.weight.is_some(),
             wg: row_workgroup(ctx, h),
             residual: residual.is_some(),
+            precision: Precision::F32,
         }),
-        uniforms: Uniforms::new()
-            .vec4([
-                to_u32(rows, "rows")?,
-                to_u32(h, "row length")?,
-                rms.eps.to_bits(),
-                0,
-            ])
-            .finish(),
+        uniforms: Uniforms::new(&ROW_PARAMS)
+            .vec4(
+                "head",
+                [
+                    to_u32(rows, "rows")?,
+                    to_u32(h, "row length")?,
+                    rms.eps.to_bits(),
+                    0,
+                ],
+            )
+            .finish()?,
         bindings: [Some(rms.x), rms.weight, Some(out), residual]
             .into_iter()
             .flatten()
@@ -222,48 +205,30 @@ fn norm(
     }])
 }
 
-/// The add-then-norm kernel: per row, `sum = residual + t` with `t = x` or
+/// The add-then-norm kernel's uniform block.
+const ADD_NORM_PARAMS: [Field; 1] = [Field::vec4(
+    "head",
+    "x: rows, y: H, z: the first norm's eps, w: the second norm's eps (f32 bits)",
+)];
+
+/// The add-then-norm kernel's row body: per row, `sum = residual + t` with `t = x` or
 /// `t = x * inverse_rms(x) (* first_weight)`, written to `sum`, then
 /// `out = sum * inverse_rms(sum) (* next_weight)`. Each thread reads back only the sums it wrote
 /// itself, so the row needs no storage barrier; the second mean square is of the sums as
 /// stored (what the unfused norm reads).
 const ADD_NORM: &str = r"
-struct Params {
-    // x: rows, y: H, z: the first norm's eps, w: the second norm's eps (f32 bits)
-    head: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> residual: array<f32>;
-@group(0) @binding(3) var<storage, read_write> summed: array<f32>;
-@group(0) @binding(4) var<storage, read_write> out: array<f32>;
-{{WEIGHT_BINDINGS}}
-
-{{INVERSE_RMS}}
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let row = flat_group(wid, nwg);
-    if (row >= p.head.x) {
-        return;
-    }
-    let h = p.head.y;
-    let base = row * h;
     {{FIRST_INV}}
-    var q = 0.0;
-    for (var j = lid; j < h; j = j + {{WG}}u) {
-        let s = residual[base + j] + x[base + j]{{FIRST_SCALE}};
+    var q = Acc(0.0);
+    for (var j = lid; j < h; j = j + WG) {
+        let s = Act(Acc(residual[base + j]) + Acc(x[base + j]){{FIRST_SCALE}});
         summed[base + j] = s;
-        q = q + s * s;
+        q = q + Acc(s) * Acc(s);
     }
-    let mean_square = reduce_sum(lid, q) / f32(h);
-    let inv = 1.0 / sqrt(mean_square + bitcast<f32>(p.head.w));
-    for (var j = lid; j < h; j = j + {{WG}}u) {
-        out[base + j] = summed[base + j] * inv{{NEXT_SCALE}};
+    let mean_square = reduce_sum(lid, q) / Acc(h);
+    let inv = 1.0 / sqrt(mean_square + Acc(bitcast<f32>(p.head.w)));
+    for (var j = lid; j < h; j = j + WG) {
+        out[base + j] = Act(Acc(summed[base + j]) * inv{{NEXT_SCALE}});
     }
-}
 ";
 
 /// The add-then-norm kernel ([`add_norm`]).
@@ -276,6 +241,8 @@ pub(crate) struct AddNormKey {
     pub next_weighted: bool,
     /// Threads per row.
     pub wg: u32,
+    /// Element types.
+    pub precision: Precision,
 }
 
 impl AddNormKey {
@@ -298,43 +265,41 @@ impl Kernel for AddNormKey {
         self.wg * 4
     }
 
-    fn body(&self) -> String {
-        let mut bindings = Vec::new();
-        let mut binding = 5;
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&ADD_NORM_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("residual", Elem::Act);
+        w.storage("summed", Elem::Act);
+        w.storage("out", Elem::Act);
+        w.storage_if(self.first_weighted(), "first_weight", Elem::F32);
+        w.storage_if(self.next_weighted, "next_weight", Elem::F32);
         let mut first_scale = String::new();
+        let mut first_inv = "";
         if self.first.is_some() {
+            w.push(&inverse_rms(""));
             first_scale.push_str(" * first_inv");
+            first_inv = "let first_inv = inverse_rms(base, h, lid, Acc(bitcast<f32>(p.head.z)));";
         }
         if self.first_weighted() {
-            bindings.push(format!(
-                "@group(0) @binding({binding}) var<storage, read_write> first_weight: array<f32>;"
-            ));
-            binding += 1;
-            first_scale.push_str(" * first_weight[j]");
+            first_scale.push_str(" * Acc(first_weight[j])");
         }
         let next_scale = if self.next_weighted {
-            bindings.push(format!(
-                "@group(0) @binding({binding}) var<storage, read_write> next_weight: array<f32>;"
-            ));
-            " * next_weight[j]"
+            " * Acc(next_weight[j])"
         } else {
             ""
         };
-        let (inverse_rms, first_inv) = if self.first.is_some() {
-            (
-                INVERSE_RMS,
-                "let first_inv = inverse_rms(base, h, lid, bitcast<f32>(p.head.z));",
-            )
-        } else {
-            ("", "")
-        };
-        let body = ADD_NORM
-            .replace("{{WEIGHT_BINDINGS}}", &bindings.join("\n"))
-            .replace("{{INVERSE_RMS}}", inverse_rms)
-            .replace("{{FIRST_INV}}", first_inv)
-            .replace("{{FIRST_SCALE}}", &first_scale)
-            .replace("{{NEXT_SCALE}}", next_scale);
-        with_wg(&format!("{REDUCE}\n{body}"), self.wg)
+        let body = fill(
+            ADD_NORM,
+            &[
+                ("FIRST_INV", &first_inv),
+                ("FIRST_SCALE", &first_scale),
+                ("NEXT_SCALE", &next_scale),
+            ],
+        );
+        w.reduce(self.wg);
+        w.row_main(self.wg, &body);
+        w
     }
 }
 
@@ -382,15 +347,19 @@ pub(crate) fn add_norm(
             first: first.map(|first| first.weight.is_some()),
             next_weighted: next.weight.is_some(),
             wg: row_workgroup(ctx, h),
+            precision: Precision::F32,
         }),
-        uniforms: Uniforms::new()
-            .vec4([
-                to_u32(rows, "rows")?,
-                to_u32(h, "row length")?,
-                first_eps.to_bits(),
-                next.eps.to_bits(),
-            ])
-            .finish(),
+        uniforms: Uniforms::new(&ADD_NORM_PARAMS)
+            .vec4(
+                "head",
+                [
+                    to_u32(rows, "rows")?,
+                    to_u32(h, "row length")?,
+                    first_eps.to_bits(),
+                    next.eps.to_bits(),
+                ],
+            )
+            .finish()?,
         bindings: [x, residual, sum, next.out]
             .into_iter()
             .chain(weights)
@@ -412,6 +381,7 @@ pub(crate) fn add_norm_kernels(
                 first: first.map(|first| first.weight.is_some()),
                 next_weighted: next.weight.is_some(),
                 wg,
+                precision: Precision::F32,
             })
         })
         .to_vec()

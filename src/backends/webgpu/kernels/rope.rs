@@ -10,12 +10,12 @@
 //! Bound: the uniform table holds at most [`MAX_PAIRS`] pairs (`dims <= 8192`, 16 KiB of the
 //! 64 KiB uniform binding every device offers); larger `dims` are `NotSupported` here.
 
-use crate::backends::webgpu::kernels::rms_norm::INVERSE_RMS;
-use crate::backends::webgpu::kernels::rows::{REDUCE, check_vector, row_workgroup, row_workgroups};
-use crate::backends::webgpu::kernels::source::with_wg;
+use crate::backends::webgpu::kernels::rms_norm::inverse_rms;
+use crate::backends::webgpu::kernels::rows::{check_vector, row_workgroup, row_workgroups};
+use crate::backends::webgpu::kernels::wgsl::fill;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Precision,
+    Uniforms, Wgsl, grid_1d, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::TensorDecl;
@@ -24,22 +24,9 @@ use crate::program::ops::{RmsNorm, Rope, RopeStyle};
 /// The most rotated pairs (`dims / 2`) one dispatch's uniform table holds.
 pub(crate) const MAX_PAIRS: usize = 4096;
 
+/// The rope kernel's element body (after the builder's `element_main` prologue): the rotary
+/// embedding over [.., S, H, D] rows, one thread per element.
 const ROPE: &str = r"
-// Rotary embedding over [.., S, H, D] rows, one thread per element.
-{{PARAMS}}
-@group(0) @binding(1) var<storage, read_write> x: array<f32>;
-@group(0) @binding(2) var<storage, read_write> positions: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-{{SIN_COS}}
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * {{WG}}u + lid;
-    if (i >= p.head.x) {
-        return;
-    }
     let d = i % p.head.y;
     let row = i / p.head.y;
     let s = (row / p.head.z) % p.head.w;
@@ -51,26 +38,43 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     {{PAIR}}
     let inv = p.inv_freq[pair / 4u][pair % 4u];
     let sc = sin_cos(f32(bitcast<i32>(positions[s])) * inv) * bitcast<f32>(p.rot.w);
-    let x0 = x[a];
-    let x1 = x[a + offset];
+    let x0 = Acc(x[a]);
+    let x1 = Acc(x[a + offset]);
     if (first) {
-        out[i] = x0 * sc.y - x1 * sc.x;
+        out[i] = Act(x0 * sc.y - x1 * sc.x);
     } else {
-        out[i] = x0 * sc.x + x1 * sc.y;
+        out[i] = Act(x0 * sc.x + x1 * sc.y);
     }
-}
 ";
 
-/// Both kernels' uniform block (the table of inverse frequencies last).
-const PARAMS: &str = "struct Params {
-    // x: elements (the fused kernel: rows), y: D, z: H, w: S
-    head: vec4<u32>,
-    // x: rotated pairs (dims / 2), y: the fused norm's eps, w: attn_factor (f32 bits)
-    rot: vec4<u32>,
-    inv_freq: array<vec4<f32>, {{VEC4S}}>,
+/// The one-set kernels' uniform block (the table of `vec4s` inverse-frequency vectors last).
+fn params(vec4s: u32) -> [Field; 3] {
+    [
+        Field::vec4(
+            "head",
+            "x: elements (the fused kernel: rows), y: D, z: H, w: S",
+        ),
+        Field::vec4(
+            "rot",
+            "x: rotated pairs (dims / 2), y: the fused norm's eps, w: attn_factor (f32 bits)",
+        ),
+        Field::f32_table("inv_freq", vec4s, ""),
+    ]
 }
 
-@group(0) @binding(0) var<uniform> p: Params;";
+/// The two-set kernel's uniform block: the second set's geometry before the frequency table.
+fn pair_params(vec4s: u32) -> [Field; 4] {
+    [
+        Field::vec4("head", "the first set: x: rows, y: D, z: H, w: S"),
+        Field::vec4(
+            "rot",
+            "x: rotated pairs (dims / 2), y: the first norm's eps, z: the second's, w: \
+             attn_factor\n(f32 bits)",
+        ),
+        Field::vec4("head2", "the second set, as head"),
+        Field::f32_table("inv_freq", vec4s, ""),
+    ]
+}
 
 /// The angle's sine and cosine, shared by both kernels.
 const SIN_COS: &str = r"
@@ -102,14 +106,7 @@ fn sin_cos(t: f32) -> vec2<f32> {
 /// dispatch: the second set's rows follow the first's, with `x2`, `weight2`, `out2`, `p.head2`
 /// and eps `p.rot.z`).
 const NORM_ROPE: &str = r"
-{{PARAMS}}
-{{BINDINGS}}
-
-{{SIN_COS}}
-
-{{SETS}}
-
-@compute @workgroup_size({{WG}})
+@compute @workgroup_size(WG)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
         @builtin(local_invocation_index) lid: u32) {
     let row = flat_group(wid, nwg);
@@ -117,56 +114,41 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
 }
 ";
 
-/// One set's functions of [`NORM_ROPE`] (`{S}`: the set's suffix, "" or "2"; `{EPS}` its eps).
+/// One set's functions of [`NORM_ROPE`] (`{{S}}`: the set's suffix, "" or "2"; `{{EPS}}` its
+/// eps).
 const NORM_ROPE_SET: &str = r"
-{{INVERSE_RMS}}
-
 // Element e of the row at base, normalised.
-fn normed{S}(base: u32, e: u32, inv: f32) -> f32 {
-    return x{S}[base + e] * inv{{WEIGHT}};
+fn normed{{S}}(base: u32, e: u32, inv: Acc) -> Acc {
+    return Acc(x{{S}}[base + e]) * inv{{WEIGHT}};
 }
 
 // Row `row` of the set, normalised then rotated (call in workgroup-uniform control flow).
-fn norm_rope_row{S}(row: u32, lid: u32) {
-    let h = p.head{S}.y;
+fn norm_rope_row{{S}}(row: u32, lid: u32) {
+    let h = p.head{{S}}.y;
     let base = row * h;
-    let inv_rms = inverse_rms{S}(base, h, lid, bitcast<f32>({EPS}));
-    let s = (row / p.head{S}.z) % p.head{S}.w;
+    let inv_rms = inverse_rms{{S}}(base, h, lid, Acc(bitcast<f32>({{EPS}})));
+    let s = (row / p.head{{S}}.z) % p.head{{S}}.w;
     let position = f32(bitcast<i32>(positions[s]));
     let half = p.rot.x;
-    for (var d = lid; d < h; d = d + {{WG}}u) {
+    for (var d = lid; d < h; d = d + WG) {
         let i = base + d;
         if (d >= 2u * half) {
-            out{S}[i] = normed{S}(base, d, inv_rms);
+            out{{S}}[i] = Act(normed{{S}}(base, d, inv_rms));
             continue;
         }
         {{PAIR}}
         let inv = p.inv_freq[pair / 4u][pair % 4u];
         let sc = sin_cos(position * inv) * bitcast<f32>(p.rot.w);
-        let x0 = normed{S}(base, a - base, inv_rms);
-        let x1 = normed{S}(base, a + offset - base, inv_rms);
+        let x0 = normed{{S}}(base, a - base, inv_rms);
+        let x1 = normed{{S}}(base, a + offset - base, inv_rms);
         if (first) {
-            out{S}[i] = x0 * sc.y - x1 * sc.x;
+            out{{S}}[i] = Act(x0 * sc.y - x1 * sc.x);
         } else {
-            out{S}[i] = x0 * sc.x + x1 * sc.y;
+            out{{S}}[i] = Act(x0 * sc.x + x1 * sc.y);
         }
     }
 }
 ";
-
-/// The two-set kernel's uniform block: the second set's geometry before the frequency table.
-const PAIR_PARAMS: &str = "struct Params {
-    // the first set: x: rows, y: D, z: H, w: S
-    head: vec4<u32>,
-    // x: rotated pairs (dims / 2), y: the first norm's eps, z: the second's, w: attn_factor
-    // (f32 bits)
-    rot: vec4<u32>,
-    // the second set, as head
-    head2: vec4<u32>,
-    inv_freq: array<vec4<f32>, {{VEC4S}}>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;";
 
 /// Rotary embedding kernel of one style, with a table of `vec4s` inverse-frequency vectors.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -177,6 +159,8 @@ pub(crate) struct RopeKey {
     pub vec4s: u32,
     /// Invocations per workgroup.
     pub wg: u32,
+    /// Element types.
+    pub precision: Precision,
 }
 
 impl Kernel for RopeKey {
@@ -188,12 +172,16 @@ impl Kernel for RopeKey {
         self.wg
     }
 
-    fn body(&self) -> String {
-        with_wg(ROPE, self.wg)
-            .replace("{{PARAMS}}", PARAMS)
-            .replace("{{SIN_COS}}", SIN_COS)
-            .replace("{{VEC4S}}", &self.vec4s.to_string())
-            .replace("{{PAIR}}", pair_of(self.style))
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&params(self.vec4s));
+        w.storage("x", Elem::Act);
+        w.storage("positions", Elem::U32);
+        w.storage("out", Elem::Act);
+        w.push(SIN_COS);
+        let body = fill(ROPE, &[("PAIR", &pair_of(self.style))]);
+        w.element_main(self.wg, "p.head.x", &body);
+        w
     }
 }
 
@@ -231,6 +219,8 @@ pub(crate) struct NormRopeKey {
     pub weighted: bool,
     /// Whether a second set of rows follows the first (weighted: bindings 5, 6 and 7).
     pub two: bool,
+    /// Element types.
+    pub precision: Precision,
 }
 
 impl Kernel for NormRopeKey {
@@ -246,70 +236,58 @@ impl Kernel for NormRopeKey {
         self.wg * 4
     }
 
-    fn body(&self) -> String {
-        let first = 2 + u32::from(self.weighted);
-        let mut bindings =
-            String::from("@group(0) @binding(1) var<storage, read_write> x: array<f32>;\n");
-        if self.weighted {
-            bindings
-                .push_str("@group(0) @binding(2) var<storage, read_write> weight: array<f32>;\n");
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        if self.two {
+            w.uniforms(&pair_params(self.vec4s));
+        } else {
+            w.uniforms(&params(self.vec4s));
         }
-        bindings.push_str(&format!(
-            "@group(0) @binding({first}) var<storage, read_write> positions: array<u32>;\n\
-             @group(0) @binding({}) var<storage, read_write> out: array<f32>;",
-            first + 1
-        ));
-        let set = |suffix: &str, eps: &str| {
+        w.storage("x", Elem::Act);
+        w.storage_if(self.weighted, "weight", Elem::F32);
+        w.storage("positions", Elem::U32);
+        w.storage("out", Elem::Act);
+        if self.two {
+            // The second set (weighted: `fusion.rs` pairs weighted norms only).
+            w.storage("x2", Elem::Act);
+            w.storage("weight2", Elem::F32);
+            w.storage("out2", Elem::Act);
+        }
+        w.reduce(self.wg);
+        w.constant("WG", self.wg);
+        w.push(SIN_COS);
+        let set = |w: &mut Wgsl, suffix: &str, eps: &str| {
             let weight = if self.weighted {
-                format!(" * weight{suffix}[e]")
+                format!(" * Acc(weight{suffix}[e])")
             } else {
                 String::new()
             };
-            NORM_ROPE_SET
-                .replace(
-                    "{{INVERSE_RMS}}",
-                    &INVERSE_RMS
-                        .replace("inverse_rms(", &format!("inverse_rms{suffix}("))
-                        .replace("x[", &format!("x{suffix}[")),
-                )
-                .replace("{{WEIGHT}}", &weight)
-                .replace("{S}", suffix)
-                .replace("{EPS}", eps)
-        };
-        let (params, sets, main) = if self.two {
-            // Bindings 5..=7: the second set (weighted: `fusion.rs` pairs weighted norms only).
-            bindings.push_str(
-                "\n@group(0) @binding(5) var<storage, read_write> x2: array<f32>;\n\
-                 @group(0) @binding(6) var<storage, read_write> weight2: array<f32>;\n\
-                 @group(0) @binding(7) var<storage, read_write> out2: array<f32>;",
+            w.push(&inverse_rms(suffix));
+            w.template(
+                NORM_ROPE_SET,
+                &[
+                    ("WEIGHT", &weight),
+                    ("PAIR", &pair_of(self.style)),
+                    ("S", &suffix),
+                    ("EPS", &eps),
+                ],
             );
-            (
-                PAIR_PARAMS,
-                format!("{}\n{}", set("", "p.rot.y"), set("2", "p.rot.z")),
-                "if (row < p.head.x) {
+        };
+        set(&mut w, "", "p.rot.y");
+        let main = if self.two {
+            set(&mut w, "2", "p.rot.z");
+            "if (row < p.head.x) {
         norm_rope_row(row, lid);
     } else if (row - p.head.x < p.head2.x) {
         norm_rope_row2(row - p.head.x, lid);
-    }",
-            )
+    }"
         } else {
-            (
-                PARAMS,
-                set("", "p.rot.y"),
-                "if (row < p.head.x) {
+            "if (row < p.head.x) {
         norm_rope_row(row, lid);
-    }",
-            )
+    }"
         };
-        let body = NORM_ROPE
-            .replace("{{PARAMS}}", params)
-            .replace("{{BINDINGS}}", &bindings)
-            .replace("{{SETS}}", &sets)
-            .replace("{{MAIN}}", main)
-            .replace("{{SIN_COS}}", SIN_COS)
-            .replace("{{VEC4S}}", &self.vec4s.to_string())
-            .replace("{{PAIR}}", pair_of(self.style));
-        with_wg(&format!("{REDUCE}\n{body}"), self.wg)
+        w.template(NORM_ROPE, &[("MAIN", &main)]);
+        w
     }
 }
 
@@ -318,14 +296,21 @@ fn vec4s(dims: u32) -> u32 {
     (dims / 2).div_ceil(4).max(1)
 }
 
-/// A rope's rows, head dim and uniform block for the bound shapes. The block's first word is
-/// the element count (the rope kernel: a thread per element) or, for the fused norm-and-rope
-/// kernel (`fused_eps` given), the row count, with the norm's eps beside the pair count.
-fn rope_uniforms(
-    ctx: &PlanContext<'_>,
-    rope: &Rope,
-    fused_eps: Option<f32>,
-) -> Result<(usize, usize, Vec<u32>)> {
+/// A rope's uniform fields for the bound shapes: the `head` and `rot` vectors and the
+/// frequency table.
+struct RopeFields {
+    rows: usize,
+    head_dim: usize,
+    head: [u32; 4],
+    rot: [u32; 4],
+    table: Vec<f32>,
+}
+
+/// A rope's rows, head dim and uniform fields for the bound shapes. The `head` field's first
+/// word is the element count (the rope kernel: a thread per element) or, for the fused
+/// norm-and-rope kernel (`fused_eps` given), the row count, with the norm's eps beside the pair
+/// count.
+fn rope_uniforms(ctx: &PlanContext<'_>, rope: &Rope, fused_eps: Option<f32>) -> Result<RopeFields> {
     let shape = ctx.shape(rope.x)?;
     let rank = shape.len();
     let n = ctx.numel(rope.x)?;
@@ -351,39 +336,44 @@ fn rope_uniforms(
     if rope.dims as usize > head_dim {
         return Err(Error::invalid_program("rope: dims exceed the head dim"));
     }
-    let inverse = rope.inverse_frequencies();
-    let mut table = vec![0u32; 4 * vec4s(rope.dims) as usize];
-    for (slot, f) in table.iter_mut().zip(&inverse) {
-        *slot = f.to_bits();
-    }
+    let table = rope.inverse_frequencies();
     let rows = n.checked_div(head_dim).unwrap_or(0);
     let (first, eps) = match fused_eps {
         None => (to_u32(n, "element count")?, 0),
         Some(eps) => (to_u32(rows, "rows")?, eps.to_bits()),
     };
-    let mut uniforms = Uniforms::new()
-        .vec4([
+    Ok(RopeFields {
+        rows,
+        head_dim,
+        head: [
             first,
             to_u32(head_dim, "head dim")?,
             to_u32(heads, "heads")?,
             to_u32(seq, "sequence length")?,
-        ])
-        .vec4([
-            to_u32(inverse.len(), "rotary pairs")?,
+        ],
+        rot: [
+            to_u32(table.len(), "rotary pairs")?,
             eps,
             0,
             rope.scaling.attn_factor.to_bits(),
-        ]);
-    for chunk in table.chunks_exact(4) {
-        uniforms = uniforms.vec4([chunk[0], chunk[1], chunk[2], chunk[3]]);
-    }
-    Ok((rows, head_dim, uniforms.finish()))
+        ],
+        table,
+    })
+}
+
+/// The one-set kernels' uniform words.
+fn one_set_uniforms(rope: &Rope, fields: &RopeFields) -> Result<Vec<u32>> {
+    Uniforms::new(&params(vec4s(rope.dims)))
+        .vec4("head", fields.head)
+        .vec4("rot", fields.rot)
+        .table("inv_freq", &fields.table)
+        .finish()
 }
 
 impl GpuOp for Rope {
     fn dispatches(&self, ctx: &PlanContext<'_>, _index: usize) -> Result<Vec<Dispatch>> {
         ctx.require_f32(&[self.x, self.out])?;
-        let (_, _, uniforms) = rope_uniforms(ctx, self, None)?;
+        let uniforms = one_set_uniforms(self, &rope_uniforms(ctx, self, None)?)?;
         let Some(workgroups) = ctx.grid_for_threads(ctx.numel(self.x)?)? else {
             return Ok(Vec::new());
         };
@@ -392,6 +382,7 @@ impl GpuOp for Rope {
                 style: self.style,
                 vec4s: vec4s(self.dims),
                 wg: ctx.config.workgroup_size,
+                precision: Precision::F32,
             }),
             uniforms,
             bindings: vec![
@@ -411,6 +402,7 @@ impl GpuOp for Rope {
             style: self.style,
             vec4s: vec4s(self.dims),
             wg: config.workgroup_size,
+            precision: Precision::F32,
         })]
     }
 }
@@ -431,7 +423,9 @@ pub(crate) fn norm_rope(
             "rms_norm + rope: the norm's input is not the rope's shape",
         ));
     }
-    let (rows, head_dim, uniforms) = rope_uniforms(ctx, rope, Some(norm.eps))?;
+    let fields = rope_uniforms(ctx, rope, Some(norm.eps))?;
+    let (rows, head_dim) = (fields.rows, fields.head_dim);
+    let uniforms = one_set_uniforms(rope, &fields)?;
     if let Some(weight) = norm.weight {
         ctx.require_f32(&[weight])?;
         check_vector(ctx, "rms_norm weight", weight, head_dim)?;
@@ -446,6 +440,7 @@ pub(crate) fn norm_rope(
             wg: row_workgroup(ctx, head_dim),
             weighted: norm.weight.is_some(),
             two: false,
+            precision: Precision::F32,
         }),
         uniforms,
         bindings: [
@@ -485,6 +480,7 @@ fn norm_rope_keys(rope: &Rope, weighted: bool, two: bool, config: KernelConfig) 
                 wg,
                 weighted,
                 two,
+                precision: Precision::F32,
             })
         })
         .to_vec()
@@ -535,8 +531,10 @@ pub(crate) fn norm_rope_two(
             ));
         }
     }
-    let (rows, head_dim, uniforms) = rope_uniforms(ctx, rope, Some(norm.eps))?;
-    let (rows2, head_dim2, uniforms2) = rope_uniforms(ctx, rope2, Some(norm2.eps))?;
+    let fields = rope_uniforms(ctx, rope, Some(norm.eps))?;
+    let fields2 = rope_uniforms(ctx, rope2, Some(norm2.eps))?;
+    let (rows, head_dim) = (fields.rows, fields.head_dim);
+    let (rows2, head_dim2) = (fields2.rows, fields2.head_dim);
     if head_dim != head_dim2 {
         return Err(Error::invalid_program(format!(
             "rms_norm + rope twice: head dims {head_dim} and {head_dim2} differ"
@@ -553,11 +551,16 @@ pub(crate) fn norm_rope_two(
     let Some(workgroups) = grid_1d(total, ctx.max_workgroups)? else {
         return Ok(Vec::new());
     };
-    // The first set's block with the second's eps beside its own, then the second's geometry,
-    // then the shared frequency table (words 8.. of either block).
-    let mut block = uniforms.clone();
-    block[6] = norm2.eps.to_bits();
-    block.splice(8..8, uniforms2[..4].iter().copied());
+    // The first set's rotation with the second's eps beside its own, then the second's
+    // geometry, then the shared frequency table.
+    let mut rot = fields.rot;
+    rot[2] = norm2.eps.to_bits();
+    let block = Uniforms::new(&pair_params(vec4s(rope.dims)))
+        .vec4("head", fields.head)
+        .vec4("rot", rot)
+        .vec4("head2", fields2.head)
+        .table("inv_freq", &fields.table)
+        .finish()?;
     Ok(vec![Dispatch {
         key: KernelKey::new(NormRopeKey {
             style: rope.style,
@@ -565,6 +568,7 @@ pub(crate) fn norm_rope_two(
             wg: row_workgroup(ctx, head_dim),
             weighted: true,
             two: true,
+            precision: Precision::F32,
         }),
         uniforms: block,
         bindings: [

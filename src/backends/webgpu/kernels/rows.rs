@@ -1,6 +1,6 @@
 //! Row reductions over the last dim, one workgroup per row: `LayerNorm`, `Softmax` (with an
 //! optional broadcast additive mask) and `L2Normalize`, over the shared tree reduction
-//! (`reduce.wgsl`), plus the row helpers other row kernels (`rms_norm.rs`) plan with. Rows of at most 1024 elements get
+//! (`reduce.wgsl`, the builder's `row_main`), plus the row helpers other row kernels (`rms_norm.rs`) plan with. Rows of at most 1024 elements get
 //! 32-thread workgroups (both sizes are compiled at init), longer rows the configured size.
 //!
 //! Why 32 up to 1024: every reduction step is a workgroup barrier, and on CPU-emulated adapters
@@ -9,63 +9,69 @@
 //! 256 threads per row and 255 ms with 32, the 13 layer norms (rows of 384) 428 ms and 36 ms;
 //! the whole run 5.5 s -> 3.1 s. On a GPU, 32 threads per row is one warp.
 
-use crate::backends::webgpu::kernels::source::{load_f32, with_wg};
+use crate::backends::webgpu::kernels::source::load_f32;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, coalesce,
-    grid_1d, to_u32, wgsl_word_type,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Precision,
+    Uniforms, Wgsl, coalesce, grid_1d, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::geometry::broadcast_strides;
 use crate::program::ops::{L2Normalize, LayerNorm, Softmax};
 use crate::program::{DType, TensorDecl, TensorId};
 
-/// The workgroup tree reduction every row kernel puts before its body.
-pub(crate) const REDUCE: &str = include_str!("reduce.wgsl");
 const LAYER_NORM: &str = include_str!("layer_norm.wgsl");
 const SOFTMAX: &str = include_str!("softmax.wgsl");
+const SOFTMAX_MAIN: &str = include_str!("softmax_main.wgsl");
 const L2_NORMALIZE: &str = include_str!("l2_normalize.wgsl");
 
-/// Declares a row kernel's key (`wg` threads per row) and its [`Kernel`]: the shared tree
-/// reduction, then the op's WGSL `$body`, over `$bindings` storage bindings and one f32 of
-/// workgroup memory per thread.
-macro_rules! row_kernel {
-    ($(#[$doc:meta])* $name:ident, $body:expr, $bindings:expr) => {
-        $(#[$doc])*
-        #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-        pub(crate) struct $name {
-            /// Threads per row.
-            pub wg: u32,
-        }
+/// The uniform block of the row kernels with one float parameter (layer norm, L2 norm, RMS
+/// norm).
+pub(crate) const ROW_PARAMS: [Field; 1] = [Field::vec4("head", "x: rows, y: H, z: eps (f32 bits)")];
 
-        impl $crate::backends::webgpu::kernels::Kernel for $name {
-            fn storage_bindings(&self) -> u32 {
-                $bindings
-            }
+/// The softmax's uniform block.
+const SOFTMAX_PARAMS: [Field; 3] = [
+    Field::vec4(
+        "head",
+        "x: rows, y: H, z: rank of the mask view (0 = no mask), w: -inf (f32 bits)",
+    ),
+    Field::dims8("shape", ""),
+    Field::dims8("mask_strides", ""),
+];
 
-            fn invocations(&self) -> u32 {
-                self.wg
-            }
-
-            fn workgroup_storage_bytes(&self) -> u32 {
-                self.wg * 4
-            }
-
-            fn body(&self) -> String {
-                $crate::backends::webgpu::kernels::source::with_wg(
-                    &format!("{}\n{}", $crate::backends::webgpu::kernels::rows::REDUCE, $body),
-                    self.wg,
-                )
-            }
-        }
-    };
+/// Layer norm kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct LayerNormKey {
+    /// Threads per row.
+    pub wg: u32,
+    /// Element types.
+    pub precision: Precision,
 }
 
-row_kernel!(
-    /// Layer norm kernel.
-    LayerNormKey,
-    LAYER_NORM,
-    4
-);
+impl Kernel for LayerNormKey {
+    fn storage_bindings(&self) -> u32 {
+        4
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn workgroup_storage_bytes(&self) -> u32 {
+        self.wg * 4
+    }
+
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&ROW_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("gamma", Elem::F32);
+        w.storage("beta", Elem::F32);
+        w.storage("out", Elem::Act);
+        w.reduce(self.wg);
+        w.row_main(self.wg, LAYER_NORM);
+        w
+    }
+}
 
 /// Softmax kernel, with an optional additive mask of the given dtype.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -74,6 +80,8 @@ pub(crate) struct SoftmaxKey {
     pub mask: Option<DType>,
     /// Threads per row.
     pub wg: u32,
+    /// Element types.
+    pub precision: Precision,
 }
 
 impl Kernel for SoftmaxKey {
@@ -89,29 +97,57 @@ impl Kernel for SoftmaxKey {
         self.wg * 4
     }
 
-    fn body(&self) -> String {
-        let (decl, add) = match self.mask {
-            Some(dtype) => (
-                format!(
-                    "@group(0) @binding(3) var<storage, read_write> mask: array<{}>;",
-                    wgsl_word_type(dtype)
-                ),
-                format!(" + {}", load_f32(dtype, "mask", "mask_index(i)")),
-            ),
-            None => (String::new(), String::new()),
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&SOFTMAX_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("out", Elem::Act);
+        let add = match self.mask {
+            Some(dtype) => {
+                w.storage("mask", Elem::Word(dtype));
+                format!(" + Acc({})", load_f32(dtype, "mask", "mask_index(i)"))
+            }
+            None => String::new(),
         };
-        with_wg(&format!("{REDUCE}\n{SOFTMAX}"), self.wg)
-            .replace("{{MASK_DECL}}", &decl)
-            .replace("{{MASK_ADD}}", &add)
+        w.template(SOFTMAX, &[("MASK_ADD", &add)]);
+        w.reduce(self.wg);
+        w.row_main(self.wg, SOFTMAX_MAIN);
+        w
     }
 }
 
-row_kernel!(
-    /// L2 normalisation kernel.
-    L2NormalizeKey,
-    L2_NORMALIZE,
-    2
-);
+/// L2 normalisation kernel.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub(crate) struct L2NormalizeKey {
+    /// Threads per row.
+    pub wg: u32,
+    /// Element types.
+    pub precision: Precision,
+}
+
+impl Kernel for L2NormalizeKey {
+    fn storage_bindings(&self) -> u32 {
+        2
+    }
+
+    fn invocations(&self) -> u32 {
+        self.wg
+    }
+
+    fn workgroup_storage_bytes(&self) -> u32 {
+        self.wg * 4
+    }
+
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::new(self.precision);
+        w.uniforms(&ROW_PARAMS);
+        w.storage("x", Elem::Act);
+        w.storage("out", Elem::Act);
+        w.reduce(self.wg);
+        w.row_main(self.wg, L2_NORMALIZE);
+        w
+    }
+}
 
 /// The two workgroup sizes a row kernel is compiled in: the configured one and the short-row
 /// one (see [`small_row_workgroup`]).
@@ -128,7 +164,12 @@ impl GpuOp for LayerNorm {
 
     fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         row_workgroups(config)
-            .map(|wg| KernelKey::new(LayerNormKey { wg }))
+            .map(|wg| {
+                KernelKey::new(LayerNormKey {
+                    wg,
+                    precision: Precision::F32,
+                })
+            })
             .to_vec()
     }
 }
@@ -145,7 +186,13 @@ impl GpuOp for Softmax {
             .and_then(|id| tensors.get(id as usize))
             .map(|decl| decl.dtype);
         row_workgroups(config)
-            .map(|wg| KernelKey::new(SoftmaxKey { mask, wg }))
+            .map(|wg| {
+                KernelKey::new(SoftmaxKey {
+                    mask,
+                    wg,
+                    precision: Precision::F32,
+                })
+            })
             .to_vec()
     }
 }
@@ -158,7 +205,12 @@ impl GpuOp for L2Normalize {
 
     fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         row_workgroups(config)
-            .map(|wg| KernelKey::new(L2NormalizeKey { wg }))
+            .map(|wg| {
+                KernelKey::new(L2NormalizeKey {
+                    wg,
+                    precision: Precision::F32,
+                })
+            })
             .to_vec()
     }
 }
@@ -238,15 +290,19 @@ fn layer_norm(
     Ok(vec![Dispatch {
         key: KernelKey::new(LayerNormKey {
             wg: row_workgroup(ctx, h),
+            precision: Precision::F32,
         }),
-        uniforms: Uniforms::new()
-            .vec4([
-                to_u32(rows, "rows")?,
-                to_u32(h, "row length")?,
-                eps.to_bits(),
-                0,
-            ])
-            .finish(),
+        uniforms: Uniforms::new(&ROW_PARAMS)
+            .vec4(
+                "head",
+                [
+                    to_u32(rows, "rows")?,
+                    to_u32(h, "row length")?,
+                    eps.to_bits(),
+                    0,
+                ],
+            )
+            .finish()?,
         bindings: vec![
             Binding::Tensor(x),
             Binding::Tensor(gamma),
@@ -292,17 +348,21 @@ fn softmax(
         key: KernelKey::new(SoftmaxKey {
             mask: mask_dtype,
             wg: row_workgroup(ctx, h),
+            precision: Precision::F32,
         }),
-        uniforms: Uniforms::new()
-            .vec4([
-                to_u32(rows, "rows")?,
-                to_u32(h, "row length")?,
-                to_u32(view_shape.len(), "mask rank")?,
-                f32::NEG_INFINITY.to_bits(),
-            ])
-            .dims8(&view_shape, "softmax mask view")?
-            .dims8(&mask_strides, "softmax mask strides")?
-            .finish(),
+        uniforms: Uniforms::new(&SOFTMAX_PARAMS)
+            .vec4(
+                "head",
+                [
+                    to_u32(rows, "rows")?,
+                    to_u32(h, "row length")?,
+                    to_u32(view_shape.len(), "mask rank")?,
+                    f32::NEG_INFINITY.to_bits(),
+                ],
+            )
+            .dims8("shape", &view_shape, "softmax mask view")
+            .dims8("mask_strides", &mask_strides, "softmax mask strides")
+            .finish()?,
         bindings,
         workgroups,
     }])
@@ -325,15 +385,19 @@ fn l2_normalize(
     Ok(vec![Dispatch {
         key: KernelKey::new(L2NormalizeKey {
             wg: row_workgroup(ctx, h),
+            precision: Precision::F32,
         }),
-        uniforms: Uniforms::new()
-            .vec4([
-                to_u32(rows, "rows")?,
-                to_u32(h, "row length")?,
-                eps.to_bits(),
-                0,
-            ])
-            .finish(),
+        uniforms: Uniforms::new(&ROW_PARAMS)
+            .vec4(
+                "head",
+                [
+                    to_u32(rows, "rows")?,
+                    to_u32(h, "row length")?,
+                    eps.to_bits(),
+                    0,
+                ],
+            )
+            .finish()?,
         bindings: vec![Binding::Tensor(x), Binding::Tensor(out)],
         workgroups,
     }])

@@ -8,16 +8,19 @@
 //! Reads of the row: 1 (greedy) or 5 to 8; only the chosen id is written.
 
 use crate::backends::webgpu::kernels::argmax::ORDER_KEY;
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, grid_1d,
-    to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, grid_1d, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::Sample;
 use crate::program::{DType, TensorDecl};
 
 const SAMPLE: &str = include_str!("sample.wgsl");
+const SAMPLE_MAIN: &str = include_str!("sample_main.wgsl");
+
+/// The kernel's uniform block.
+const SAMPLE_PARAMS: [Field; 1] = [Field::vec4("head", "x: rows, y: V")];
 
 /// Token-selection kernel.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -40,9 +43,17 @@ impl Kernel for SampleKey {
         (256 + 2 * Sample::K_MAX as u32 + 1 + 4) * 4
     }
 
-    fn body(&self) -> String {
-        with_wg(&format!("{ORDER_KEY}\n{SAMPLE}"), self.wg)
-            .replace("{{K_MAX}}", &Sample::K_MAX.to_string())
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        w.uniforms(&SAMPLE_PARAMS);
+        w.storage("logits", Elem::Act);
+        w.storage("knobs", Elem::F32);
+        w.storage("out", Elem::U32);
+        w.push(ORDER_KEY);
+        w.constant("K_MAX", Sample::K_MAX as u32);
+        w.push(SAMPLE);
+        w.row_main(self.wg, SAMPLE_MAIN);
+        w
     }
 }
 
@@ -74,9 +85,12 @@ impl GpuOp for Sample {
             key: KernelKey::new(SampleKey {
                 wg: sample_workgroup(ctx.config),
             }),
-            uniforms: Uniforms::new()
-                .vec4([to_u32(rows, "rows")?, to_u32(v, "row length")?, 0, 0])
-                .finish(),
+            uniforms: Uniforms::new(&SAMPLE_PARAMS)
+                .vec4(
+                    "head",
+                    [to_u32(rows, "rows")?, to_u32(v, "row length")?, 0, 0],
+                )
+                .finish()?,
             bindings: vec![
                 Binding::Tensor(self.logits),
                 Binding::Tensor(self.knobs),

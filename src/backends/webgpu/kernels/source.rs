@@ -1,18 +1,29 @@
-//! The complete WGSL module of a [`KernelKey`]: the kernel's `enable` directives, the shared
-//! helpers (`common.wgsl`), then the kernel's own body. Kernels specialise their templates by
-//! plain text substitution of `{{NAME}}` placeholders (portable across every WebGPU
-//! implementation, unlike pipeline-overridable constants in `@workgroup_size`); the
-//! substitutions every family shares are here.
+//! The complete WGSL module of a [`KernelKey`]: the kernel's builder (`wgsl.rs`) finished and
+//! checked against the key's binding count, plus the dtype-dependent WGSL expressions several
+//! kernels share.
 
 use crate::backends::webgpu::kernels::KernelKey;
+use crate::error::{Error, Result};
 use crate::program::DType;
 
-const COMMON: &str = include_str!("common.wgsl");
-
 /// The complete WGSL module for `key`.
-pub(crate) fn source(key: &KernelKey) -> String {
-    let kernel = key.kernel();
-    format!("{}{COMMON}\n{}", kernel.enable(), kernel.body())
+///
+/// # Errors
+/// `Internal` when the kernel's module is malformed (see `Wgsl::finish`) or declares another
+/// number of storage bindings than its key says.
+pub(crate) fn source(key: &KernelKey) -> Result<String> {
+    let module = key.kernel().wgsl();
+    let declared = module.storage_count();
+    let expected = key.storage_bindings();
+    if declared != expected {
+        return Err(Error::internal(format!(
+            "kernel {}: its module declares {declared} storage bindings, its key {expected}",
+            key.label()
+        )));
+    }
+    module
+        .finish()
+        .map_err(|e| Error::internal(format!("kernel {}: {}", key.label(), e.message())))
 }
 
 /// Invocations per workgroup of a kernel (checked against the device at init).
@@ -23,11 +34,6 @@ pub(crate) fn invocations(key: &KernelKey) -> u32 {
 /// Workgroup memory a kernel declares, in bytes (checked against the device at init).
 pub(crate) fn workgroup_storage_bytes(key: &KernelKey) -> u32 {
     key.kernel().workgroup_storage_bytes()
-}
-
-/// `template` with `{{WG}}` replaced by the workgroup size.
-pub(crate) fn with_wg(template: &str, wg: u32) -> String {
-    template.replace("{{WG}}", &wg.to_string())
 }
 
 /// WGSL expression: element `index` of `buffer` (of `dtype`) as f32.

@@ -2,43 +2,36 @@
 //! mask words (one per 32 logits), so the mask costs `V / 8` bytes of reads per row beside the
 //! logits' own read and write. Selection only: the result is exactly the CPU's.
 
-use crate::backends::webgpu::kernels::source::with_wg;
 use crate::backends::webgpu::kernels::{
-    Binding, Dispatch, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms, to_u32,
+    Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
+    Wgsl, to_u32,
 };
 use crate::error::{Error, Result};
 use crate::program::ops::TokenMask;
 use crate::program::{DType, TensorDecl};
 
+/// The kernel's uniform block.
+const TOKEN_MASK_PARAMS: [Field; 2] = [
+    Field::vec4(
+        "head",
+        "x: rows, y: V, z: mask words per row, w: mask rows (1: one mask for every row)",
+    ),
+    Field::vec4(
+        "tail",
+        "x: the bits of -inf (a uniform: Tint refuses -inf as a constant expression)",
+    ),
+];
+
+/// out = logits where the token's mask bit is set, else -inf: the element body (after the
+/// builder's element prologue, i < rows * V).
 const TOKEN_MASK: &str = r"
-// out = logits where the token's mask bit is set, else -inf.
-struct Params {
-    // x: rows, y: V, z: mask words per row, w: mask rows (1: one mask for every row)
-    head: vec4<u32>,
-    // x: the bits of -inf (a uniform: Tint refuses -inf as a constant expression)
-    tail: vec4<u32>,
-}
-
-@group(0) @binding(0) var<uniform> p: Params;
-@group(0) @binding(1) var<storage, read_write> logits: array<f32>;
-@group(0) @binding(2) var<storage, read_write> mask: array<u32>;
-@group(0) @binding(3) var<storage, read_write> out: array<f32>;
-
-@compute @workgroup_size({{WG}})
-fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
-    let i = flat_group(wid, nwg) * {{WG}}u + lid;
     let v = p.head.y;
-    if (i >= p.head.x * v) {
-        return;
-    }
     let row = i / v;
     let token = i - row * v;
     let mask_row = select(row, 0u, p.head.w == 1u);
     let word = mask[mask_row * p.head.z + token / 32u];
     let allowed = ((word >> (token % 32u)) & 1u) != 0u;
     out[i] = select(bitcast<f32>(p.tail.x), logits[i], allowed);
-}
 ";
 
 /// Token-mask kernel.
@@ -61,8 +54,14 @@ impl Kernel for TokenMaskKey {
         0
     }
 
-    fn body(&self) -> String {
-        with_wg(TOKEN_MASK, self.wg)
+    fn wgsl(&self) -> Wgsl {
+        let mut w = Wgsl::f32();
+        w.uniforms(&TOKEN_MASK_PARAMS);
+        w.storage("logits", Elem::Act);
+        w.storage("mask", Elem::U32);
+        w.storage("out", Elem::Act);
+        w.element_main(self.wg, "p.head.x * p.head.y", TOKEN_MASK);
+        w
     }
 }
 
@@ -95,15 +94,18 @@ impl GpuOp for TokenMask {
         };
         Ok(vec![Dispatch {
             key: KernelKey::new(TokenMaskKey { wg }),
-            uniforms: Uniforms::new()
-                .vec4([
-                    to_u32(rows, "rows")?,
-                    to_u32(v, "row length")?,
-                    to_u32(words, "mask words")?,
-                    to_u32(mask_rows, "mask rows")?,
-                ])
-                .vec4([f32::NEG_INFINITY.to_bits(), 0, 0, 0])
-                .finish(),
+            uniforms: Uniforms::new(&TOKEN_MASK_PARAMS)
+                .vec4(
+                    "head",
+                    [
+                        to_u32(rows, "rows")?,
+                        to_u32(v, "row length")?,
+                        to_u32(words, "mask words")?,
+                        to_u32(mask_rows, "mask rows")?,
+                    ],
+                )
+                .vec4("tail", [f32::NEG_INFINITY.to_bits(), 0, 0, 0])
+                .finish()?,
             bindings: vec![
                 Binding::Tensor(self.logits),
                 Binding::Tensor(self.mask),

@@ -193,7 +193,8 @@ fn compile_in_background(ctx: &GpuContext, keys: &[KernelKey]) -> Option<Backgro
         &ctx.device,
         keys.iter()
             .filter(|key| ctx.pipelines.get(key).is_none())
-            .map(|key| (source(key), key.storage_bindings())),
+            // A malformed module fails again, with its error, when `compile` builds it.
+            .filter_map(|key| Some((source(key).ok()?, key.storage_bindings()))),
     )
 }
 
