@@ -39,7 +39,7 @@ pub(crate) mod sample;
 pub(crate) mod source;
 pub(crate) mod token_mask;
 pub(crate) mod uniforms;
-#[cfg(test)]
+#[cfg(all(test, native))]
 mod variants;
 pub(crate) mod wgsl;
 
