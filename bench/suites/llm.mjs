@@ -17,6 +17,9 @@
 //                   CPU: llm_wllama_webgpu_layers_on_gpu says how many layers its log placed on
 //                   a device other than the CPU, llm_wllama_webgpu_adapter_in_worker and
 //                   _adapter_has_shader_f16 what its worker's navigator.gpu offers; one page.
+//   ours_cpu_mt_loaded, wllama_mt_loaded  ours_cpu_mt and wllama_mt beside the same competing
+//                   load: a Node process spinning on one core, started after the idle wait and
+//                   before the page opens, killed when it closes
 // Every configuration runs in a fresh blank page (bench/pages/side-by-side.html) per round, each
 // in a browser context of its own (own processes, empty storage), in a rotating order, with a wait for the browser's processes to go idle before each load; wllama's
 // own model cache (OPFS / Cache Storage) is emptied before each of its pages, and nginx sends
@@ -28,7 +31,8 @@
 // llm_first16_equal_<c> is how many leading pieces are equal, of llm_first16_compared_<c> (16, or
 // fewer where the configuration generates fewer; reported either way).
 //
-// Keys (c = ours_cpu, ours_cpu_mt, ours_cpu_mt_int8, ours_webgpu, wllama_1t, wllama_mt, wllama_webgpu):
+// Keys (c = ours_cpu, ours_cpu_mt, ours_cpu_mt_int8, ours_webgpu, wllama_1t, wllama_mt, wllama_webgpu,
+// ours_cpu_mt_loaded, wllama_mt_loaded):
 //   llm_ttft_ms_<c>          time to first token from a blank page: runtime import + compile,
 //                            model download, prefill, first token (median over pages)
 //   llm_ready_ms_<c>         the same up to "model loaded"
@@ -53,6 +57,10 @@
 //   llm_shared_mb_ours_cpu_mt        bytes our pool's shared memory held (weights, scratch)
 //   llm_wasm_mb_ratio_vs_wllama_cpu_mt  llm_wasm_mb_ours_cpu_mt / llm_wasm_mb_wllama_mt (the same
 //                                    thread count; lower is better)
+//   llm_decode_ratio_vs_wllama_same_threads_loaded  ours_cpu_mt_loaded decode / wllama_mt_loaded's:
+//                                    both beside the same competing load (a process spinning on
+//                                    one core for the whole page; higher is better)
+//   llm_decode_loaded_over_idle_ours_cpu_mt  ours_cpu_mt_loaded decode / ours_cpu_mt's
 //   llm_ttft_ratio_vs_wllama         our best time to first token / wllama's best (lower is better)
 //   llm_baseline_gbps_cpu    the page's memory bandwidth: wasm simd128 sum over 256 MiB (the
 //                            qmatvec suite's baseline), median of 5 after 2 warm-ups
@@ -64,6 +72,7 @@
 // Environment (quick checks): BENCH_LLM_PAGES=<n> pages per configuration (default 3),
 // BENCH_LLM_ONLY=<regex> runs only the matching configurations (the ratios then need ours_cpu and
 // both wllama CPU configurations), BENCH_LLM_DEBUG=1 logs each page's steps.
+import { spawn } from 'node:child_process';
 import { ISOLATED_PREFIX } from '../lib/locations.mjs';
 import { generateOurs, generateWllama } from '../lib/llm_page.mjs';
 import { accessLogWindow, heapSampler, waitForBrowserIdle, withDeadline } from '../lib/probes.mjs';
@@ -93,6 +102,15 @@ that historians still read today. When radio beacons and satellite navigation ar
 lights were automated or switched off, yet the towers remain, standing on rocks and cliffs as
 reminders of how much of our world was once steered by a single lamp in the dark. Visitors now
 climb their spiral stairs to look out over the water and imagine the long watches of the past.`;
+
+/**
+ * A competing load: a Node process spinning on one core until `stop()` (the OS schedules it
+ * against the page's threads as it would a build or another tab).
+ */
+function competingLoad() {
+  const child = spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' });
+  return { stop: () => child.kill('SIGKILL') };
+}
 
 /** How many leading pieces of `a` and `b` are equal, up to `n`. */
 function leadingEqual(a, b, n) {
@@ -187,6 +205,10 @@ export async function run(ctx) {
     wllama_1t: { fn: generateWllama, arg: { ...wllama, threads: 1, gpuLayers: 0 }, pages: PAGES },
     wllama_mt: { fn: generateWllama, arg: { ...wllama, threads: cores, gpuLayers: 0 }, pages: PAGES, isolated: true },
     wllama_webgpu: { fn: generateWllama, arg: { ...wllama, threads: cores, gpuLayers: 99, newTokens: 32, verbose: true }, pages: 1, isolated: true },
+    // The pool configurations again, each beside the same competing load (a process spinning on
+    // one core from before its page opens until it closes).
+    ours_cpu_mt_loaded: { fn: generateOurs, arg: { ...common, backend: 'cpu', newTokens: NEW_TOKENS, threads: cores }, pages: PAGES, isolated: true, loaded: true },
+    wllama_mt_loaded: { fn: generateWllama, arg: { ...wllama, threads: cores, gpuLayers: 0 }, pages: PAGES, isolated: true, loaded: true },
   };
   const names = Object.keys(CONFIGS).filter((n) => !ONLY || ONLY.test(n));
   const runs = Object.fromEntries(names.map((n) => [n, []]));
@@ -194,9 +216,10 @@ export async function run(ctx) {
   for (let round = 0; round < rounds; round++) {
     for (let i = 0; i < names.length; i++) {
       const name = names[(i + round) % names.length];
-      const { fn, arg, pages, isolated } = CONFIGS[name];
+      const { fn, arg, pages, isolated, loaded } = CONFIGS[name];
       if (runs[name].length >= pages) continue;
       const waited = await waitForBrowserIdle();
+      const load = loaded ? competingLoad() : null;
       if (process.env.BENCH_LLM_DEBUG) ctx.log(`${name}: idle after ${waited} ms, opening its page`);
       const p = await freshPage(browser, `${ctx.serverUrl}${isolated ? ISOLATED_PREFIX : '/'}${PAGE}`);
       // Attaching the DevTools protocol to a cross-origin isolated page opened in the runner's
@@ -232,6 +255,7 @@ export async function run(ctx) {
         await p.evaluate(() => window.wllamaInstance?.exit()).catch(() => {});
       }
       await p.close();
+      load?.stop();
       runs[name].push({ ...r, heap, served: log });
       ctx.log(`${name} page ${runs[name].length} (after ${waited} ms idle wait): ttft ${r.ttftMs.toFixed(0)} ms, prefill ${r.promptTokens} tok in ${r.prefillMs.toFixed(0)} ms, decode ${r.decodeTokS.toFixed(2)} tok/s over ${r.generated}, wasm ${(r.wasmBytes / MIB).toFixed(1)} MiB, ${log.requests} requests ${(log.bytes / 1e6).toFixed(1)} MB${r.log ? `; ${r.log.filter((l) => /backend_ptrs|device/.test(l)).slice(0, 2).join(' | ')}` : ''}`);
     }
@@ -304,6 +328,8 @@ export async function run(ctx) {
   out.llm_ttft_ratio_vs_wllama = fastest(['ours_cpu', 'ours_cpu_mt', 'ours_webgpu']) / fastest(['wllama_1t', 'wllama_mt', 'wllama_webgpu']);
   out.llm_wasm_mb_wllama = Math.max(out.llm_wasm_mb_wllama_1t, out.llm_wasm_mb_wllama_mt);
   if (runs.ours_cpu_mt?.length) out.llm_wasm_mb_ratio_vs_wllama_cpu_mt = out.llm_wasm_mb_ours_cpu_mt / out.llm_wasm_mb_wllama_mt;
+  if (runs.ours_cpu_mt_loaded?.length && runs.wllama_mt_loaded?.length) out.llm_decode_ratio_vs_wllama_same_threads_loaded = out.llm_decode_tok_s_ours_cpu_mt_loaded / out.llm_decode_tok_s_wllama_mt_loaded;
+  if (runs.ours_cpu_mt_loaded?.length && runs.ours_cpu_mt?.length) out.llm_decode_loaded_over_idle_ours_cpu_mt = out.llm_decode_tok_s_ours_cpu_mt_loaded / out.llm_decode_tok_s_ours_cpu_mt;
   out.llm_decode_bandwidth_fraction_cpu = (weightBytes * out.llm_decode_tok_s_ours_cpu) / (gbps * 1e9);
   // A quick check (BENCH_LLM_ONLY) leaves out the ratios of configurations that did not run.
   if (ONLY) for (const [key, value] of Object.entries(out)) if (!Number.isFinite(value)) delete out[key];

@@ -7,12 +7,23 @@
 //
 // Protocol: each worker owns a 128-byte control block in the shared memory (words: 0 task
 // sequence, 1 done sequence, 2 kind, 3 result, 4..5 an error's message, 8.. arguments). The caller
-// writes a share's arguments, bumps the sequence and notifies; the worker wakes
-// (Atomics.wait: no CPU while idle, after a short spin), runs the kernel, stores the done
-// sequence and notifies. The calling thread computes its own share meanwhile and then waits
-// for the others by spinning on the done words (the page's main thread may not Atomics.wait),
-// up to `taskTimeoutMs`; a worker that dies or hangs makes the op fail with an error, marks
-// the pool broken (`brokenReason`) and leaves the caller to run on one thread.
+// writes a task's arguments, bumps the sequence and notifies; the worker wakes
+// (Atomics.wait: no CPU while idle, after a short spin), runs it, stores the done sequence and
+// notifies. The page's main thread may not Atomics.wait, so the caller waits by spinning, up to
+// `taskTimeoutMs`; a worker that dies or hangs makes the op fail with an error, marks the pool
+// broken (`brokenReason`) and leaves the caller to run on one thread.
+//
+// Most ops are claimed, not assigned (`claimed`): the op is cut into more pieces than threads
+// (PIECES_PER_THREAD each), their arguments written to a table in the shared memory, and every
+// participant, the caller included, takes the next unclaimed piece until none is left
+// (Atomics.compareExchange on a word holding the op's generation and the next piece, so a
+// worker that wakes late can never take a piece of a later op). The caller waits for the
+// pieces to be done, not for the workers: a worker the OS has taken its core from holds an op
+// up by at most the piece it is in, and one that had not started yet by nothing (it finds no
+// piece when it wakes). Only a worker that finished its last task is given a new one. Each
+// output row, element or product is computed by the same kernel call whichever thread takes
+// its piece, so results do not depend on who ran what. The GEMMs (packing scratch per thread)
+// keep one share per thread (`run`).
 
 const PAGE = 65536;
 const STACK_BYTES = 1 << 20;
@@ -36,6 +47,21 @@ const KIND_LAYER_NORM = 8;
 const KIND_PERMUTE = 9;
 const KIND_DOT_ROWS_INT8 = 10;
 const KIND_QUANTIZE_ROWS = 11;
+// A worker task: take pieces of the claimed op at the block `args[0]`, of generation `args[1]`.
+const KIND_CLAIM = 12;
+// Words of the claim block.
+const CLAIM_STATE = 0; // generation << 16 | next piece
+const CLAIM_DONE = 1; // pieces finished
+const CLAIM_PIECES = 2;
+const CLAIM_KIND = 3;
+const CLAIM_ARGC = 4;
+const CLAIM_TABLE = 5;
+const CLAIM_RESULT = 6; // the first failure's result (0: none)
+const CLAIM_WHO = 7; // and who failed: 0 this thread, i worker i
+const CLAIM_WORDS = 8;
+const CLAIM_LAYOUT = { STATE: CLAIM_STATE, DONE: CLAIM_DONE, PIECES: CLAIM_PIECES, KIND: CLAIM_KIND, ARGC: CLAIM_ARGC, TABLE: CLAIM_TABLE, RESULT: CLAIM_RESULT, WHO: CLAIM_WHO, WORDS: CLAIM_WORDS };
+// Pieces per participating thread of a claimed op (at most 0xffff in all).
+const PIECES_PER_THREAD = 4;
 // What each kind runs, on this thread and in the workers: the kernel module's export and its
 // argument count (the status address follows the arguments).
 const ENTRIES = {
@@ -202,7 +228,7 @@ export class CpuThreadPool {
     const control = this.regions.alloc(CONTROL_BYTES);
     new Int32Array(this.memory.buffer, control, CONTROL_BYTES / 4).fill(0);
     const worker = new Worker(this.workerUrl, { type: 'module', name: `webdelegate-cpu-${index}` });
-    const record = { worker, index, stack, control, sequence: 0, alive: true };
+    const record = { worker, index, stack, control, sequence: 0, postedAt: 0, alive: true };
     return new Promise((resolve, reject) => {
       const timer = setTimeout(() => reject(new Error(`CPU worker ${index} did not start within ${timeoutMs} ms`)), timeoutMs);
       worker.onmessage = ({ data }) => {
@@ -222,7 +248,7 @@ export class CpuThreadPool {
         this.brokenReason ??= `CPU worker ${index} failed: ${why}`;
         reject(new Error(`CPU worker ${index} failed to start: ${why}`));
       };
-      worker.postMessage({ module: this.module, memory: this.memory, stack, stackBytes: STACK_BYTES, control, words: { SEQUENCE, DONE, KIND, RESULT, STATUS, ARGS, count: CONTROL_BYTES / 4 }, entries: ENTRIES });
+      worker.postMessage({ module: this.module, memory: this.memory, index, stack, stackBytes: STACK_BYTES, control, words: { SEQUENCE, DONE, KIND, RESULT, STATUS, ARGS, CLAIM: KIND_CLAIM, count: CONTROL_BYTES / 4, claim: CLAIM_LAYOUT }, entries: ENTRIES });
     });
   }
 
@@ -270,9 +296,15 @@ export class CpuThreadPool {
     return this.regions.bytesInUse;
   }
 
-  /** Of those, the pool's own packing scratch (one region per thread, kept between ops). */
+  /**
+   * Of those, the pool's own: packing scratch (one region per thread) and the claimed ops'
+   * block and piece table, kept between ops.
+   */
   get scratchBytes() {
-    return this.scratch.reduce((sum, s) => sum + (s ? Math.max(ALIGN, Math.ceil((s.floats * 4) / ALIGN) * ALIGN) : 0), 0);
+    const aligned = (bytes) => Math.max(ALIGN, Math.ceil(bytes / ALIGN) * ALIGN);
+    const packing = this.scratch.reduce((sum, s) => sum + (s ? aligned(s.floats * 4) : 0), 0);
+    const claims = (this.claimBlock ? aligned(CLAIM_WORDS * 4) : 0) + (this.claimTable ? aligned(this.claimTable.bytes) : 0);
+    return packing + claims;
   }
 
   alloc(bytes) {
@@ -326,9 +358,10 @@ export class CpuThreadPool {
    */
   dotRows(format, rows, k, m, weights, x, bias, out, outStride, threads, int8) {
     const rowBytes = this.main.exports.wd_row_bytes(format, k);
-    const runs = shares(rows, this.threadsFor(threads), 16);
+    const t = this.threadsFor(threads);
+    const runs = shares(rows, t * PIECES_PER_THREAD, 16);
     const tasks = runs.map(([r0, r1]) => [format, r1 - r0, k, m, weights + r0 * rowBytes, x, bias ? bias + 4 * r0 : 0, out + 4 * r0, outStride]);
-    this.run(int8 ? KIND_DOT_ROWS_INT8 : KIND_DOT_ROWS, tasks);
+    this.claimed(int8 ? KIND_DOT_ROWS_INT8 : KIND_DOT_ROWS, tasks, t);
   }
 
   /**
@@ -336,9 +369,10 @@ export class CpuThreadPool {
    * `wd_int8_rows_bytes` sizes); the rows are split between the threads.
    */
   quantizeRows(m, k, x, out, threads) {
-    const runs = shares(m, this.threadsFor(threads), 1);
+    const t = this.threadsFor(threads);
+    const runs = shares(m, t * PIECES_PER_THREAD, 1);
     const tasks = runs.map(([r0, r1]) => [r1 - r0, k, x + 4 * r0 * k, out, m, r0]);
-    this.run(KIND_QUANTIZE_ROWS, tasks);
+    this.claimed(KIND_QUANTIZE_ROWS, tasks, t);
   }
 
   /**
@@ -356,9 +390,10 @@ export class CpuThreadPool {
 
   /** `out[i] = f(x[i])` for `n` values (`code`: the kernels' `Activation::code`); `x` may be `out`. */
   unary(code, n, x, out, threads) {
-    const runs = shares(n, this.threadsFor(threads), 64);
+    const t = this.threadsFor(threads);
+    const runs = shares(n, t * PIECES_PER_THREAD, 64);
     const tasks = runs.map(([e0, e1]) => [code, e1 - e0, x + 4 * e0, out + 4 * e0]);
-    this.run(KIND_UNARY, tasks);
+    this.claimed(KIND_UNARY, tasks, t);
   }
 
   /**
@@ -367,30 +402,34 @@ export class CpuThreadPool {
    * `(r / maskPeriod) % maskCount`. Rows are split between the threads.
    */
   softmax(rows, width, x, mask, maskPeriod, maskCount, out, threads) {
-    const runs = shares(rows, this.threadsFor(threads), 1);
+    const t = this.threadsFor(threads);
+    const runs = shares(rows, t * PIECES_PER_THREAD, 1);
     const tasks = runs.map(([r0, r1]) => [r1 - r0, width, x + 4 * r0 * width, mask, maskPeriod, maskCount, r0, out + 4 * r0 * width]);
-    this.run(KIND_SOFTMAX, tasks);
+    this.claimed(KIND_SOFTMAX, tasks, t);
   }
 
   /** `out[i] = a[i] (op) b[i]` for `n` values (`code`: the kernels' `Binary::code`). */
   binary(code, n, a, b, out, threads) {
-    const runs = shares(n, this.threadsFor(threads), 64);
+    const t = this.threadsFor(threads);
+    const runs = shares(n, t * PIECES_PER_THREAD, 64);
     const tasks = runs.map(([e0, e1]) => [code, e1 - e0, a + 4 * e0, b + 4 * e0, out + 4 * e0]);
-    this.run(KIND_BINARY, tasks);
+    this.claimed(KIND_BINARY, tasks, t);
   }
 
   /** `out[i] = x[i] * scale + bias` for `n` values (`scaleBits`, `biasBits`: f32 bit patterns). */
   scale(n, x, out, scaleBits, biasBits, threads) {
-    const runs = shares(n, this.threadsFor(threads), 64);
+    const t = this.threadsFor(threads);
+    const runs = shares(n, t * PIECES_PER_THREAD, 64);
     const tasks = runs.map(([e0, e1]) => [e1 - e0, x + 4 * e0, out + 4 * e0, scaleBits, biasBits]);
-    this.run(KIND_SCALE, tasks);
+    this.claimed(KIND_SCALE, tasks, t);
   }
 
   /** Layer norm of `rows` rows of `width` values (`epsBits`: an f32 bit pattern); rows are split. */
   layerNorm(rows, width, x, gamma, beta, epsBits, out, threads) {
-    const runs = shares(rows, this.threadsFor(threads), 1);
+    const t = this.threadsFor(threads);
+    const runs = shares(rows, t * PIECES_PER_THREAD, 1);
     const tasks = runs.map(([r0, r1]) => [r1 - r0, width, x + 4 * r0 * width, gamma, beta, epsBits, out + 4 * r0 * width]);
-    this.run(KIND_LAYER_NORM, tasks);
+    this.claimed(KIND_LAYER_NORM, tasks, t);
   }
 
   /**
@@ -398,9 +437,104 @@ export class CpuThreadPool {
    * `[rows / (d1 d2), d1, d2, d3]`, input strides `s0..s3` along them (the kernels' `Permute4`).
    */
   permute(rows, d1, d2, d3, s0, s1, s2, s3, x, xLen, out, threads) {
-    const runs = shares(rows, this.threadsFor(threads), 1);
+    const t = this.threadsFor(threads);
+    const runs = shares(rows, t * PIECES_PER_THREAD, 1);
     const tasks = runs.map(([r0, r1]) => [r1 - r0, r0, d1, d2, d3, s0, s1, s2, s3, x, xLen, out + 4 * r0 * d3]);
-    this.run(KIND_PERMUTE, tasks);
+    this.claimed(KIND_PERMUTE, tasks, t);
+  }
+
+  /**
+   * Runs the pieces `tasks` of one op (`kind`'s entry in ENTRIES) on this thread and up to
+   * `threads - 1` workers, each taking the next unclaimed piece (see the protocol above);
+   * returns once every piece is done, throws on any failure.
+   */
+  claimed(kind, tasks, threads) {
+    if (tasks.length === 0) return; // no rows: nothing to compute
+    const [entry, argc] = ENTRIES[kind];
+    if (tasks.length === 1 || threads <= 1) {
+      for (const task of tasks) {
+        if (this.main.exports[entry](...task, this.mainStatus) !== 0) throw new Error(this.message(this.mainStatus));
+      }
+      return;
+    }
+    if (tasks.length > 0xffff) throw new Error(`an op of ${tasks.length} pieces is more than the pool's claim table takes`);
+    this.claimBlock ??= this.regions.alloc(CLAIM_WORDS * 4);
+    const tableBytes = tasks.length * argc * 4;
+    if (!this.claimTable || this.claimTable.bytes < tableBytes) {
+      if (this.claimTable) this.regions.dealloc(this.claimTable.at);
+      const bytes = Math.max(tableBytes, 4096);
+      this.claimTable = { at: this.regions.alloc(bytes), bytes };
+    }
+    const table = new Int32Array(this.memory.buffer, this.claimTable.at, tasks.length * argc);
+    tasks.forEach((task, i) => table.set(task, i * argc));
+    const block = new Int32Array(this.memory.buffer, this.claimBlock, CLAIM_WORDS);
+    this.generation = ((this.generation ?? 0) + 1) & 0xffff;
+    const generation = this.generation;
+    block[CLAIM_DONE] = 0;
+    block[CLAIM_PIECES] = tasks.length;
+    block[CLAIM_KIND] = kind;
+    block[CLAIM_ARGC] = argc;
+    block[CLAIM_TABLE] = this.claimTable.at;
+    block[CLAIM_RESULT] = 0;
+    block[CLAIM_WHO] = 0;
+    // Publishes the op: what was written above is visible to whoever reads this state.
+    Atomics.store(block, CLAIM_STATE, generation << 16);
+    // Workers that finished their last task take part; a late one is left to catch up.
+    for (let w = 0; w < threads - 1; w++) {
+      const worker = this.workers[w];
+      if (!worker?.alive) {
+        this.brokenReason ??= `CPU worker ${w + 1} is not running`;
+        break;
+      }
+      const words = new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4);
+      if (Atomics.load(words, DONE) !== worker.sequence) {
+        // Late is fine for a while; past the task timeout the worker died or hangs.
+        if (performance.now() - worker.postedAt > this.taskTimeoutMs) {
+          worker.alive = false;
+          this.brokenReason ??= `CPU worker ${worker.index} did not finish its share within ${this.taskTimeoutMs} ms (it died or hangs)`;
+        }
+        continue;
+      }
+      words[KIND] = KIND_CLAIM;
+      words[ARGS] = this.claimBlock;
+      words[ARGS + 1] = generation;
+      worker.postedAt = performance.now();
+      worker.sequence += 1;
+      Atomics.store(words, SEQUENCE, worker.sequence);
+      Atomics.notify(words, SEQUENCE);
+    }
+    const kernel = this.main.exports[entry];
+    for (;;) {
+      const state = Atomics.load(block, CLAIM_STATE);
+      const piece = state & 0xffff;
+      if (piece >= tasks.length) break;
+      if (Atomics.compareExchange(block, CLAIM_STATE, state, state + 1) !== state) continue;
+      const result = kernel(...tasks[piece], this.mainStatus);
+      if (result !== 0 && Atomics.compareExchange(block, CLAIM_RESULT, 0, result) === 0) block[CLAIM_WHO] = 0;
+      Atomics.add(block, CLAIM_DONE, 1);
+    }
+    const deadline = performance.now() + this.taskTimeoutMs;
+    let spins = 0;
+    while (Atomics.load(block, CLAIM_DONE) < tasks.length) {
+      if ((++spins & 1023) === 0 && performance.now() > deadline) {
+        // A worker took a piece and never finished it: the one still on its task.
+        const stuck = this.workers.slice(0, threads - 1).find((w) => Atomics.load(new Int32Array(this.memory.buffer, w.control, CONTROL_BYTES / 4), DONE) !== w.sequence);
+        if (stuck) stuck.alive = false;
+        this.brokenReason ??= `CPU worker ${stuck?.index ?? '?'} did not finish its share within ${this.taskTimeoutMs} ms (it died or hangs)`;
+        throw this.brokenError();
+      }
+    }
+    const result = Atomics.load(block, CLAIM_RESULT);
+    if (result !== 0) {
+      const who = block[CLAIM_WHO];
+      if (who === 0) throw new Error(this.message(this.mainStatus));
+      const worker = this.workers[who - 1];
+      if (result === 1) throw new Error(this.message(worker.control + 4 * STATUS));
+      worker.alive = false;
+      this.brokenReason ??= `CPU worker ${worker.index} trapped in a kernel`;
+      throw this.brokenError();
+    }
+    if (this.brokenReason) throw this.brokenError();
   }
 
   /** Runs task 0 here and the others on workers 1.. (`kind`'s entry in ENTRIES); throws on any failure. */
@@ -414,9 +548,13 @@ export class CpuThreadPool {
         missing = t;
         break;
       }
+      // A worker still on an earlier task (a claimed op it woke late for) finishes it first:
+      // its control block is rewritten only once it is done.
+      this.waitFor([{ worker, words: new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4) }]);
       const words = new Int32Array(this.memory.buffer, worker.control, CONTROL_BYTES / 4);
       words[KIND] = kind;
       words.set(tasks[t], ARGS);
+      worker.postedAt = performance.now();
       worker.sequence += 1;
       Atomics.store(words, SEQUENCE, worker.sequence);
       Atomics.notify(words, SEQUENCE);
