@@ -14,7 +14,7 @@
 //!   as its file bytes, gathered by the provider straight into one shared region for all of
 //!   them ([`Threaded::place_direct`]: a response body's chunks are written there from
 //!   JavaScript, never stopping in this module's memory). A table that a `gather` also reads
-//!   (a tied embedding) is read there too ([`Threaded::gather_rows`] copies out the rows a
+//!   (a tied embedding) is read there too ([`Threaded::read_rows`] copies out the rows a
 //!   step picks); a weight any other op reads keeps a host copy as well.
 //!
 //! During an execute, each threaded op writes its result into a fresh region of the shared
@@ -40,7 +40,6 @@
 mod platform {
     use super::{F32Operand, min_pool_work};
     use crate::backends::cpu::gemm::PackedB;
-    use crate::backends::cpu::ops::linear::WeightRows;
     use crate::backends::cpu::values::{Values, filled};
     use crate::browser::cpu_pool::{CpuPool, PoolDotRows, PoolGemm, PoolGemmBatches, SharedRegion};
     use crate::error::{Error, Result};
@@ -381,19 +380,19 @@ mod platform {
             Ok(placed)
         }
 
-        /// Row `rows[s]` (of `width` values) of the shared block-format table `id`, decoded
-        /// into `out[s * width..]`: a `gather` from a weight that has no host copy.
+        /// The bytes of rows `rows` (of `width` values each) of the shared block-format table
+        /// `id`, one after another, and the table's format: what a `gather` from a weight that
+        /// has no host copy decodes.
         ///
         /// # Errors
         /// `Internal` when the table is not in the shared memory, a row is outside it or the
-        /// region cannot be read; `MemoryAllocationFailed` for the row buffer.
-        pub fn gather_rows(
+        /// region cannot be read; `MemoryAllocationFailed` for the rows' buffer.
+        pub fn read_rows(
             &self,
             id: TensorId,
             rows: &[usize],
             width: usize,
-            out: &mut [f32],
-        ) -> Result<()> {
+        ) -> Result<(BlockFormat, Vec<u8>)> {
             let blocks = self
                 .blocks
                 .get(id as usize)
@@ -406,8 +405,12 @@ mod platform {
                     .unwrap_or(u64::MAX),
             )
             .map_err(|_| Error::internal("a shared table's rows overflow"))?;
-            let mut row = filled(row_bytes, 0u8)?;
-            for (&index, target) in rows.iter().zip(out.chunks_exact_mut(width.max(1))) {
+            let total = rows
+                .len()
+                .checked_mul(row_bytes)
+                .ok_or_else(|| Error::internal("gathered rows overflow"))?;
+            let mut bytes = filled(total, 0u8)?;
+            for (&index, target) in rows.iter().zip(bytes.chunks_exact_mut(row_bytes.max(1))) {
                 let start = index
                     .checked_mul(row_bytes)
                     .filter(|start| {
@@ -416,10 +419,9 @@ mod platform {
                             .is_some_and(|end| end <= blocks.bytes)
                     })
                     .ok_or_else(|| Error::internal("a gathered row is outside its shared table"))?;
-                blocks.region.read_bytes(blocks.offset + start, &mut row)?;
-                WeightRows::Blocks(blocks.block, &row).decode_row_into(0, width, target)?;
+                blocks.region.read_bytes(blocks.offset + start, target)?;
             }
-            Ok(())
+            Ok((blocks.block, bytes))
         }
 
         /// Bytes of weights this program holds in the shared memory.
@@ -785,7 +787,7 @@ mod platform {
     use crate::error::Result;
     use crate::params::SharedBuffer;
     use crate::program::geometry::MatMulGeometry;
-    use crate::program::{Program, TensorId};
+    use crate::program::{BlockFormat, Program, TensorId};
     use webdelegate_kernels::layout::Permute4;
     use webdelegate_kernels::rows::{Activation, Binary};
 
@@ -862,13 +864,12 @@ mod platform {
         }
 
         /// Unreachable natively.
-        pub fn gather_rows(
+        pub fn read_rows(
             &self,
             _id: TensorId,
             _rows: &[usize],
             _width: usize,
-            _out: &mut [f32],
-        ) -> Result<()> {
+        ) -> Result<(BlockFormat, Vec<u8>)> {
             match *self {}
         }
 

@@ -192,7 +192,12 @@ impl CpuOp for Gather {
                 if width == 0 {
                     return Ok(());
                 }
-                threaded.gather_rows(self.table, &rows, width, o)
+                let (format, bytes) = threaded.read_rows(self.table, &rows, width)?;
+                let table = WeightRows::Blocks(format, &bytes);
+                for (row, target) in o.chunks_exact_mut(width).enumerate() {
+                    table.decode_row_into(row, width, target)?;
+                }
+                Ok(())
             });
         }
         cx.f32_result(self.out, |f, o| {
