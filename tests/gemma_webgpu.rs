@@ -134,3 +134,60 @@ fn a_narrowed_sliding_window_matches_the_cpu_backend() {
         "webgpu vs cpu, window 16, 40 positions: min cosine {min_cos:.7} (window 512 vs 16 at the last: {changed:.5})"
     );
 }
+
+/// `precision = f16` (the KV cache stored in f16, matmul tiles staged in f16; norms, softmax
+/// and every sum in f32) on an adapter with shader-f16 (lavapipe has it; `auto` never picks it
+/// there, as lavapipe is a CPU): logits of the two short prompts against the float64 reference,
+/// cosine >= 0.999 at every stored position and top-1 agreement >= 0.98 over every position;
+/// the cache's state bytes are half the f32 session's at the same context
+/// (`kv_cache_bytes_ratio_f16`, target <= 0.55). An adapter without shader-f16 must refuse the
+/// spec with `NotSupported`, and must not report the feature.
+#[test]
+fn an_f16_cache_matches_the_float64_reference_within_half_precision() {
+    use webdelegate::registry::{BackendOption, BackendOptionContext, CompileSpec, OptionValue};
+    let backend = Arc::new(block_on(WebGpuBackend::new()));
+    let config = model().config.clone();
+    let f16 = [CompileSpec::new("precision", "f16")];
+    let mut session =
+        match try_session_with_specs("webgpu", backend.clone(), &config, 64, true, &f16) {
+            Ok(session) => session,
+            Err(error) => {
+                assert_eq!(
+                    error.code(),
+                    webdelegate::ErrorCode::NotSupported,
+                    "{error}"
+                );
+                let mut option = [BackendOption::new("features.shader_f16", false).unwrap()];
+                webdelegate::registry::BackendInterface::get_option(
+                    backend.as_ref(),
+                    &mut BackendOptionContext::default(),
+                    &mut option,
+                )
+                .unwrap();
+                assert_eq!(option[0].value(), &OptionValue::Bool(false), "{error}");
+                println!("this adapter has no shader-f16: f16 refused ({error})");
+                return;
+            }
+        };
+    let stats = |s: &webdelegate::models::decoder_session::DecoderSession| {
+        WebGpuBackend::stats_of(s.delegate().handle().unwrap()).unwrap()
+    };
+    let half = stats(&session);
+    assert!(half.kv_cache_f16 && half.precision == "f16", "{half:?}");
+    let full = stats(&session_with("webgpu", backend.clone(), &config, 64, false));
+    assert!(!full.kv_cache_f16 && full.precision == "f32", "{full:?}");
+    let ratio = half.state_bytes as f64 / full.state_bytes as f64;
+    println!(
+        "kv_cache_bytes_ratio_f16 = {ratio:.4} ({} / {} bytes)",
+        half.state_bytes, full.state_bytes
+    );
+    assert!(ratio <= 0.55, "{ratio}");
+    let agreement = Agreement {
+        min_cosine: 0.999,
+        strict_top1: false,
+    };
+    let (min_cos, agree) =
+        check_against_reference_within(&mut session, &["capital", "turns"], 64, agreement);
+    println!("gen_logits_cosine_min_f16 = {min_cos:.7} (top-1 agreement {agree:.5})");
+    assert!(agree >= 0.98, "top-1 agreement {agree}");
+}

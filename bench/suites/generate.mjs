@@ -21,6 +21,13 @@
 //                                         prompt, median of 3 runs after a warm-up)
 //   gen_decode_tok_s_cpu / _webgpu        generated tokens per second after the first (CPU:
 //                                         32 tokens, median of 3 runs; WebGPU: 4 tokens, one run)
+//   kv_cache_bytes_ratio_f16              WebGPU with gpuPrecision 'f16': the KV cache's bytes
+//                                         (programStats().stateBytes) over the f32 generator's
+//                                         at the same context (target <= 0.55)
+//   gen_logits_cosine_min_f16, gen_top1_agree_f16
+//                                         the same f16 generator against the float64 reference
+//                                         on the WebGPU prompt (targets >= 0.999, >= 0.98);
+//                                         only where the adapter has shader-f16
 // Every _cpu key also as _cpu_int8: the CPU backend with int8 activations (the load option
 // cpuActivations: 'int8'), whose numerics are llama.cpp's CPU backend's.
 // plus gen_*_spread ((max - min) / median of the medians' runs), gen_*_positions (how many
@@ -159,6 +166,7 @@ export async function run(ctx) {
   }
 
   // --- WebGPU (SwiftShader in CI): the shortest prompt, memory once ready, a few decode steps ---
+  let f32StateBytes = 0;
   {
     const p = await ctx.openHarnessPage();
     const r = await p.evaluate(
@@ -182,13 +190,15 @@ export async function run(ctx) {
         await gen.generateText(gen.detokenize(prompt.ids.slice(1)), { maxNewTokens: 5 });
         const s = gen.stats();
         const backend = gen.backend;
+        const { stateBytes, precision } = gen.programStats();
         gen.destroy();
-        return { memoryMb, top1Agree, top1Total: prompt.ids.length, cosineMin, decode: s.decodeTokensPerSecond, backend, name: prompt.name };
+        return { memoryMb, top1Agree, top1Total: prompt.ids.length, cosineMin, decode: s.decodeTokensPerSecond, backend, name: prompt.name, stateBytes, precision };
       },
       { modelUrl: MODEL_URL, referenceUrl: REFERENCE_URL, cosineSource: minRowCosine.toString() },
     );
     if (r.backend !== 'webgpu') throw new Error(`the WebGPU generator ran on ${r.backend}`);
-    ctx.log(`webgpu (SwiftShader in CI): prompt ${r.name}, cosine min ${r.cosineMin}, top-1 ${r.top1Agree}/${r.top1Total}, wasm memory ${r.memoryMb.toFixed(1)} MiB, decode ${r.decode.toFixed(4)} tok/s`);
+    f32StateBytes = r.stateBytes;
+    ctx.log(`webgpu (SwiftShader in CI): prompt ${r.name}, precision ${r.precision}, cosine min ${r.cosineMin}, top-1 ${r.top1Agree}/${r.top1Total}, wasm memory ${r.memoryMb.toFixed(1)} MiB, decode ${r.decode.toFixed(4)} tok/s`);
     Object.assign(out, {
       gen_logits_cosine_min_webgpu: r.cosineMin,
       gen_top1_agree_webgpu: r.top1Agree / r.top1Total,
@@ -196,6 +206,42 @@ export async function run(ctx) {
       gen_wasm_memory_mb_webgpu: r.memoryMb,
       gen_decode_tok_s_webgpu: r.decode,
     });
+  }
+  // --- WebGPU with gpuPrecision 'f16' (the KV cache in f16, matmul tiles staged in f16), where
+  // the adapter has shader-f16: the same prompt against the float64 reference, every position's
+  // top-1, and the cache's bytes against the f32 generator's above (same context) ---
+  {
+    const p = await ctx.openHarnessPage();
+    const r = await p.evaluate(
+      async ({ modelUrl, referenceUrl, cosineSource }) => {
+        const wd = window.wd;
+        const adapter = await navigator.gpu?.requestAdapter();
+        if (!adapter?.features.has('shader-f16')) return { absent: 'the adapter has no shader-f16' };
+        const minRowCosine = new Function(`return ${cosineSource}`)();
+        const reference = await (await fetch(referenceUrl + 'reference.json')).json();
+        const prompt = reference.prompts.reduce((a, b) => (b.ids.length < a.ids.length ? b : a));
+        const gen = await wd.Generator.load(modelUrl, { backend: 'webgpu', gpuPrecision: 'f16', logits: true, contextLength: 64 });
+        const stats = gen.programStats();
+        const ev = await gen.evaluate(prompt.ids, { logitPositions: prompt.logit_positions });
+        const top1Agree = prompt.ids.filter((_, i) => ev.tokens[i] === prompt.top1[i]).length;
+        const stored = new Float32Array(await (await fetch(referenceUrl + prompt.logits_file)).arrayBuffer());
+        const cosineMin = minRowCosine(ev.logits, stored, reference.n_vocab, prompt.logit_positions.length);
+        gen.destroy();
+        return { stats, top1Agree, top1Total: prompt.ids.length, cosineMin };
+      },
+      { modelUrl: MODEL_URL, referenceUrl: REFERENCE_URL, cosineSource: minRowCosine.toString() },
+    );
+    if (r.absent) {
+      ctx.log(`webgpu f16: not measured (${r.absent}); kv_cache_bytes_ratio_f16 and gen_logits_cosine_min_f16 come from the native test on lavapipe (tests/gemma_webgpu.rs)`);
+    } else {
+      if (r.stats.precision !== 'f16' || !r.stats.kvCacheF16) throw new Error(`gpuPrecision f16 ran ${JSON.stringify(r.stats)}`);
+      ctx.log(`webgpu f16: cosine min ${r.cosineMin}, top-1 ${r.top1Agree}/${r.top1Total}, state ${r.stats.stateBytes} bytes (f32: ${f32StateBytes})`);
+      Object.assign(out, {
+        kv_cache_bytes_ratio_f16: r.stats.stateBytes / f32StateBytes,
+        gen_logits_cosine_min_f16: r.cosineMin,
+        gen_top1_agree_f16: r.top1Agree / r.top1Total,
+      });
+    }
   }
   return out;
 }

@@ -3,8 +3,10 @@
 //! ignored. Values are UTF-8 text.
 //!
 //! Keys shared by the backends:
-//! - `precision`: the float precision kernels compute in. `"f32"` is the only value every backend
-//!   supports; a backend that cannot honour another value refuses it with `NotSupported`.
+//! - `precision`: the float precision kernels compute in: `"auto"` (the default: the backend
+//!   picks, and picks f16 only where it is safe and available), `"f32"` or `"f16"`. `"f32"` is
+//!   the only explicit value every backend supports; a backend that cannot honour `"f16"`
+//!   refuses it with `NotSupported`, and `"auto"` is f32 there.
 //!
 //! Export-time keys ([`EXPORT_TIME_KEYS`]: `external_tag`, `alignment`) are accepted by every
 //! backend and mean nothing at run time: the webdelegate partitioner hands them to its
@@ -17,27 +19,31 @@ use crate::registry::{BackendOption, CompileSpec};
 /// The `precision` compile spec key.
 pub const PRECISION: &str = "precision";
 
-/// Float precision kernels compute in.
+/// Float precision kernels compute in, as asked for.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Precision {
-    /// 32-bit floats throughout (the default).
+    /// The backend's choice (the default): f16 only where the backend judges it safe and the
+    /// device has it, else f32.
     #[default]
+    Auto,
+    /// 32-bit floats throughout.
     F32,
-    /// 16-bit floats where the device supports them.
+    /// 16-bit floats where the backend uses them (refused where the device lacks them).
     F16,
 }
 
 impl Precision {
-    /// Parses a `precision` value (`"f32"` or `"f16"`).
+    /// Parses a `precision` value (`"auto"`, `"f32"` or `"f16"`).
     ///
     /// # Errors
     /// `InvalidArgument` for any other value.
     pub fn parse(value: &str) -> Result<Self> {
         match value {
+            "auto" => Ok(Self::Auto),
             "f32" => Ok(Self::F32),
             "f16" => Ok(Self::F16),
             other => Err(Error::invalid_argument(format!(
-                "compile spec {PRECISION:?} is {other:?}; expected \"f32\" or \"f16\""
+                "compile spec {PRECISION:?} is {other:?}; expected \"auto\", \"f32\" or \"f16\""
             ))),
         }
     }
@@ -45,6 +51,7 @@ impl Precision {
     /// The spec value, e.g. `"f32"`.
     pub const fn name(self) -> &'static str {
         match self {
+            Self::Auto => "auto",
             Self::F32 => "f32",
             Self::F16 => "f16",
         }
@@ -89,7 +96,7 @@ impl<'a> CompileSpecs<'a> {
             .map_err(|_| Error::invalid_argument(format!("compile spec {key:?} is not UTF-8")))
     }
 
-    /// The `precision` spec (default `f32`).
+    /// The `precision` spec (default `auto`).
     ///
     /// # Errors
     /// As [`Precision::parse`] and [`CompileSpecs::text`].
@@ -170,6 +177,9 @@ mod tests {
     #[test]
     fn precision_values() {
         let specs = CompileSpecs::new("cpu", &[], &[PRECISION]).unwrap();
+        assert_eq!(specs.precision().unwrap(), Precision::Auto);
+        let given = [CompileSpec::new("precision", "f32")];
+        let specs = CompileSpecs::new("gpu", &given, &[PRECISION]).unwrap();
         assert_eq!(specs.precision().unwrap(), Precision::F32);
         let given = [CompileSpec::new("precision", "f16")];
         let specs = CompileSpecs::new("gpu", &given, &[PRECISION]).unwrap();

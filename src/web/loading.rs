@@ -1,7 +1,7 @@
 //! What every high-level model load shares: the backend to run on (`"auto"`'s order and the
-//! reasons each skipped backend gives), the `cpuActivations` option (the CPU backend's
-//! `activations` compile spec), the `threads` option (the CPU backend's `threads`
-//! compile spec), the provider's IREE status as the ExecuTorch error a caller sees, and racing
+//! reasons each skipped backend gives), the load options that become a built-in backend's
+//! compile specs (`threads` and `cpuActivations`: the CPU backend's `threads` and `activations`;
+//! `gpuPrecision`: the WebGPU backend's `precision`), the provider's IREE status as the ExecuTorch error a caller sees, and racing
 //! a load against the caller's `AbortSignal`, and fetching a small file whole (a config, a
 //! tokenizer, a `.pte`).
 //!
@@ -237,27 +237,53 @@ pub(crate) fn threads_option(options: &wasm_bindgen::JsValue) -> Result<Option<u
     Ok(usize::try_from(n).ok())
 }
 
-/// The CPU backend's load options: `threads` (its compile spec of that name) and
-/// `cpuActivations` (its compile spec `activations`).
+/// The load options that are a built-in backend's compile specs: the CPU backend's `threads`
+/// and `activations` (`cpuActivations`), the WebGPU backend's `precision` (`gpuPrecision`).
 #[derive(Clone, Debug, Default)]
-pub(crate) struct CpuLoadOptions {
+pub(crate) struct BackendLoadOptions {
     /// The most threads the program runs on, if given.
     pub threads: Option<usize>,
     /// `"f32"` or `"int8"`, if given.
     pub activations: Option<String>,
+    /// `"auto"`, `"f32"` or `"f16"`, if given.
+    pub gpu_precision: Option<String>,
 }
 
-impl CpuLoadOptions {
-    /// The CPU backend's compile specs for these options.
-    fn specs(&self) -> Vec<CompileSpec> {
-        let threads = self
-            .threads
-            .map(|threads| CompileSpec::new("threads", threads.to_string()));
-        let activations = self
-            .activations
-            .as_ref()
-            .map(|value| CompileSpec::new("activations", value.as_str()));
-        threads.into_iter().chain(activations).collect()
+impl BackendLoadOptions {
+    /// The compile specs these options give backend `name` (none for a registered one).
+    fn specs(&self, name: &str) -> Vec<CompileSpec> {
+        let spec = |key: &str, value: Option<String>| value.map(|v| CompileSpec::new(key, v));
+        match name {
+            CPU => [
+                spec("threads", self.threads.map(|t| t.to_string())),
+                spec("activations", self.activations.clone()),
+            ]
+            .into_iter()
+            .flatten()
+            .collect(),
+            WEBGPU => spec("precision", self.gpu_precision.clone())
+                .into_iter()
+                .collect(),
+            _ => Vec::new(),
+        }
+    }
+}
+
+/// The `gpuPrecision` load option: the precision the WebGPU backend computes in (its compile
+/// spec `precision`): `"auto"` (its default: f16 only on a real GPU with shader-f16), `"f32"`
+/// or `"f16"` (refused with `NotSupported` by a device without shader-f16). Only the WebGPU
+/// backend reads it; `None` when absent.
+///
+/// # Errors
+/// `InvalidArgument` for anything but one of those strings.
+pub(crate) fn gpu_precision_option(options: &wasm_bindgen::JsValue) -> Result<Option<String>> {
+    let value = crate::web::edge::fields::string(options, "gpuPrecision")
+        .map_err(|status| Error::invalid_argument(status.message().to_owned()))?;
+    match value.as_deref() {
+        None | Some("auto" | "f32" | "f16") => Ok(value),
+        Some(other) => Err(Error::invalid_argument(format!(
+            "gpuPrecision must be \"auto\", \"f32\" or \"f16\", got {other:?}"
+        ))),
     }
 }
 
@@ -278,8 +304,8 @@ pub(crate) fn cpu_activations_option(options: &wasm_bindgen::JsValue) -> Result<
     }
 }
 
-/// Initialises `blob` on the first of [`candidates`]`(requested)` that accepts it; on the CPU
-/// backend with the compile specs `cpu` asks for.
+/// Initialises `blob` on the first of [`candidates`]`(requested)` that accepts it, a built-in
+/// backend with the compile specs `options` give it.
 ///
 /// # Errors
 /// An `InvalidState` failure at once (an abort or a lost device is not a reason to try the
@@ -288,12 +314,12 @@ pub(crate) async fn init_on_first(
     requested: &str,
     blob: &[u8],
     context: &BackendInitContext,
-    cpu: &CpuLoadOptions,
+    options: &BackendLoadOptions,
 ) -> Result<Placed> {
     let (names, mut notes) = candidates(requested);
     let mut last_error = None;
     for name in names {
-        let specs = if name == CPU { cpu.specs() } else { Vec::new() };
+        let specs = options.specs(&name);
         let blob = FreeableBuffer::new(blob.to_vec());
         match LoadedDelegate::init(&name, blob, &specs, context).await {
             Ok(delegate) => {

@@ -186,7 +186,7 @@ impl CpuBackend {
     ) -> Result<CpuHandle> {
         let specs = CompileSpecs::new(Self::NAME, compile_specs, CPU_COMPILE_SPEC_KEYS)?;
         match specs.precision()? {
-            Precision::F32 => {}
+            Precision::Auto | Precision::F32 => {}
             other => return Err(unsupported_precision(Self::NAME, other)),
         }
         check_runtime_specs(Self::NAME, context.runtime_specs(), &[])?;

@@ -97,6 +97,68 @@ pub(crate) fn bound_by_rows(program: &Program, id: TensorId) -> bool {
         })
 }
 
+/// The states attention may store in f16 (`KernelConfig::kv_f16`): every `Attention`'s
+/// `k_cache` and `v_cache`, in `program.states` order, provided each is a state of its own (not
+/// a view of one, not another op's cache twice as both roles) that nothing but attention touches
+/// as a cache: no other operand of any op, no view, no program input or output. `None` when
+/// the program has no attention or any cache fails that (it then keeps f32 caches: an f16 cache
+/// is an internal layout that only the attention kernels read).
+pub(crate) fn f16_cache_states(program: &Program) -> Option<Vec<TensorId>> {
+    let mut roles: Vec<(TensorId, bool)> = Vec::new();
+    for op in &program.ops {
+        if let Op::Attention(attention) = op {
+            if attention.k_cache == attention.v_cache {
+                return None;
+            }
+            for (cache, is_key) in [(attention.k_cache, true), (attention.v_cache, false)] {
+                match roles.iter().find(|(id, _)| *id == cache) {
+                    Some(&(_, role)) if role != is_key => return None,
+                    Some(_) => {}
+                    None => roles.push((cache, is_key)),
+                }
+            }
+        }
+    }
+    let f32_state = |id: TensorId| {
+        program.states.contains(&id)
+            && program
+                .tensors
+                .get(id as usize)
+                .is_some_and(|decl| decl.dtype == DType::F32)
+    };
+    if roles.is_empty() || roles.iter().any(|&(id, _)| !f32_state(id)) {
+        return None;
+    }
+    let is_cache = |id: TensorId| roles.iter().any(|(cache, _)| *cache == id);
+    let foreign_use = program.ops.iter().any(|op| {
+        let touched = if let Op::Attention(a) = op {
+            vec![a.q, a.k, a.v, a.positions, a.out]
+        } else {
+            let mut touched = op.inputs();
+            touched.push(op.output());
+            touched.extend(op.state_writes());
+            touched
+        };
+        touched.into_iter().any(is_cache)
+    });
+    let boundary = program
+        .inputs
+        .iter()
+        .chain(&program.outputs)
+        .any(|&id| is_cache(id));
+    if foreign_use || boundary {
+        return None;
+    }
+    Some(
+        program
+            .states
+            .iter()
+            .copied()
+            .filter(|&id| is_cache(id))
+            .collect(),
+    )
+}
+
 /// Tensor ids that are states, mapped to their slot in `Program::states`.
 ///
 /// # Errors

@@ -4,7 +4,7 @@
 //! | key              | values                         | effect                                   |
 //! |------------------|--------------------------------|------------------------------------------|
 //! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
-//! | `precision`      | `f32` (default), `f16`         | `f16` stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16 |
+//! | `precision`      | `auto` (default), `f32`, `f16` | `f16` stores the KV cache in f16 (attention's caches; scores, softmax and sums stay f32) and stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16. `auto` is `f16` on a real GPU with shader-f16 and `f32` elsewhere (a fallback, CPU-emulated adapter, or no shader-f16): f32 stays the reference |
 //! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
 //! | `fusion`         | `on` (default), `off`          | `on` runs neighbouring ops as one dispatch where `fusion.rs` allows it (an RMSNorm with the add or rope that alone reads it (the queries' and keys' pairs together), a residual add with the RMSNorm that reads its sum, an activation with the product that alone reads it, and that product with the linear that alone reads it); `off` dispatches every op alone (for A/B measurements) |
 //! | `attention_splits` | `auto` (default), 1..=64    | attention over few (head, row) pairs (fewer than 64 workgroups: decode) splits each pair's visible positions across this many workgroups and combines them in a second dispatch; `auto` is 32 on a real GPU and 1 (no split) on a fallback (CPU) adapter |
@@ -28,7 +28,7 @@ const BACKEND: &str = "webgpu";
 
 /// Spec key: preferred workgroup size.
 pub const SPEC_WORKGROUP_SIZE: &str = "workgroup_size";
-/// Spec key: `f32` or `f16` (shared with every backend).
+/// Spec key: `auto`, `f32` or `f16` (shared with every backend).
 pub const SPEC_PRECISION: &str = PRECISION;
 /// Spec key: `tiled` or `naive`.
 pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
@@ -58,7 +58,8 @@ const AUTO_ATTENTION_SPLITS: u32 = 32;
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Specs {
     workgroup_size: Option<u32>,
-    f16: bool,
+    /// The precision asked for (`auto` unless given).
+    precision: Precision,
     naive_matmul: bool,
     /// The GEMV kernel, or `None` for the adapter's choice.
     gemv: Option<GemvKernel>,
@@ -83,7 +84,7 @@ fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
                 .ok_or_else(|| bad_value(key, text, "a power of two from 1 to 1024"))?;
             specs.workgroup_size = Some(size);
         }
-        SPEC_PRECISION => specs.f16 = Precision::parse(text)? == Precision::F16,
+        SPEC_PRECISION => specs.precision = Precision::parse(text)?,
         SPEC_MATMUL_KERNEL => {
             specs.naive_matmul = match text {
                 "tiled" => false,
@@ -173,10 +174,28 @@ fn fits(ctx: &GpuContext, key: &KernelKey, wgx: u32, wgy: u32) -> bool {
         && workgroup_storage_bytes(key) <= l.max_compute_workgroup_storage_size
 }
 
+/// Whether `precision` computes in f16 on a device with (`has_f16`) or without shader-f16,
+/// that is (`fallback`) or is not a CPU-emulated adapter.
+///
+/// # Errors
+/// `NotSupported` for `f16` without shader-f16.
+fn f16_chosen(precision: Precision, has_f16: bool, fallback: bool) -> Result<bool> {
+    match precision {
+        Precision::F32 => Ok(false),
+        Precision::F16 if has_f16 => Ok(true),
+        Precision::F16 => Err(Error::not_supported(
+            "precision=f16 needs the shader-f16 feature, which this device lacks",
+        )),
+        // A fallback adapter (lavapipe, SwiftShader) may expose shader-f16, but it emulates f16
+        // on a CPU: no bandwidth is saved, and f32 stays the reference there.
+        Precision::Auto => Ok(has_f16 && !fallback),
+    }
+}
+
 /// Fits `specs` to the device of `ctx`.
 ///
 /// # Errors
-/// `NotSupported` for `precision=f16` on a device without shader-f16,
+/// `NotSupported` for `precision=f16` on a device without shader-f16 (as [`f16_chosen`]),
 /// `gemv_kernel=subgroup` on a device without subgroup operations, or a device too small
 /// for even the smallest matmul tiling.
 pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelConfig> {
@@ -187,11 +206,11 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
             .min(limits.max_compute_workgroup_size_x),
     );
     let workgroup_size = specs.workgroup_size.unwrap_or(256).min(device_max);
-    if specs.f16 && !ctx.features.contains(wgpu::Features::SHADER_F16) {
-        return Err(Error::not_supported(
-            "precision=f16 needs the shader-f16 feature, which this device lacks",
-        ));
-    }
+    let f16 = f16_chosen(
+        specs.precision,
+        ctx.features.contains(wgpu::Features::SHADER_F16),
+        ctx.adapter.fallback,
+    )?;
     let candidates: &[MatMulKernel] = if specs.naive_matmul {
         &[MatMulKernel::Naive]
     } else if workgroup_size >= 128 {
@@ -207,7 +226,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
             let key = KernelKey::new(MatMulKey {
                 kernel,
                 bias: true,
-                f16: specs.f16,
+                f16,
             });
             fits(ctx, &key, wgx, wgy)
         })
@@ -243,7 +262,8 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
     Ok(KernelConfig {
         workgroup_size,
         matmul,
-        f16: specs.f16,
+        f16,
+        kv_f16: f16,
         gemv,
         subgroup_min_size: ctx.subgroup_min_size,
         attention_splits,
@@ -286,6 +306,21 @@ mod tests {
     }
 
     #[test]
+    fn auto_precision_is_f16_only_on_a_real_gpu_with_shader_f16() {
+        assert!(f16_chosen(Precision::Auto, true, false).unwrap());
+        assert!(!f16_chosen(Precision::Auto, true, true).unwrap());
+        assert!(!f16_chosen(Precision::Auto, false, false).unwrap());
+        assert!(!f16_chosen(Precision::F32, true, false).unwrap());
+        assert!(f16_chosen(Precision::F16, true, true).unwrap());
+        let refused = f16_chosen(Precision::F16, false, false).unwrap_err();
+        assert_eq!(refused.code(), ErrorCode::NotSupported);
+        let spec = [CompileSpec::new(SPEC_PRECISION, "auto")];
+        assert_eq!(parse_specs(&spec, &[]).unwrap().precision, Precision::Auto);
+        let spec = [CompileSpec::new(SPEC_PRECISION, "f16")];
+        assert_eq!(parse_specs(&spec, &[]).unwrap().precision, Precision::F16);
+    }
+
+    #[test]
     fn values_are_checked_and_runtime_wins() {
         for bad in ["0", "100", "2048", "x"] {
             let spec = [CompileSpec::new(SPEC_WORKGROUP_SIZE, bad)];
@@ -308,7 +343,7 @@ mod tests {
         )
         .unwrap();
         assert_eq!(specs.workgroup_size, Some(128));
-        assert!(specs.naive_matmul && !specs.f16);
+        assert!(specs.naive_matmul && specs.precision == Precision::Auto);
         assert_eq!(specs.gemv, None);
         for (text, want) in [
             ("rows", Some(GemvKernel::Rows)),

@@ -96,6 +96,12 @@ export interface EmbedderOptions {
    *  the installed pool's size (`useCpuThreads`); 1 keeps it on the calling thread. Default:
    *  the CPU backend's `threads` option at the time. Other backends ignore it. */
   threads?: number;
+  /** On the WebGPU backend, the precision it computes in: `'auto'` (default: f16 only on a real
+   *  GPU with shader-f16: the KV cache stored in f16, matmul tiles staged in f16, sums in f32),
+   *  `'f32'` (the reference, every device) or `'f16'` (rejects with `NotSupported` where the
+   *  device lacks shader-f16). `programStats().precision` tells which ran. Other backends
+   *  ignore it. */
+  gpuPrecision?: 'auto' | 'f32' | 'f16';
   /** Aborts the load: no request keeps running and nothing half-loaded is kept. */
   signal?: AbortSignal;
   onProgress?: (event: { scope: string; bytesDone: number; bytesTotal: number;
@@ -127,6 +133,12 @@ export interface GeneratorOptions {
    *  the installed pool's size (`useCpuThreads`); 1 keeps it on the calling thread. Default:
    *  the CPU backend's `threads` option at the time. Other backends ignore it. */
   threads?: number;
+  /** On the WebGPU backend, the precision it computes in: `'auto'` (default: f16 only on a real
+   *  GPU with shader-f16: the KV cache stored in f16, matmul tiles staged in f16, sums in f32),
+   *  `'f32'` (the reference, every device) or `'f16'` (rejects with `NotSupported` where the
+   *  device lacks shader-f16). `programStats().precision` tells which ran. Other backends
+   *  ignore it. */
+  gpuPrecision?: 'auto' | 'f32' | 'f16';
   /** On the CPU backend, how the quantized (Q8_0 / Q5_0 / Q4_K / Q6_K) projections read their
    *  activations: `'f32'` (default: exact f32 products) or `'int8'` (each 32 values quantized
    *  to int8 with one scale, integer dots, as llama.cpp's CPU backend does: faster decode,

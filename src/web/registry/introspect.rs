@@ -47,6 +47,12 @@ export interface WebGpuProgramStats {
   plansBuilt: number;
   bindGroupsCreated: number;
   pipelines: number;
+  /** The precision the program runs in (compile spec `precision`, `auto` by default: f16 only
+   * on a real GPU with shader-f16): `'f16'` stages matmul tiles in f16 and, where
+   * `kvCacheF16`, stores attention's KV cache in f16 (half the `stateBytes`); `'f32'` is the
+   * reference. */
+  precision: 'f32' | 'f16';
+  kvCacheF16: boolean;
 }
 
 /** Where a loaded program's bytes are, by purpose. "wasm" is this module's memory, which never
@@ -117,6 +123,8 @@ struct StatsJs {
     plans_built: f64,
     bind_groups_created: f64,
     pipelines: f64,
+    precision: &'static str,
+    kv_cache_f16: bool,
 }
 
 impl From<ProgramStats> for StatsJs {
@@ -140,6 +148,8 @@ impl From<ProgramStats> for StatsJs {
             plans_built: s.plans_built as f64,
             bind_groups_created: s.bind_groups_created as f64,
             pipelines: s.pipelines as f64,
+            precision: s.precision,
+            kv_cache_f16: s.kv_cache_f16,
         }
     }
 }

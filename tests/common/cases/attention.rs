@@ -94,6 +94,9 @@ struct Reference {
     spec: Spec,
     k: Vec<f64>,
     v: Vec<f64>,
+    /// Whether the cache stores each key and value rounded to f16 (round to nearest even, as
+    /// WGSL's `f16(x)` conversion does: the `precision = f16` cache), else exactly.
+    f16_cache: bool,
 }
 
 impl Reference {
@@ -102,6 +105,16 @@ impl Reference {
             spec,
             k: vec![0.0; spec.cache * spec.kv_heads * spec.d],
             v: vec![0.0; spec.cache * spec.kv_heads * spec.dv],
+            f16_cache: false,
+        }
+    }
+
+    /// A value as the cache keeps it.
+    fn stored(&self, x: f32) -> f64 {
+        if self.f16_cache {
+            f64::from(half::f16::from_f32(x).to_f32())
+        } else {
+            f64::from(x)
         }
     }
 
@@ -117,10 +130,10 @@ impl Reference {
         for (s, &p) in positions.iter().enumerate() {
             let p = p as usize;
             for e in 0..k_row {
-                self.k[p * k_row + e] = f64::from(k[s * k_row + e]);
+                self.k[p * k_row + e] = self.stored(k[s * k_row + e]);
             }
             for e in 0..v_row {
-                self.v[p * v_row + e] = f64::from(v[s * v_row + e]);
+                self.v[p * v_row + e] = self.stored(v[s * v_row + e]);
             }
         }
         let mut out = Vec::new();
@@ -291,6 +304,79 @@ pub async fn attention_random_against_f64(backend: SharedBackend, config: SuiteC
             );
         }
     }
+}
+}
+
+/// Whether `backend` reports the WebGPU feature shader-f16 (`features.shader_f16`; a backend
+/// without that option has no f16).
+fn reports_shader_f16(backend: &SharedBackend) -> bool {
+    let mut options = [BackendOption::new("features.shader_f16", false).unwrap()];
+    backend
+        .get_option(&mut BackendOptionContext::default(), &mut options)
+        .is_ok()
+        && matches!(
+            options[0].value(),
+            webdelegate::registry::OptionValue::Bool(true)
+        )
+}
+
+op_case! {
+/// `precision = f16`: where the backend takes it (WebGPU with shader-f16), the KV cache is
+/// stored in f16 (the stats say so, and its state bytes are half the f32 program's) and the
+/// random caches of `attention_random_against_f64` (several executions, grouped heads, windows,
+/// a soft-cap; heads up to 256 wide) match an f64 reference whose cache rounds every key and
+/// value to f16 the same way, within the suite's reduction bound (the rounding is the
+/// reference's; what is left is f32 summation order); and they differ from the exact-cache
+/// reference by more than that bound somewhere (else the cache was not f16). A backend
+/// without f16 refuses the spec with `NotSupported`, and says it has no shader-f16.
+pub async fn attention_f16_cache_against_f64(backend: SharedBackend, config: SuiteConfig) {
+    let mut rng = Rng::new(89);
+    let big = if config.small { 64 } else { 256 };
+    let specs = [
+        Spec { heads: 4, kv_heads: 2, d: 16, dv: 8, cache: 24, scale: 0.25, window: 3, softcap: 0.0 },
+        Spec { heads: 4, kv_heads: 1, d: big, dv: big, cache: 80, scale: 1.0 / 16.0, window: 64, softcap: 0.0 },
+        Spec { heads: 3, kv_heads: 3, d: 32, dv: 40, cache: 12, scale: 1.5, window: 0, softcap: 5.0 },
+    ];
+    let mut beyond_f32_bound = 0usize;
+    for spec in specs {
+        let m = model(spec);
+        let f16 = [CompileSpec::new("precision", "f16")];
+        let mut delegate = match m.init_with(&backend, &f16).await {
+            Ok(delegate) => delegate,
+            Err(error) => {
+                assert_eq!(error.code(), ErrorCode::NotSupported, "{error}");
+                assert!(!reports_shader_f16(&backend), "shader-f16 reported, yet f16 refused: {error}");
+                return;
+            }
+        };
+        let f32 = m.init_with(&backend, &[CompileSpec::new("precision", "f32")]).await.unwrap();
+        let (half_stats, full_stats) = (gpu_stats(&delegate).unwrap(), gpu_stats(&f32).unwrap());
+        assert!(half_stats.kv_cache_f16 && half_stats.precision == "f16", "{half_stats:?}");
+        assert!(!full_stats.kv_cache_f16 && full_stats.precision == "f32", "{full_stats:?}");
+        assert_eq!(half_stats.state_bytes * 2, full_stats.state_bytes, "{spec:?}");
+        let mut reference = Reference { f16_cache: true, ..Reference::new(spec) };
+        let mut exact = Reference::new(spec);
+        let prefill: Vec<i32> = (0..(spec.cache as i32 * 2 / 3)).collect();
+        let next = prefill.len() as i32;
+        for positions in [prefill, vec![next], vec![next + 1], vec![2, next + 2]] {
+            // Values up to 4 in magnitude, so f16's rounding (2^-11 relative) is visible.
+            let (q, k, v) = rows(&mut rng, spec, positions.len());
+            let (k, v): (Vec<f32>, Vec<f32>) =
+                (k.iter().map(|x| x * 4.0).collect(), v.iter().map(|x| x * 4.0).collect());
+            let got = step(&mut delegate, spec, (&q, &k, &v), &positions).await.unwrap();
+            let want = reference.step(&q, &k, &v, &positions);
+            assert_close(&format!("{spec:?} f16 cache at {positions:?}"), &got, &want, config.reduction);
+            let unrounded = exact.step(&q, &k, &v, &positions);
+            let tol = config.reduction;
+            beyond_f32_bound += Ref::from_tensor(&got)
+                .data
+                .iter()
+                .zip(&unrounded.data)
+                .filter(|&(g, w)| (g - w).abs() > tol.abs + tol.rel * w.abs())
+                .count();
+        }
+    }
+    assert!(beyond_f32_bound > 0, "an f16 cache left every output within the f32 bound");
 }
 }
 

@@ -460,6 +460,16 @@ fn extents(op: &Attention, ctx: &PlanContext<'_>) -> Result<Extents> {
 
 /// The attend kernels `op` may dispatch under `config` (unsplit, and split with its combine
 /// when the config splits), where its head dims are fixed.
+/// The element types of attention's kernels under `config`: f32 throughout, or an f16 cache
+/// (the scores, the softmax statistics and the output's sums stay f32 either way).
+const fn cache_precision(config: KernelConfig) -> Precision {
+    if config.kv_f16 {
+        Precision::KV_F16
+    } else {
+        Precision::F32
+    }
+}
+
 fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> Vec<KernelKey> {
     let dim = |id: u32| -> Option<u32> {
         match tensors.get(id as usize)?.shape.get(2)? {
@@ -476,7 +486,7 @@ fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> 
             d,
             dv,
             splits,
-            precision: Precision::F32,
+            precision: cache_precision(config),
         })
     };
     let mut keys = vec![attend(1)];
@@ -508,7 +518,7 @@ impl GpuOp for Attention {
             dispatches.push(Dispatch {
                 key: KernelKey::new(KvStoreKey {
                     wg,
-                    precision: Precision::F32,
+                    precision: cache_precision(ctx.config),
                 }),
                 uniforms: Uniforms::new(&KV_STORE_PARAMS)
                     .vec4(
@@ -569,7 +579,7 @@ impl GpuOp for Attention {
                 d: to_u32(e.head_dim, "head dim")?,
                 dv,
                 splits,
-                precision: Precision::F32,
+                precision: cache_precision(ctx.config),
             }),
             uniforms: Uniforms::new(&ATTEND_PARAMS)
                 .vec4(
@@ -624,7 +634,7 @@ impl GpuOp for Attention {
     fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
         let mut keys = vec![KernelKey::new(KvStoreKey {
             wg: config.workgroup_size,
-            precision: Precision::F32,
+            precision: cache_precision(config),
         })];
         keys.extend(attend_keys(tensors, self, config));
         keys

@@ -187,6 +187,10 @@ pub(crate) struct KernelConfig {
     pub matmul: MatMulKernel,
     /// Stage matmul tiles in f16 (only when the device has shader-f16).
     pub f16: bool,
+    /// Store attention's KV caches in f16 (only when the device has shader-f16, and only for a
+    /// program whose every cache is a state read and written by attention alone: see
+    /// `plan::f16_cache_states`).
+    pub kv_f16: bool,
     /// The `linear` GEMV kernel.
     pub gemv: GemvKernel,
     /// The adapter's smallest subgroup size, where the device has subgroup operations (the

@@ -247,6 +247,7 @@ fn configs() -> Vec<KernelConfig> {
                         workgroup_size,
                         matmul,
                         f16,
+                        kv_f16: f16,
                         gemv,
                         subgroup_min_size: Some(8),
                         attention_splits: splits,

@@ -64,7 +64,6 @@ impl Precision {
     };
 
     /// f32 activations and accumulators over an f16 KV cache.
-    #[cfg(test)]
     pub(crate) const KV_F16: Self = Self {
         act: Float::F32,
         kv: Float::F16,

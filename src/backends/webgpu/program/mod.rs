@@ -94,6 +94,11 @@ pub struct ProgramStats {
     pub bind_groups_created: u64,
     /// Pipelines compiled on the device (shared by every program on it).
     pub pipelines: usize,
+    /// The precision the program runs in: `"f16"` when the spec `precision` chose f16 (matmul
+    /// tiles staged in f16, and the KV cache in f16 where [`Self::kv_cache_f16`]), else `"f32"`.
+    pub precision: &'static str,
+    /// Whether attention's KV cache is stored in f16 (half the state bytes of f32).
+    pub kv_cache_f16: bool,
 }
 
 /// The state behind a WebGPU delegate handle.
@@ -214,6 +219,11 @@ impl LoadedProgram {
         residents: &Residents,
     ) -> Result<Self> {
         check_structure(&program)?;
+        // An f16 cache only where attention alone reads and writes it.
+        let config = KernelConfig {
+            kv_f16: config.kv_f16 && plan::f16_cache_states(&program).is_some(),
+            ..config
+        };
         check_limits(&ctx, &program, config)?;
         let keys = plan::kernel_keys(&program, config);
         let background = compile_in_background(&ctx, &keys);
@@ -231,7 +241,7 @@ impl LoadedProgram {
             other => other,
         };
         ctx.program_started();
-        let states = match allocate_states(&ctx, &program) {
+        let states = match allocate_states(&ctx, &program, config) {
             Ok(states) => states,
             Err(error) => {
                 ctx.program_ended();
@@ -356,7 +366,7 @@ impl LoadedProgram {
                 self.ctx.queue.submit([encoder.finish()]);
                 Ok(())
             }
-            None => allocate_states(&self.ctx, &self.program).map(|states| {
+            None => allocate_states(&self.ctx, &self.program, self.config).map(|states| {
                 // Plans bound to the dropped buffers are stale.
                 resident.plans.clear();
                 resident.states = Some(states);
@@ -425,6 +435,8 @@ impl LoadedProgram {
             states: self.program.states.len(),
             state_resets: self.state_resets,
             pipelines: self.ctx.pipelines.len(),
+            precision: if self.config.f16 { "f16" } else { "f32" },
+            kv_cache_f16: self.config.kv_f16,
             ..ProgramStats::default()
         };
         self.slot

@@ -107,12 +107,22 @@ pub(crate) struct Resident {
 }
 
 /// Zeroed state buffers of `program` on the device of `ctx`, in `program.states` order
-/// (WebGPU zero-fills new buffers).
+/// (WebGPU zero-fills new buffers): under `config.kv_f16`, attention's caches
+/// (`plan::f16_cache_states`) at 2 bytes per element, the rest at their dtype's size.
 ///
 /// # Errors
 /// `MemoryAllocationFailed` when the device cannot hold one; `InvalidProgram` for a state that
 /// is not a declared fixed-shape tensor (validation rules it out).
-pub(crate) fn allocate_states(ctx: &Arc<GpuContext>, program: &Program) -> Result<Vec<GpuBuffer>> {
+pub(crate) fn allocate_states(
+    ctx: &Arc<GpuContext>,
+    program: &Program,
+    config: KernelConfig,
+) -> Result<Vec<GpuBuffer>> {
+    let f16_caches = if config.kv_f16 {
+        plan::f16_cache_states(program).unwrap_or_default()
+    } else {
+        Vec::new()
+    };
     program
         .states
         .iter()
@@ -130,7 +140,11 @@ pub(crate) fn allocate_states(ctx: &Arc<GpuContext>, program: &Program) -> Resul
                 })
                 .collect::<Option<Vec<usize>>>()
                 .ok_or_else(|| Error::invalid_program(format!("state {id} is not fixed")))?;
-            let bytes = plan::gpu_bytes(decl.dtype, &shape)?;
+            let mut bytes = plan::gpu_bytes(decl.dtype, &shape)?;
+            if f16_caches.contains(&id) {
+                // f32 words halved: 2 bytes per element, padded to a word.
+                bytes = (bytes / 2).next_multiple_of(4);
+            }
             if bytes > ctx.limits.max_storage_buffer_binding_size {
                 return Err(Error::out_of_resources(format!(
                     "state {id} ({}) needs {bytes} bytes; this device binds at most {}",

@@ -14,6 +14,7 @@ pub(super) const CONFIG: KernelConfig = KernelConfig {
     workgroup_size: 256,
     matmul: MatMulKernel::Tiled64,
     f16: false,
+    kv_f16: false,
     gemv: kernels::GemvKernel::Rows,
     subgroup_min_size: None,
     attention_splits: 1,
@@ -463,4 +464,90 @@ fn shadows_copy_before_the_op_and_live_one_step() {
     assert_eq!(plan.placement(shadow).unwrap().bytes, 3 * 5 * 4);
     // Three tensors live at the add's step: x, its shadow and the sum.
     assert_eq!(plan.arena_bytes, 3 * 256);
+}
+
+/// An attention over caches that are states; `reshape_cache` adds a view of the key cache read
+/// by another op, `cache_output` makes the value cache a program output.
+fn attention_program(reshape_cache: bool, cache_output: bool) -> Program {
+    let mut b = ProgramBuilder::new();
+    let f = |n: u64| Dim::Fixed(n);
+    let q = b.input("q", DType::F32, vec![f(1), f(2), f(8)]);
+    let k = b.input("k", DType::F32, vec![f(1), f(1), f(8)]);
+    let v = b.input("v", DType::F32, vec![f(1), f(1), f(8)]);
+    let positions = b.input("positions", DType::I32, vec![f(1)]);
+    let k_cache = b.state("k_cache", DType::F32, vec![f(16), f(1), f(8)]);
+    let v_cache = b.state("v_cache", DType::F32, vec![f(16), f(1), f(8)]);
+    let other = b.state("other", DType::F32, vec![f(4)]);
+    let out = b
+        .push(|out| ops::Attention {
+            q,
+            k,
+            v,
+            k_cache,
+            v_cache,
+            positions,
+            scale: 0.5,
+            window: 0,
+            softcap: 0.0,
+            out,
+        })
+        .unwrap();
+    b.output(out);
+    if reshape_cache {
+        let view = b.tensor("view", DType::F32, vec![f(128)]);
+        b.op(Op::Reshape(ops::Reshape {
+            x: k_cache,
+            out: view,
+        }));
+        b.output(view);
+    }
+    if cache_output {
+        b.output(v_cache);
+    }
+    let _ = other;
+    b.into_program()
+}
+
+#[test]
+fn only_caches_that_attention_alone_touches_may_be_f16() {
+    use crate::backends::webgpu::plan::f16_cache_states;
+    let program = attention_program(false, false);
+    let caches = f16_cache_states(&program).expect("a plain decoder's caches");
+    assert_eq!(caches, vec![program.states[0], program.states[1]]);
+    assert!(
+        !caches.contains(&program.states[2]),
+        "a state attention does not use"
+    );
+    assert_eq!(
+        f16_cache_states(&attention_program(true, false)),
+        None,
+        "a view of a cache"
+    );
+    assert_eq!(
+        f16_cache_states(&attention_program(false, true)),
+        None,
+        "a cache as an output"
+    );
+    // No attention at all: nothing to store in f16.
+    let mut b = ProgramBuilder::new();
+    let x = b.input("x", DType::F32, dims(&[4]));
+    let y = b
+        .push(|out| ops::Unary {
+            op: UnaryOp::Relu,
+            x,
+            out,
+        })
+        .unwrap();
+    b.output(y);
+    assert_eq!(f16_cache_states(b.program()), None);
+    // One state as both caches.
+    let mut program = attention_program(false, false);
+    if let Some(Op::Attention(attention)) = program.ops.first_mut() {
+        attention.v_cache = attention.k_cache;
+    }
+    assert_eq!(
+        f16_cache_states(&program),
+        None,
+        "one state as keys and values"
+    );
 }

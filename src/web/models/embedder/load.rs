@@ -19,7 +19,9 @@ use crate::params::http::{HttpProvider, ScopeOptions};
 use crate::program;
 use crate::registry::{BackendInitContext, LoadedDelegate};
 use crate::text::TextTokenizer;
-use crate::web::loading::{CpuLoadOptions, fetch_bytes, init_on_first, race_abort, status_error};
+use crate::web::loading::{
+    BackendLoadOptions, fetch_bytes, init_on_first, race_abort, status_error,
+};
 use std::sync::Arc;
 use wasm_bindgen_futures::JsFuture;
 
@@ -102,11 +104,12 @@ async fn load_model(
     let context = BackendInitContext::new()
         .with_method_name("sentence_embedding")
         .with_parameters(Arc::clone(provider) as crate::params::SharedProvider);
-    let cpu = CpuLoadOptions {
+    let specs = BackendLoadOptions {
         threads: options.threads,
         activations: None,
+        gpu_precision: options.gpu_precision.clone(),
     };
-    let placed = init_on_first(&options.backend, &blob, &context, &cpu).await?;
+    let placed = init_on_first(&options.backend, &blob, &context, &specs).await?;
     Ok(LoadedModel {
         backend: placed.backend,
         fallback: placed.fallback,

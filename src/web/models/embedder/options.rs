@@ -6,7 +6,7 @@
 
 use crate::error::{Error, Result};
 use crate::web::edge::fields::{integer, optional, string};
-use crate::web::loading::threads_option;
+use crate::web::loading::{gpu_precision_option, threads_option};
 use std::ops::RangeInclusive;
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
@@ -31,6 +31,8 @@ pub(super) struct LoadOptions {
     pub batch_size: usize,
     /// The most CPU threads the program runs on (`threads`), if given.
     pub threads: Option<usize>,
+    /// The WebGPU backend's precision (`gpuPrecision`), if given.
+    pub gpu_precision: Option<String>,
     /// Aborts the load.
     pub signal: Option<web_sys::AbortSignal>,
 }
@@ -92,6 +94,7 @@ impl LoadOptions {
             max_tokens,
             batch_size,
             threads: threads_option(options)?,
+            gpu_precision: gpu_precision_option(options)?,
             signal,
         })
     }

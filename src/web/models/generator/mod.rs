@@ -159,7 +159,7 @@ impl Generator {
             let init = BackendInitContext::new()
                 .with_method_name("generate")
                 .with_parameters(Arc::clone(&provider) as crate::params::SharedProvider);
-            let placed = init_on_first(&options.backend, &blob, &init, &options.cpu).await?;
+            let placed = init_on_first(&options.backend, &blob, &init, &options.specs).await?;
             Ok((prepared, placed, chat_prompt, model_name))
         };
         let (prepared, placed, chat_prompt, model_name) =

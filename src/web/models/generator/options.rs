@@ -6,7 +6,9 @@
 use crate::error::{Error, Result};
 use crate::models::generator::GenerateOptions;
 use crate::web::edge::fields::{boolean, integer, js_text, optional, string};
-use crate::web::loading::{CpuLoadOptions, cpu_activations_option, threads_option};
+use crate::web::loading::{
+    BackendLoadOptions, cpu_activations_option, gpu_precision_option, threads_option,
+};
 use wasm_bindgen::JsCast;
 use wasm_bindgen::JsValue;
 
@@ -18,8 +20,8 @@ pub(super) struct LoadOptions {
     pub context: Option<u64>,
     /// Whether the program also outputs logits (for `evaluate`).
     pub logits: bool,
-    /// The CPU backend's options: `threads` and `cpuActivations`.
-    pub cpu: CpuLoadOptions,
+    /// The built-in backends' options: `threads`, `cpuActivations` and `gpuPrecision`.
+    pub specs: BackendLoadOptions,
     /// Aborts the load.
     pub signal: Option<web_sys::AbortSignal>,
     /// A chat template to use instead of the file's `tokenizer.chat_template`.
@@ -66,9 +68,10 @@ impl LoadOptions {
             logits: boolean(options, "logits")
                 .map_err(invalid)?
                 .unwrap_or(false),
-            cpu: CpuLoadOptions {
+            specs: BackendLoadOptions {
                 threads: threads_option(options)?,
                 activations: cpu_activations_option(options)?,
+                gpu_precision: gpu_precision_option(options)?,
             },
             signal: signal(options)?,
             chat_template: string(options, "chatTemplate").map_err(invalid)?,
