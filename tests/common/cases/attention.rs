@@ -346,6 +346,7 @@ pub async fn attention_f16_cache_against_f64(backend: SharedBackend, config: Sui
             Err(error) => {
                 assert_eq!(error.code(), ErrorCode::NotSupported, "{error}");
                 assert!(!reports_shader_f16(&backend), "shader-f16 reported, yet f16 refused: {error}");
+                println!("no shader-f16 here: precision=f16 refused ({error})");
                 return;
             }
         };
@@ -377,6 +378,7 @@ pub async fn attention_f16_cache_against_f64(backend: SharedBackend, config: Sui
         }
     }
     assert!(beyond_f32_bound > 0, "an f16 cache left every output within the f32 bound");
+    println!("f16 cache: {beyond_f32_bound} outputs beyond the f32 bound, all within it of the f16-rounded reference");
 }
 }
 
