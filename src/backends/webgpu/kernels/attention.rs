@@ -16,6 +16,10 @@
 //! exp(m_i - M) / sum_i l_i * exp(m_i - M)`, `M = max_i m_i` (flash decoding). The runs are cut
 //! on the device from the live positions, so the plan does not depend on them.
 //!
+//! Under `KernelConfig::kv_f16` (the spec `precision` chose f16) the caches are `array<f16>`:
+//! the store rounds each key and value to f16, the attend kernels widen them to f32 as they
+//! read; the scores, the softmax statistics and the value sums stay f32.
+//!
 //! Positions are read on the device (`workgroupUniformLoad`, so the tile loop is uniform):
 //! a decode step reads `p + 1` cache rows, and nothing is planned from them, so every step of a
 //! decode loop reuses one plan and its bind groups.

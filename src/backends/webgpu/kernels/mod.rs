@@ -13,7 +13,9 @@
 //! - Tensors are arrays of 32-bit words: f32 and i32 one word per element, u8 widened to one
 //!   word, i64 two words (its little-endian bytes, low word first). WGSL has neither i64 nor u8.
 //!   Float element types are the builder's `Act`, `Kv` and `Acc` (f32 unless the kernel's key
-//!   asks for an f16 [`Precision`](wgsl::Precision)).
+//!   asks for an f16 [`Precision`](wgsl::Precision)). The one exception to whole words: under
+//!   [`KernelConfig::kv_f16`] attention's cache states hold 2 bytes per element (`array<f16>`,
+//!   padded to a word), read and written only by the attention kernels.
 //! - 1-D kernels index `(wid.y * nwg.x + wid.x) * WG + lid`; grids over
 //!   `maxComputeWorkgroupsPerDimension` fold into a second dimension (see [`grid_1d`]).
 //! - Each kernel's key (a [`Kernel`]) sits in its file beside its WGSL and says its bindings,
