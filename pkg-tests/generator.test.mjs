@@ -108,6 +108,9 @@ test('WebGPU (SwiftShader here): greedy tokens equal the float64 reference throu
   t.diagnostic(`webgpu: wasm memory ${r.memoryMb.toFixed(1)} MiB once ready, prefill ${r.stats.prefillMs.toFixed(0)} ms, decode ${r.stats.decodeMsPerToken.toFixed(0)} ms/token (SwiftShader)`);
   t.diagnostic(`served: ${r.servedAtLoad} bytes at load (tensors ${tensorBytes}); lowMemory released ${JSON.stringify(r.marks.low)}; refetched ${r.marks.afterLow - r.marks.beforeLow}; after the device loss ${r.marks.afterLoss - r.marks.afterLow}`);
   assert.ok(r.programStats.states > 0 && r.programStats.stateBytes > 0, JSON.stringify(r.programStats));
+  // gpuPrecision 'auto' (the default) never picks f16 on a fallback (CPU-emulated) adapter.
+  assert.equal(r.programStats.precision, 'f32', JSON.stringify(r.programStats));
+  assert.equal(r.programStats.kvCacheF16, false);
   assert.ok(r.servedAtLoad >= tensorBytes, 'the load fetched every tensor');
   assert.equal(r.marks.beforeLow, r.servedAtLoad, 'nothing fetched between the load and the lowMemory');
   assert.ok(r.marks.low.gpuBytes >= tensorBytes, `the parameters left the GPU: ${JSON.stringify(r.marks.low)}`);
@@ -231,6 +234,7 @@ test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW,
     out.missing = await capture(() => wd.Generator.load('/no/such/model.gguf', { backend: 'cpu' }));
     out.notGguf = await capture(() => wd.Generator.load('/.cache/models/all-MiniLM-L6-v2/config.json', { backend: 'cpu' }));
     out.badContext = await capture(() => wd.Generator.load(url, { backend: 'cpu', contextLength: 0 }));
+    out.badPrecision = await capture(() => wd.Generator.load(url, { backend: 'cpu', gpuPrecision: 'bf16' }));
     return out;
   }, { url: MODEL_URL, prompt: { ...prompt, stop: prompt.continuation.slice(4, 9) } });
 
@@ -262,6 +266,8 @@ test('CPU: stop strings, prefix reuse, seeds, abort, reset and bad input', SLOW,
   assert.ok(['NotFound', 'AccessFailed'].includes(r.missing.error.code), JSON.stringify(r.missing.error));
   assert.equal(r.notGguf.ok, false);
   assert.equal(r.badContext.error.code, 'InvalidArgument');
+  assert.equal(r.badPrecision.error.code, 'InvalidArgument');
+  assert.match(r.badPrecision.error.message, /gpuPrecision/);
   t.diagnostic(`errors: ${JSON.stringify([r.missing.error.message, r.notGguf.error.message])}`);
 });
 
