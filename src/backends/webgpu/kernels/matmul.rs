@@ -14,7 +14,7 @@
 //! workgroups, else 32 x 32 ([`pick_tile`]): big products get the most reuse per load, small
 //! ones still fill the GPU.
 
-use crate::backends::webgpu::kernels::wgsl::Float;
+use crate::backends::webgpu::kernels::wgsl::{Float, fill};
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, MatMulKernel,
     PlanContext, Uniforms, Wgsl, coalesce, to_u32,
@@ -243,6 +243,45 @@ impl MatMulKey {
     }
 }
 
+/// The register-tiled kernel's staging of one tile (A's or B's, see `matmul_tiled.wgsl`): `TK`
+/// x `V4` `vec4`s, each four loads along m (n) of one invocation, neighbouring invocations
+/// along k where `K_CONTIGUOUS`.
+const STAGE: &str = "        for (var s = li; s < TK * {{V4}}; s = s + NT) {
+            var k = s / {{V4}};
+            var q = s % {{V4}};
+            if ({{K_CONTIGUOUS}}) {
+                k = s % TK;
+                q = s / TK;
+            }
+            let e = {{ORIGIN}} + 4u * q;
+            let gk = k0 + k;
+            {{TILE}}[k * {{STRIDE}} + q] = vec4<Stage>(vec4<f32>({{LOAD}}({{BASE}}, e, gk),
+                {{LOAD}}({{BASE}}, e + 1u, gk), {{LOAD}}({{BASE}}, e + 2u, gk),
+                {{LOAD}}({{BASE}}, e + 3u, gk)));
+        }
+";
+
+/// [`STAGE`] for A (`a`) or B (`b`).
+fn stage_code(operand: char) -> String {
+    let (v4, origin, stride) = if operand == 'a' {
+        ("TM4", "row0", "AS")
+    } else {
+        ("TN4", "col0", "BS")
+    };
+    fill(
+        STAGE,
+        &[
+            ("V4", &v4),
+            ("K_CONTIGUOUS", &format!("{operand}_k_contiguous")),
+            ("ORIGIN", &origin),
+            ("TILE", &format!("{operand}_tile")),
+            ("STRIDE", &stride),
+            ("LOAD", &format!("load_{operand}")),
+            ("BASE", &format!("{operand}_base")),
+        ],
+    )
+}
+
 /// The register-tiled kernel's generated code: the accumulator declarations, the `tk` unrolled
 /// steps over the staged tiles, and the stores (see `matmul_tiled.wgsl`).
 fn register_tile_code(g: TileGeometry) -> (String, String, String) {
@@ -348,6 +387,8 @@ impl Kernel for MatMulKey {
                         ("A_TILE", &a_tile),
                         ("B_TILE", &b_tile),
                         ("ACC_DECLS", &decls),
+                        ("STAGE_A", &stage_code('a')),
+                        ("STAGE_B", &stage_code('b')),
                         ("STEPS", &steps),
                         ("STORES", &stores),
                     ],

@@ -42,7 +42,7 @@ fn load_a(base: u32, m: u32, k: u32) -> f32 {
 }
 
 // B(k, n) of the batch at `base`, zero past the edges.
-fn load_b(base: u32, k: u32, n: u32) -> f32 {
+fn load_b(base: u32, n: u32, k: u32) -> f32 {
     if (k < p.dims.z && n < p.dims.y) {
         return f32(b[base + k * p.strides.z + n * p.strides.w]);
     }
@@ -80,30 +80,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
 
 {{ACC_DECLS}}
     for (var k0 = 0u; k0 < k_len; k0 = k0 + TK) {
-        for (var s = li; s < TK * TM4; s = s + NT) {
-            var k = s / TM4;
-            var m4 = s % TM4;
-            if (a_k_contiguous) {
-                k = s % TK;
-                m4 = s / TK;
-            }
-            let m = row0 + 4u * m4;
-            let gk = k0 + k;
-            a_tile[k * AS + m4] = vec4<Stage>(vec4<f32>(load_a(a_base, m, gk),
-                load_a(a_base, m + 1u, gk), load_a(a_base, m + 2u, gk), load_a(a_base, m + 3u, gk)));
-        }
-        for (var s = li; s < TK * TN4; s = s + NT) {
-            var k = s / TN4;
-            var n4 = s % TN4;
-            if (b_k_contiguous) {
-                k = s % TK;
-                n4 = s / TK;
-            }
-            let n = col0 + 4u * n4;
-            let gk = k0 + k;
-            b_tile[k * BS + n4] = vec4<Stage>(vec4<f32>(load_b(b_base, gk, n),
-                load_b(b_base, gk, n + 1u), load_b(b_base, gk, n + 2u), load_b(b_base, gk, n + 3u)));
-        }
+{{STAGE_A}}
+{{STAGE_B}}
         workgroupBarrier();
 {{STEPS}}
         workgroupBarrier();
