@@ -1,12 +1,15 @@
 //! Native matmul benchmark on the WebGPU backend (Mesa lavapipe, or whatever GPU wgpu finds):
-//! GFLOP/s of the tiled kernel and of the naive one-thread-per-output kernel, measured in the
-//! same run, for 384x384x384, 128x384x1536 and 1536x384x128 (M x K x N), and their ratio.
+//! GFLOP/s of the default register-tiled kernel (`matmul_kernel = tiled`), of the first tiled
+//! kernel (`tiled_v1`, the baseline it replaced) and of the naive one-thread-per-output kernel,
+//! measured in the same run, for 384x384x384, 128x384x1536 and 1536x384x128 (M x K x N), and
+//! their ratios.
 //!
 //! Each execution runs `REPEATS` independent matmuls, each an output (read back); times are wall-clock over whole executions after a warm-up, so they
-//! include submission and read-back. The two kernels are measured in alternating rounds and the
+//! include submission and read-back. The kernels are measured in alternating rounds and the
 //! best round of each is reported: on a shared, noisy machine that is the least disturbed one. Run with `cargo bench --bench matmul`; pass `--quick` for
 //! fewer iterations, `--shape MxKxN` (repeatable) to measure other shapes instead, `--json FILE`
-//! to write the numbers as JSON (`matmul_{M}x{K}x{N}_{tiled,naive}_gflops`, `..._ratio`).
+//! to write the numbers as JSON (`matmul_{M}x{K}x{N}_{tiled,tiled_v1,naive}_gflops`,
+//! `..._ratio` (tiled / naive), `..._tiled_over_v1`).
 //! Ratios are the result: absolute numbers depend on the machine and its load.
 
 #[cfg(not(target_arch = "wasm32"))]
@@ -162,28 +165,37 @@ mod native {
             budget.as_millis()
         );
         println!(
-            "{:>16} {:>14} {:>14} {:>12}",
-            "M x K x N", "tiled GFLOP/s", "naive GFLOP/s", "tiled/naive"
+            "{:>16} {:>14} {:>14} {:>14} {:>12} {:>12}",
+            "M x K x N", "tiled GFLOP/s", "v1 GFLOP/s", "naive GFLOP/s", "tiled/naive", "tiled/v1"
         );
+        let v1_spec = [CompileSpec::new("matmul_kernel", "tiled_v1")];
         let naive_spec = [CompileSpec::new("matmul_kernel", "naive")];
         for shape in shapes {
             let mut tiled = Fixture::new(&backend, shape, &[]);
+            let mut v1 = Fixture::new(&backend, shape, &v1_spec);
             let mut naive = Fixture::new(&backend, shape, &naive_spec);
-            let (mut best_tiled, mut best_naive) = (0.0f64, 0.0f64);
+            let (mut best_tiled, mut best_v1, mut best_naive) = (0.0f64, 0.0f64, 0.0f64);
             // Alternating rounds see the same machine load; the best round is the least disturbed.
             for _ in 0..rounds {
                 best_tiled = best_tiled.max(tiled.gflops(budget));
+                best_v1 = best_v1.max(v1.gflops(budget));
                 best_naive = best_naive.max(naive.gflops(budget));
             }
             let (m, k, n) = shape;
             let name = format!("{m}x{k}x{n}");
             println!(
-                "{name:>16} {best_tiled:>14.2} {best_naive:>14.2} {:>12.2}",
-                best_tiled / best_naive
+                "{name:>16} {best_tiled:>14.2} {best_v1:>14.2} {best_naive:>14.2} {:>12.2} {:>12.2}",
+                best_tiled / best_naive,
+                best_tiled / best_v1
             );
             record.set(&format!("matmul_{name}_tiled_gflops"), best_tiled);
+            record.set(&format!("matmul_{name}_tiled_v1_gflops"), best_v1);
             record.set(&format!("matmul_{name}_naive_gflops"), best_naive);
             record.set(&format!("matmul_{name}_ratio"), best_tiled / best_naive);
+            record.set(
+                &format!("matmul_{name}_tiled_over_v1"),
+                best_tiled / best_v1,
+            );
         }
     }
 }

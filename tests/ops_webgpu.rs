@@ -23,7 +23,8 @@ wasm_bindgen_test::wasm_bindgen_test_configure!(run_in_browser);
 /// SwiftShader's 4: the suite needs an adapter with subgroups), `workgroup`, what the others
 /// get, and `staged`, chosen only by spec), and the attention cases
 /// unsplit, in 3 and in 64 splits (`attention_splits`: real GPUs split a decode step's
-/// attention in 32), whichever this adapter would pick.
+/// attention in 32), whichever this adapter would pick; the matmul cases under every
+/// `matmul_kernel` (the default `tiled`, each of its tiles, `tiled_v1` and `naive`).
 const WEBGPU: SuiteConfig = SuiteConfig {
     elementwise: Tol {
         rel: 1e-5,
@@ -52,6 +53,14 @@ const WEBGPU: SuiteConfig = SuiteConfig {
         &[("attention_splits", "1")],
         &[("attention_splits", "3")],
         &[("attention_splits", "64")],
+    ],
+    matmul_specs: &[
+        &[("matmul_kernel", "tiled")],
+        &[("matmul_kernel", "tiled32")],
+        &[("matmul_kernel", "tiled64")],
+        &[("matmul_kernel", "tiled128")],
+        &[("matmul_kernel", "tiled_v1")],
+        &[("matmul_kernel", "naive")],
     ],
     int8_activations: false,
 };

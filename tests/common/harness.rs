@@ -44,6 +44,9 @@ pub struct SuiteConfig {
     /// backend that splits attention across workgroups has both ways tested whatever its
     /// adapter would pick; `[[]]`: the backend's defaults only).
     pub attention_specs: &'static [&'static [(&'static str, &'static str)]],
+    /// The compile-spec variants the matmul cases run under, one init per variant (a backend
+    /// with several matmul kernels has each tested; `[[]]`: the backend's defaults only).
+    pub matmul_specs: &'static [&'static [(&'static str, &'static str)]],
     /// Whether the backend takes the compile spec `activations = "int8"` (the CPU backend's
     /// int8 activation rows for block-format `linear`s); a backend that does not must refuse
     /// it.
@@ -72,6 +75,7 @@ impl SuiteConfig {
         small: false,
         gemv_specs: &[&[]],
         attention_specs: &[&[]],
+        matmul_specs: &[&[]],
         int8_activations: true,
     };
 

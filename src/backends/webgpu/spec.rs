@@ -3,9 +3,9 @@
 //!
 //! | key              | values                         | effect                                   |
 //! |------------------|--------------------------------|------------------------------------------|
-//! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 128 the matmul uses 32 x 32 tiles (64 invocations) instead of 64 x 64 (128) |
+//! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 256 `matmul_kernel = tiled` keeps to 32 x 32 tiles (64 invocations) |
 //! | `precision`      | `auto` (default), `f32`, `f16` | `f16` stores the KV cache in f16 (attention's caches; scores, softmax and sums stay f32) and stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16. `auto` is `f16` on a real GPU with shader-f16 and `f32` elsewhere (a fallback, CPU-emulated adapter, or no shader-f16): f32 stays the reference |
-//! | `matmul_kernel`  | `tiled` (default), `naive`     | `naive` is the one-thread-per-output baseline used by benchmarks |
+//! | `matmul_kernel`  | `tiled` (default), `tiled32`, `tiled64`, `tiled128`, `tiled_v1`, `naive` | `tiled` is the register-tiled GEMM with the output tile picked per product (the largest of 128 x 128, 64 x 64 and 32 x 32 the device and `workgroup_size` allow that still gives >= 256 workgroups, else 32 x 32); `tiled32`/`tiled64`/`tiled128` fix the tile; `tiled_v1` is the first tiled kernel and `naive` one thread per output, the baselines benchmarks compare against |
 //! | `fusion`         | `on` (default), `off`          | `on` runs neighbouring ops as one dispatch where `fusion.rs` allows it (an RMSNorm with the add or rope that alone reads it (the queries' and keys' pairs together), a residual add with the RMSNorm that reads its sum, an activation with the product that alone reads it, and that product with the linear that alone reads it); `off` dispatches every op alone (for A/B measurements) |
 //! | `attention_splits` | `auto` (default), 1..=64    | attention over few (head, row) pairs (fewer than 64 workgroups: decode) splits each pair's visible positions across this many workgroups and combines them in a second dispatch; `auto` is 32 on a real GPU and 1 (no split) on a fallback (CPU) adapter |
 //! | `gemv_kernel`    | `auto` (default), `rows`, `workgroup`, `staged`, `subgroup` | the `linear` GEMV (one activation row): `rows` is barrier-free, 8 output rows per invocation (for adapters that emulate the GPU on the CPU, where workgroup barriers are costly); `workgroup` is the workgroup-reduction kernel (for real GPUs); `subgroup` gives each subgroup whole rows summed by `subgroupAdd` (`NotSupported` on a device without subgroup operations); `staged` is `workgroup` with the weights' blocks staged in workgroup memory by coalesced word loads and dotted whole (Q8_0, Q5_0, Q4_K, Q6_K; the other formats run `workgroup`; not yet measured on a GPU, so never chosen by `auto`); `auto` picks `rows` on a fallback (CPU) adapter, else `subgroup` where the device has subgroups, else `workgroup` |
@@ -17,7 +17,7 @@
 
 use crate::backends::compile_specs::{CompileSpecs, PRECISION, Precision, check_runtime_specs};
 use crate::backends::webgpu::device::GpuContext;
-use crate::backends::webgpu::kernels::matmul::{MatMulKey, matmul_geometry};
+use crate::backends::webgpu::kernels::matmul::{MatMulKey, MatMulTile, matmul_workgroup};
 use crate::backends::webgpu::kernels::source::workgroup_storage_bytes;
 use crate::backends::webgpu::kernels::{GemvKernel, KernelConfig, KernelKey, MatMulKernel};
 use crate::error::{Error, Result};
@@ -30,7 +30,7 @@ const BACKEND: &str = "webgpu";
 pub const SPEC_WORKGROUP_SIZE: &str = "workgroup_size";
 /// Spec key: `auto`, `f32` or `f16` (shared with every backend).
 pub const SPEC_PRECISION: &str = PRECISION;
-/// Spec key: `tiled` or `naive`.
+/// Spec key: `tiled`, `tiled32`, `tiled64`, `tiled128`, `tiled_v1` or `naive`.
 pub const SPEC_MATMUL_KERNEL: &str = "matmul_kernel";
 /// Spec key: `auto`, `rows`, `workgroup`, `staged` or `subgroup` (the `linear` GEMV kernel).
 pub const SPEC_GEMV_KERNEL: &str = "gemv_kernel";
@@ -60,7 +60,8 @@ pub(crate) struct Specs {
     workgroup_size: Option<u32>,
     /// The precision asked for (`auto` unless given).
     precision: Precision,
-    naive_matmul: bool,
+    /// The matmul kernel, or `None` for `tiled` (the tile picked per product).
+    matmul: Option<MatMulKernel>,
     /// The GEMV kernel, or `None` for the adapter's choice.
     gemv: Option<GemvKernel>,
     /// Attention splits, or `None` for the adapter's choice.
@@ -86,10 +87,20 @@ fn apply(specs: &mut Specs, key: &str, text: &str) -> Result<()> {
         }
         SPEC_PRECISION => specs.precision = Precision::parse(text)?,
         SPEC_MATMUL_KERNEL => {
-            specs.naive_matmul = match text {
-                "tiled" => false,
-                "naive" => true,
-                _ => return Err(bad_value(key, text, "tiled or naive")),
+            specs.matmul = match text {
+                "tiled" => None,
+                "tiled32" => Some(MatMulKernel::Tiled(MatMulTile::T32)),
+                "tiled64" => Some(MatMulKernel::Tiled(MatMulTile::T64)),
+                "tiled128" => Some(MatMulKernel::Tiled(MatMulTile::T128)),
+                "tiled_v1" => Some(MatMulKernel::TiledV1),
+                "naive" => Some(MatMulKernel::Naive),
+                _ => {
+                    return Err(bad_value(
+                        key,
+                        text,
+                        "tiled, tiled32, tiled64, tiled128, tiled_v1 or naive",
+                    ));
+                }
             }
         }
         SPEC_GEMV_KERNEL => {
@@ -192,6 +203,47 @@ fn f16_chosen(precision: Precision, has_f16: bool, fallback: bool) -> Result<boo
     }
 }
 
+/// The matmul kernel of `specs` on the device of `ctx`: a named one where it fits, else for
+/// `tiled` the largest tile that fits the device and `workgroup_size`.
+///
+/// # Errors
+/// `NotSupported` when the named kernel, or even the smallest tile, does not fit the device.
+fn matmul_kernel(
+    specs: &Specs,
+    ctx: &GpuContext,
+    workgroup_size: u32,
+    f16: bool,
+) -> Result<MatMulKernel> {
+    let fit = |kernel: MatMulKernel| {
+        let (wgx, wgy) = matmul_workgroup(kernel);
+        let key = KernelKey::new(MatMulKey {
+            kernel,
+            bias: true,
+            f16,
+        });
+        fits(ctx, &key, wgx, wgy)
+    };
+    match specs.matmul {
+        Some(kernel) if fit(kernel) => Ok(kernel),
+        Some(kernel) => Err(Error::not_supported(format!(
+            "matmul kernel {kernel:?} exceeds this device's workgroup limits"
+        ))),
+        None => MatMulTile::LARGEST_FIRST
+            .into_iter()
+            .find(|&tile| {
+                let (wgx, wgy) = matmul_workgroup(MatMulKernel::Tiled(tile));
+                (tile == MatMulTile::T32 || wgx * wgy <= workgroup_size)
+                    && fit(MatMulKernel::Tiled(tile))
+            })
+            .map(MatMulKernel::Auto)
+            .ok_or_else(|| {
+                Error::not_supported(
+                    "this device's workgroup limits are below the smallest matmul kernel (8 x 8)",
+                )
+            }),
+    }
+}
+
 /// Fits `specs` to the device of `ctx`.
 ///
 /// # Errors
@@ -211,30 +263,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
         ctx.features.contains(wgpu::Features::SHADER_F16),
         ctx.adapter.fallback,
     )?;
-    let candidates: &[MatMulKernel] = if specs.naive_matmul {
-        &[MatMulKernel::Naive]
-    } else if workgroup_size >= 128 {
-        &[MatMulKernel::Tiled64, MatMulKernel::Tiled32]
-    } else {
-        &[MatMulKernel::Tiled32]
-    };
-    let matmul = candidates
-        .iter()
-        .copied()
-        .find(|&kernel| {
-            let (wgx, wgy, ..) = matmul_geometry(kernel);
-            let key = KernelKey::new(MatMulKey {
-                kernel,
-                bias: true,
-                f16,
-            });
-            fits(ctx, &key, wgx, wgy)
-        })
-        .ok_or_else(|| {
-            Error::not_supported(
-                "this device's workgroup limits are below the smallest matmul kernel (8 x 8)",
-            )
-        })?;
+    let matmul = matmul_kernel(specs, ctx, workgroup_size, f16)?;
     // A fallback adapter emulates the GPU on the CPU (SwiftShader, lavapipe): there a workgroup
     // barrier is a switch between the invocations' fibers, so the GEMV avoids them.
     // A real GPU with subgroup operations sums each output row within one subgroup.
@@ -343,7 +372,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!(specs.workgroup_size, Some(128));
-        assert!(specs.naive_matmul && specs.precision == Precision::Auto);
+        assert_eq!(specs.matmul, Some(MatMulKernel::Naive));
+        assert_eq!(specs.precision, Precision::Auto);
+        for (text, want) in [
+            ("tiled", None),
+            ("tiled32", Some(MatMulKernel::Tiled(MatMulTile::T32))),
+            ("tiled64", Some(MatMulKernel::Tiled(MatMulTile::T64))),
+            ("tiled128", Some(MatMulKernel::Tiled(MatMulTile::T128))),
+            ("tiled_v1", Some(MatMulKernel::TiledV1)),
+        ] {
+            let spec = [CompileSpec::new(SPEC_MATMUL_KERNEL, text)];
+            assert_eq!(parse_specs(&spec, &[]).unwrap().matmul, want, "{text}");
+        }
+        let err = parse_specs(&[CompileSpec::new(SPEC_MATMUL_KERNEL, "fast")], &[]).unwrap_err();
+        assert!(
+            err.message()
+                .contains("tiled, tiled32, tiled64, tiled128, tiled_v1 or naive"),
+            "{err}"
+        );
         assert_eq!(specs.gemv, None);
         for (text, want) in [
             ("rows", Some(GemvKernel::Rows)),

@@ -1,5 +1,6 @@
 //! Matrix products: every transpose combination, bias, batch broadcasting, random shapes that
-//! are not multiples of any tile size.
+//! are not multiples of any tile size; each case under every matmul kernel of the backend
+//! (`config.matmul_specs`).
 
 use crate::common::harness::{Model, SuiteConfig, assert_close, assert_exact, f32_tensor};
 use crate::common::reference::{self, Ref};
@@ -10,7 +11,7 @@ use webdelegate::registry::SharedBackend;
 op_case! {
 /// `[[1,2],[3,4]] @ [[5,6],[7,8]] = [[19,22],[43,50]]` with each operand stored plain or
 /// transposed, with and without the bias `[1, -1]`.
-pub async fn matmul_by_hand_all_transposes_and_bias(backend: SharedBackend, _config: SuiteConfig) {
+pub async fn matmul_by_hand_all_transposes_and_bias(backend: SharedBackend, config: SuiteConfig) {
     let a_plain = [1.0, 2.0, 3.0, 4.0];
     let a_transposed = [1.0, 3.0, 2.0, 4.0];
     let b_plain = [5.0, 6.0, 7.0, 8.0];
@@ -25,16 +26,18 @@ pub async fn matmul_by_hand_all_transposes_and_bias(backend: SharedBackend, _con
                 let out = m.b.matmul(a, b, bias, ta, tb).unwrap();
                 m.b.output(out);
                 let a_values = if ta { a_transposed } else { a_plain };
-                let got = m
-                    .run(&backend, vec![f32_tensor(&[2, 2], a_values.to_vec())])
-                    .await;
                 let want = if with_bias {
                     [20.0, 21.0, 44.0, 49.0]
                 } else {
                     [19.0, 22.0, 43.0, 50.0]
                 };
-                let what = format!("matmul ta={ta} tb={tb} bias={with_bias}");
-                assert_exact(&what, &got[0], &Ref::new(&[2, 2], &want));
+                for &specs in config.matmul_specs {
+                    let got = m
+                        .run_with(&backend, specs, vec![f32_tensor(&[2, 2], a_values.to_vec())])
+                        .await;
+                    let what = format!("matmul ta={ta} tb={tb} bias={with_bias} {specs:?}");
+                    assert_exact(&what, &got[0], &Ref::new(&[2, 2], &want));
+                }
             }
         }
     }
@@ -44,15 +47,17 @@ pub async fn matmul_by_hand_all_transposes_and_bias(backend: SharedBackend, _con
 op_case! {
 /// A `[2, 1, 2]` batch against a shared `[2, 2]` matrix, and a `[2, 1, 1, 2]` batch against a
 /// `[3, 2, 1]` one (both batch dims broadcast).
-pub async fn matmul_by_hand_batch_broadcast(backend: SharedBackend, _config: SuiteConfig) {
+pub async fn matmul_by_hand_batch_broadcast(backend: SharedBackend, config: SuiteConfig) {
+    for &specs in config.matmul_specs {
     let mut m = Model::new();
     let a = m.input("a", &[2, 1, 2]);
     let b = m.param("b", &[2, 2], &[5.0, 6.0, 7.0, 8.0]);
     let out = m.b.matmul(a, b, None, false, false).unwrap();
     m.b.output(out);
     let got = m
-        .run(
+        .run_with(
             &backend,
+            specs,
             vec![f32_tensor(&[2, 1, 2], vec![1.0, 0.0, 0.0, 1.0])],
         )
         .await;
@@ -68,14 +73,16 @@ pub async fn matmul_by_hand_batch_broadcast(backend: SharedBackend, _config: Sui
     let out = m.b.matmul(a, b, None, false, false).unwrap();
     m.b.output(out);
     let got = m
-        .run(
+        .run_with(
             &backend,
+            specs,
             vec![f32_tensor(&[2, 1, 1, 2], vec![1.0, 2.0, 3.0, 4.0])],
         )
         .await;
     // Row [1, 2] and row [3, 4], each against columns [1,1], [1,-1], [2,0].
     let want = [3.0, -1.0, 2.0, 7.0, -1.0, 6.0];
-    assert_exact("both broadcast", &got[0], &Ref::new(&[2, 3, 1, 1], &want));
+    assert_exact(&format!("both broadcast {specs:?}"), &got[0], &Ref::new(&[2, 3, 1, 1], &want));
+    }
 }
 }
 
@@ -120,9 +127,6 @@ pub async fn matmul_random_shapes(backend: SharedBackend, config: SuiteConfig) {
         let bias = bias_values.as_ref().map(|v| model.param("bias", &[n], v));
         let out = model.b.matmul(a, b, bias, ta, tb).unwrap();
         model.b.output(out);
-        let got = model
-            .run(&backend, vec![f32_tensor(&a_shape, a_values.clone())])
-            .await;
         let want = reference::matmul(
             &Ref::new(&a_shape, &a_values),
             &Ref::new(&b_shape, &b_values),
@@ -130,8 +134,14 @@ pub async fn matmul_random_shapes(backend: SharedBackend, config: SuiteConfig) {
             ta,
             tb,
         );
-        let what = format!("trial {trial}: {a_shape:?} (t={ta}) @ {b_shape:?} (t={tb})");
-        assert_close(&what, &got[0], &want, config.matmul);
+        for &specs in config.matmul_specs {
+            let got = model
+                .run_with(&backend, specs, vec![f32_tensor(&a_shape, a_values.clone())])
+                .await;
+            let what =
+                format!("trial {trial}: {a_shape:?} (t={ta}) @ {b_shape:?} (t={tb}) {specs:?}");
+            assert_close(&what, &got[0], &want, config.matmul);
+        }
     }
 }
 }

@@ -14,17 +14,9 @@ fn main(@builtin(global_invocation_id) gid: vec3<u32>) {
     if (gm >= m_len || gn >= n_len) {
         return;
     }
-    var rem = batch;
-    var a_base = 0u;
-    var b_base = 0u;
-    for (var d = i32(p.dims.w) - 1; d >= 0; d = d - 1) {
-        let du = u32(d);
-        let extent = p.batch_shape[du];
-        let c = rem % extent;
-        rem = rem / extent;
-        a_base = a_base + c * p.a_batch_strides[du];
-        b_base = b_base + c * p.b_batch_strides[du];
-    }
+    let bases = batch_bases(batch);
+    let a_base = bases.x;
+    let b_base = bases.y;
     var acc = 0.0;
     for (var k = 0u; k < k_len; k = k + 1u) {
         acc = fma(a[a_base + gm * p.strides.x + k * p.strides.y],

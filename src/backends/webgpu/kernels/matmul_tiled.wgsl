@@ -1,114 +1,92 @@
-// Batched matrix product, tiled through workgroup memory.
+// Batched matrix product, register-tiled (compile spec matmul_kernel = tiled, tiled32, tiled64,
+// tiled128; the design: docs/decisions/0052-register-tiled-gemm.md).
 //
-// A workgroup of WGX x WGY threads computes a TM x TN tile of one batch's output (TM = WGY * RM,
-// TN = WGX * 4): it walks K in steps of TK, staging a TM x TK tile of A and a TK x TN tile of B in
-// workgroup memory (zero-filled past the matrix edges, so any M, N, K work), and each thread
-// accumulates RM rows x 4 columns in vec4 registers: thread (lx, ly) owns rows ly + i * WGY and
-// columns 4 lx .. 4 lx + 3 of the tile. Transposes are strides: A(m, k) = a[a_batch + m * a_sm +
-// k * a_sk], B(k, n) = b[b_batch + k * b_sk + n * b_sn]. Batch dims (up to 4, coalesced by the
-// host) broadcast through zero strides. Tiles are staged in f32, or in f16 under the
-// precision=f16 spec (products are still accumulated in f32).
+// A workgroup of WGX x WGY invocations computes a TM x TN tile of one batch's output (TM =
+// 4 WGY RQ, TN = 4 WGX CQ). It walks K in steps of TK, staging the TM x TK tile of A transposed
+// (a_tile[k][m]) and the TK x TN tile of B (b_tile[k][n]) in workgroup memory as vec4s along m
+// and n, each row padded by one vec4 so that the transposing stores of neighbouring invocations
+// fall in different banks. Each staged vec4 is four loads of one invocation along m (or n);
+// neighbouring invocations read neighbouring addresses along whichever dimension is contiguous
+// in memory (k for a plain A or a transposed B, m or n otherwise). Loads past the matrix edges
+// give zeros, so any M, N, K work; transposes are strides: A(m, k) = a[a_batch + m * a_sm +
+// k * a_sk], B(k, n) = b[b_batch + k * b_sk + n * b_sn]; batch dims broadcast through zero
+// strides (batch_bases, matmul.rs).
+//
+// Invocation (tx, ty) owns RQ x CQ blocks of 4 x 4 outputs: rows 4 (q WGY + ty) + 0..3 for
+// q < RQ and columns 4 (q WGX + tx) + 0..3 for q < CQ, accumulated in 4 RQ CQ vec4<f32>
+// registers (acc_R_Q: the invocation's row R, column block Q). The step over one k of the
+// staged tiles (unrolled TK times by matmul.rs) reads RQ + CQ vec4s of workgroup
+// memory and issues 4 RQ CQ vec4 fused multiply-adds. Tiles are staged in `Stage` (f32, or f16
+// under precision=f16); products are accumulated in f32.
 // The uniforms `p` and the bindings a, b, out (and bias): matmul.rs.
 
 const WGX: u32 = {{WGX}}u;
 const WGY: u32 = {{WGY}}u;
-const RM: u32 = {{RM}}u;
-const RN: u32 = {{RN}}u;
 const TK: u32 = {{TK}}u;
-const TM: u32 = WGY * RM;
-const TN: u32 = WGX * RN;
+// vec4s along a tile's m and n, and the padded row strides of the staged tiles.
+const TM4: u32 = {{TM4}}u;
+const TN4: u32 = {{TN4}}u;
+const AS: u32 = TM4 + 1u;
+const BS: u32 = TN4 + 1u;
 const NT: u32 = WGX * WGY;
 
-var<workgroup> a_tile: array<Stage, {{A_TILE}}>;
-var<workgroup> b_tile: array<vec4<Stage>, {{B_TILE4}}>;
+var<workgroup> a_tile: array<vec4<Stage>, {{A_TILE}}>;
+var<workgroup> b_tile: array<vec4<Stage>, {{B_TILE}}>;
+
+// A(m, k) of the batch at `base`, zero past the edges.
+fn load_a(base: u32, m: u32, k: u32) -> f32 {
+    if (m < p.dims.x && k < p.dims.z) {
+        return f32(a[base + m * p.strides.x + k * p.strides.y]);
+    }
+    return 0.0;
+}
+
+// B(k, n) of the batch at `base`, zero past the edges.
+fn load_b(base: u32, n: u32, k: u32) -> f32 {
+    if (k < p.dims.z && n < p.dims.y) {
+        return f32(b[base + k * p.strides.z + n * p.strides.w]);
+    }
+    return 0.0;
+}
+
+// Row `m` of the output from column `n` on: the four values of `v` that are inside it.
+fn store(base: u32, m: u32, n: u32, v: vec4<f32>) {
+    if (m >= p.dims.x) {
+        return;
+    }
+    for (var j = 0u; j < 4u; j = j + 1u) {
+        let gn = n + j;
+        if (gn < p.dims.y) {
+            out[base + m * p.dims.y + gn] = Act(v[j]{{BIAS_ADD}});
+        }
+    }
+}
 
 @compute @workgroup_size({{WGX}}, {{WGY}}, 1)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid3: vec3<u32>,
         @builtin(local_invocation_index) li: u32) {
-    let m_len = p.dims.x;
-    let n_len = p.dims.y;
     let k_len = p.dims.z;
     let batch = wid.z;
-
-    var rem = batch;
-    var a_base = 0u;
-    var b_base = 0u;
-    for (var d = i32(p.dims.w) - 1; d >= 0; d = d - 1) {
-        let du = u32(d);
-        let extent = p.batch_shape[du];
-        let c = rem % extent;
-        rem = rem / extent;
-        a_base = a_base + c * p.a_batch_strides[du];
-        b_base = b_base + c * p.b_batch_strides[du];
-    }
-
-    let a_m_contiguous = p.strides.x == 1u && p.strides.y != 1u;
+    let bases = batch_bases(batch);
+    let a_base = bases.x;
+    let b_base = bases.y;
+    // Which dimension neighbouring invocations walk when they stage a tile.
+    let a_k_contiguous = p.strides.y == 1u;
     let b_k_contiguous = p.strides.z == 1u && p.strides.w != 1u;
-    let row0 = wid.y * TM;
-    let col0 = wid.x * TN;
-    let lx = lid3.x;
-    let ly = lid3.y;
+    let row0 = wid.y * TM4 * 4u;
+    let col0 = wid.x * TN4 * 4u;
+    let tx = lid3.x;
+    let ty = lid3.y;
 
-    var acc: array<vec4<f32>, {{RM}}>;
-    for (var i = 0u; i < RM; i = i + 1u) {
-        acc[i] = vec4<f32>(0.0);
-    }
-
+{{ACC_DECLS}}
     for (var k0 = 0u; k0 < k_len; k0 = k0 + TK) {
-        for (var e = li; e < TM * TK; e = e + NT) {
-            // Neighbouring threads read neighbouring addresses: along k, or along m when A is
-            // stored transposed (k strided).
-            var r = e / TK;
-            var c = e % TK;
-            if (a_m_contiguous) {
-                r = e % TM;
-                c = e / TM;
-            }
-            let gm = row0 + r;
-            let gk = k0 + c;
-            var v = 0.0;
-            if (gm < m_len && gk < k_len) {
-                v = a[a_base + gm * p.strides.x + gk * p.strides.y];
-            }
-            a_tile[c * TM + r] = Stage(v);
-        }
-        for (var e = li; e < TK * TN; e = e + NT) {
-            // Along n, or along k when B is stored transposed (a linear layer's [N, K] weight).
-            var r = e / TN;
-            var c = e % TN;
-            if (b_k_contiguous) {
-                r = e % TK;
-                c = e / TK;
-            }
-            let gk = k0 + r;
-            let gn = col0 + c;
-            var v = 0.0;
-            if (gk < k_len && gn < n_len) {
-                v = b[b_base + gk * p.strides.z + gn * p.strides.w];
-            }
-            b_tile[r * WGX + c / 4u][c % 4u] = Stage(v);
-        }
+{{STAGE_A}}
+{{STAGE_B}}
         workgroupBarrier();
-        for (var kk = 0u; kk < TK; kk = kk + 1u) {
-            let bv = vec4<f32>(b_tile[kk * WGX + lx]);
-            for (var i = 0u; i < RM; i = i + 1u) {
-                acc[i] = fma(vec4<f32>(f32(a_tile[kk * TM + ly + i * WGY])), bv, acc[i]);
-            }
-        }
+{{STEPS}}
         workgroupBarrier();
     }
 
-    let out_base = batch * m_len * n_len;
-    for (var i = 0u; i < RM; i = i + 1u) {
-        let gm = row0 + ly + i * WGY;
-        if (gm >= m_len) {
-            continue;
-        }
-        for (var j = 0u; j < 4u; j = j + 1u) {
-            let gn = col0 + lx * 4u + j;
-            if (gn < n_len) {
-                out[out_base + gm * n_len + gn] = acc[i][j]{{BIAS_ADD}};
-            }
-        }
-    }
+    let out_base = batch * p.dims.x * p.dims.y;
+{{STORES}}
 }

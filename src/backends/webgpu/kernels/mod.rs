@@ -57,13 +57,17 @@ use std::sync::Arc;
 /// Most dims a broadcast, copy or mask view may have after coalescing.
 pub(crate) const MAX_DIMS: usize = 8;
 
-/// The matmul variants: two tilings (chosen by workgroup size) and the naive baseline.
+/// The matmul kernels (compile spec `matmul_kernel`; geometries and the pick: `matmul.rs`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub(crate) enum MatMulKernel {
-    /// 64 x 64 output tiles: 16 x 8 threads, 8 x 4 outputs each (128 invocations).
-    Tiled64,
-    /// 32 x 32 output tiles: 8 x 8 threads, 4 x 4 outputs each (64 invocations).
-    Tiled32,
+    /// Register-tiled, the output tile picked per product: the largest up to this one that
+    /// still gives enough workgroups to fill the GPU, else 32 x 32 (the default).
+    Auto(matmul::MatMulTile),
+    /// Register-tiled with this output tile.
+    Tiled(matmul::MatMulTile),
+    /// The first tiled kernel: 64 x 64 tiles of 16 x 8 threads, 8 x 4 outputs each (the
+    /// benchmarks' baseline).
+    TiledV1,
     /// One thread per output, no workgroup memory (8 x 8 threads).
     Naive,
 }

@@ -11,7 +11,7 @@ use crate::backends::webgpu::kernels::elementwise::{BinaryKey, UnaryKey, UnaryKi
 use crate::backends::webgpu::kernels::gather::GatherKey;
 use crate::backends::webgpu::kernels::layout::CopyKey;
 use crate::backends::webgpu::kernels::linear::{LinearKey, LinearPath};
-use crate::backends::webgpu::kernels::matmul::MatMulKey;
+use crate::backends::webgpu::kernels::matmul::{MatMulKey, MatMulTile};
 use crate::backends::webgpu::kernels::patch::PatchKey;
 use crate::backends::webgpu::kernels::pool::MeanPoolKey;
 use crate::backends::webgpu::kernels::rms_norm::{AddNormKey, RmsNormKey};
@@ -35,6 +35,14 @@ const WGS: [u32; 3] = [64, 128, 256];
 const ROW_WGS: [u32; 4] = [32, 64, 128, 256];
 /// Row-kernel and attention precisions: the reference, an f16 cache, f16 activations.
 const PRECISIONS: [Precision; 3] = [Precision::F32, Precision::KV_F16, Precision::F16];
+/// The matmul kernels a key can hold (every tile, the first tiled kernel, the naive one).
+const MATMUL_KERNELS: [MatMulKernel; 5] = [
+    MatMulKernel::Tiled(MatMulTile::T32),
+    MatMulKernel::Tiled(MatMulTile::T64),
+    MatMulKernel::Tiled(MatMulTile::T128),
+    MatMulKernel::TiledV1,
+    MatMulKernel::Naive,
+];
 /// The dense dtypes.
 const DENSE: [DType; 4] = [DType::F32, DType::I32, DType::I64, DType::U8];
 
@@ -179,11 +187,7 @@ fn all_keys() -> Vec<KernelKey> {
             }
         }
     }
-    for kernel in [
-        MatMulKernel::Tiled64,
-        MatMulKernel::Tiled32,
-        MatMulKernel::Naive,
-    ] {
+    for kernel in MATMUL_KERNELS {
         for bias in [false, true] {
             for f16 in [false, true] {
                 keys.push(MatMulKey { kernel, bias, f16 }.into());
@@ -232,8 +236,9 @@ fn configs() -> Vec<KernelConfig> {
     let mut out = Vec::new();
     for workgroup_size in WGS {
         for matmul in [
-            MatMulKernel::Tiled64,
-            MatMulKernel::Tiled32,
+            MatMulKernel::Auto(MatMulTile::T128),
+            MatMulKernel::Auto(MatMulTile::T32),
+            MatMulKernel::TiledV1,
             MatMulKernel::Naive,
         ] {
             for gemv in [

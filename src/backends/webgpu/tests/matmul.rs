@@ -1,6 +1,7 @@
-//! Batched matmul (tiled 64 x 64, tiled 32 x 32, naive, and f16-staged tiles) against an f64
-//! reference on shapes that are not multiples of any tile, with every transpose combination,
-//! bias, and broadcast batch dims.
+//! Batched matmul under every `matmul_kernel` (the register-tiled kernel with its tile picked
+//! per product and with each tile fixed, the first tiled kernel, naive; and f16-staged tiles)
+//! against an f64 reference on shapes that are not multiples of any tile, with every transpose
+//! combination, bias, and broadcast batch dims.
 //!
 //! Tolerance: |got - want| <= 2e-6 * sum_k |a_mk * b_kn| + 1e-6 (f32 accumulation of K terms in
 //! a different order than the reference), or 2e-3 * sum_k |a b| for f16 tiles (inputs rounded to
@@ -167,8 +168,11 @@ fn random_cases(rng: &mut Rng, count: usize) -> Vec<Case> {
         .collect()
 }
 
+/// Every `matmul_kernel` value but the default `tiled`.
+const KERNELS: [&str; 5] = ["tiled32", "tiled64", "tiled128", "tiled_v1", "naive"];
+
 #[test]
-fn tiled_64_matches_reference() {
+fn tiled_matches_reference() {
     let mut rng = Rng::new(10);
     for case in random_cases(&mut rng, 14) {
         check(&case, &mut rng, &[], false);
@@ -176,20 +180,70 @@ fn tiled_64_matches_reference() {
 }
 
 #[test]
-fn tiled_32_matches_reference() {
-    let mut rng = Rng::new(11);
+fn every_kernel_matches_reference() {
+    for (seed, kernel) in (11..).zip(KERNELS) {
+        let mut rng = Rng::new(seed);
+        let specs = [CompileSpec::new("matmul_kernel", kernel)];
+        for case in random_cases(&mut rng, 6) {
+            check(&case, &mut rng, &specs, false);
+        }
+    }
+}
+
+/// `workgroup_size` below 256 keeps `tiled` to 32 x 32 tiles.
+#[test]
+fn tiled_under_a_small_workgroup_size_matches_reference() {
+    let mut rng = Rng::new(20);
     let specs = [CompileSpec::new("workgroup_size", "64")];
-    for case in random_cases(&mut rng, 10) {
+    for case in random_cases(&mut rng, 6) {
         check(&case, &mut rng, &specs, false);
     }
 }
 
+/// Shapes that are multiples of no tile (M = 129, N = 67, K = 33, and batches enough that
+/// `tiled` picks its largest tile), transposed and plain, batched with broadcasting, with bias,
+/// under every kernel.
 #[test]
-fn naive_matches_reference() {
-    let mut rng = Rng::new(12);
-    let specs = [CompileSpec::new("matmul_kernel", "naive")];
-    for case in random_cases(&mut rng, 8) {
-        check(&case, &mut rng, &specs, false);
+fn edge_tiles_match_reference_under_every_kernel() {
+    let cases = [
+        Case {
+            a_batch: vec![2, 1],
+            b_batch: vec![3],
+            m: 129,
+            k: 33,
+            n: 67,
+            transpose_a: true,
+            transpose_b: true,
+            bias: true,
+        },
+        Case {
+            a_batch: vec![2],
+            b_batch: vec![],
+            m: 129,
+            k: 33,
+            n: 67,
+            transpose_a: false,
+            transpose_b: false,
+            bias: true,
+        },
+        // 11 batches of 5 x 5 tiles of 128: `tiled` picks 128 x 128.
+        Case {
+            a_batch: vec![11],
+            b_batch: vec![11],
+            m: 513,
+            k: 9,
+            n: 515,
+            transpose_a: false,
+            transpose_b: true,
+            bias: false,
+        },
+    ];
+    let mut rng = Rng::new(15);
+    for kernel in std::iter::once("tiled").chain(KERNELS) {
+        let specs = [CompileSpec::new("matmul_kernel", kernel)];
+        for case in &cases {
+            check(case, &mut rng, &specs, false);
+        }
     }
 }
 

@@ -12,7 +12,7 @@ use crate::program::{BinaryOp, DType, Dim, Op, Program, ProgramBuilder, UnaryOp,
 
 pub(super) const CONFIG: KernelConfig = KernelConfig {
     workgroup_size: 256,
-    matmul: MatMulKernel::Tiled64,
+    matmul: MatMulKernel::Auto(kernels::matmul::MatMulTile::T128),
     f16: false,
     kv_f16: false,
     gemv: kernels::GemvKernel::Rows,
