@@ -38,11 +38,14 @@ export const PANELS = [
     ['ours 1 x 128', 'infer_ms_b1_ours_webgpu'], ['ORT 1 x 128', 'infer_ms_b1_ort_webgpu'],
     ['ours 8 x 128', 'infer_ms_b8_ours_webgpu'], ['ORT 8 x 128', 'infer_ms_b8_ort_webgpu']]],
   ['CPU inference (ORT: wasm EP), median of warm runs', 'ms', [
-    ['ours 1 x 128', 'infer_ms_b1_ours_cpu'], ['ORT 1 x 128', 'infer_ms_b1_ort_wasm'], ['ORT threads 1 x 128', 'infer_ms_b1_ort_wasm_mt'],
-    ['ours 8 x 128', 'infer_ms_b8_ours_cpu'], ['ORT 8 x 128', 'infer_ms_b8_ort_wasm']]],
+    ['ours 1 x 128', 'infer_ms_b1_ours_cpu'], ['ours pool 1 x 128', 'infer_ms_b1_ours_cpu_mt'], ['ORT 1 x 128', 'infer_ms_b1_ort_wasm'], ['ORT threads 1 x 128', 'infer_ms_b1_ort_wasm_mt'],
+    ['ours 8 x 128', 'infer_ms_b8_ours_cpu'], ['ours pool 8 x 128', 'infer_ms_b8_ours_cpu_mt'], ['ORT 8 x 128', 'infer_ms_b8_ort_wasm'], ['ORT threads 8 x 128', 'infer_ms_b8_ort_wasm_mt']]],
   ['Wasm memory once ready', 'MiB', [
     ['ours WebGPU', 'ready_wasm_mb_ours_webgpu'], ['ORT WebGPU', 'ready_wasm_mb_ort_webgpu'],
     ['ours CPU', 'ready_wasm_mb_ours_cpu'], ['ORT wasm', 'ready_wasm_mb_ort_wasm']]],
+  ['MiniLM wasm memory after 8 x 128 (every wasm memory of the page)', 'MiB', [
+    ['tensor bytes', 'minilm_tensor_mb'], ['ours CPU', 'minilm_wasm_mb_ours_cpu'], ['ours CPU pool', 'minilm_wasm_mb_ours_cpu_mt'],
+    ['ORT wasm', 'minilm_wasm_mb_ort_wasm'], ['ORT wasm threads', 'minilm_wasm_mb_ort_wasm_mt']]],
   ['Gemma 3 270M decode (128 tokens, median of pages)', 'tokens/s', [
     ['ours CPU', 'llm_decode_tok_s_ours_cpu'], ['wllama 1 thread', 'llm_decode_tok_s_wllama_1t'],
     ['wllama threads', 'llm_decode_tok_s_wllama_mt'], ['ours WebGPU (SwiftShader)', 'llm_decode_tok_s_ours_webgpu']]],

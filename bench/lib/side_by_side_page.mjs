@@ -21,10 +21,12 @@ export async function loadOurs({ base, modelUrl, backend, seq, batch, persistent
   const wd = await import(`${base}pkg/webdelegate.js`);
   await wd.default();
   // `threads`: the CPU backend on a worker pool of that many threads (a cross-origin isolated
-  // page), started inside the timed load as a page using it would.
+  // page), started inside the timed load as a page using it would; 'auto' is ORT's rule below
+  // (min(4, cores)), so both thread pools run as many threads.
   if (threads) {
+    const count = threads === 'auto' ? Math.min(4, navigator.hardwareConcurrency || 1) : threads;
     const { CpuThreadPool } = await import(`${base}pkg/cpu-threads/pool.js`);
-    const pool = await CpuThreadPool.start({ threads });
+    const pool = await CpuThreadPool.start({ threads: count });
     wd.useCpuThreads(pool);
     window.cpuPool = pool;
   }
@@ -49,7 +51,17 @@ export async function loadOurs({ base, modelUrl, backend, seq, batch, persistent
     const rows = await embedder.embed(texts);
     return { rows, batchMs: embedder.lastBatchMillis };
   };
-  window.contender = { run, inputs: 'texts', destroy: () => embedder.destroy() };
+  // memory(): the page's wasm memory and the Embedder's own report by purpose (MemoryStats).
+  const memory = () => ({ wasmBytes: window.wasmMemoryBytes(), stats: embedder.memoryStats() });
+  window.contender = {
+    run,
+    inputs: 'texts',
+    memory,
+    destroy: () => {
+      embedder.destroy();
+      window.cpuPool?.terminate();
+    },
+  };
   let firstMs = NaN;
   let firstRows = null;
   if (first) {
@@ -140,7 +152,8 @@ export async function loadOrt({ base, modelUrl, ep, distUrl, seq, first, persist
     const dim = data.length / rows;
     return { rows: Array.from({ length: rows }, (_, i) => data.slice(i * dim, (i + 1) * dim)) };
   };
-  window.contender = { run, inputs: 'ids', placements, destroy: () => session.release() };
+  const memory = () => ({ wasmBytes: window.wasmMemoryBytes(), stats: null });
+  window.contender = { run, inputs: 'ids', placements, memory, destroy: () => session.release() };
   let firstMs = NaN;
   let firstRows = null;
   if (first) {

@@ -6,14 +6,18 @@
 // scripts/make_onnx.py in the patterns a PyTorch export of BertModel has (so ORT's own session
 // fusions can match), and model_opt.onnx, the same through onnxruntime.transformers.optimizer
 // (fused Attention, SkipLayerNormalization, BiasGelu). Contenders:
-//   ours_webgpu, ours_cpu                 webdelegate's Embedder
+//   ours_webgpu, ours_cpu                 webdelegate's Embedder (ours_cpu: one thread)
+//   ours_cpu_mt                           the Embedder on the CPU backend's worker pool with
+//                                         min(4, cores) threads (ORT's rule, so both run as many),
+//                                         on a cross-origin isolated page
 //   ort_webgpu, ort_webgpu_opt            ORT's WebGPU EP on model.onnx / model_opt.onnx
 //   ort_wasm, ort_wasm_opt                ORT's wasm EP, one thread (a page without isolation)
 //   ort_wasm_mt                           ORT's wasm EP on model_opt.onnx with min(4, cores)
 //                                         threads, on a cross-origin isolated page (COOP/COEP
 //                                         from nginx: bench/lib/locations.mjs)
 // Every ratio is against the BEST ORT figure of its kind (WebGPU: either graph; CPU: any of the
-// three, threads included; *_1t_*: one thread only, as our CPU backend runs).
+// three, threads included; *_1t_*: one thread only, as ours_cpu runs; ours_cpu_mt's speed
+// against ort_wasm_mt's on the same thread count is the cpu_threads suite's ratio).
 //
 // Load: LOAD_ROUNDS rounds; in each, every contender in a fresh blank page
 // (bench/pages/side-by-side.html), after waiting for the browser's processes (its GPU process
@@ -33,7 +37,14 @@
 // size, two untimed warm-ups for contenders whose first run took < 1 s, then rounds in turns with
 // a rotating order (so machine noise hits all) until MAX_RUNS rounds or the group's time budget
 // is spent, never fewer than MIN_RUNS. A slower machine stops earlier and reports how many runs
-// it took (infer_runs_*). BENCH_SIDE_BY_SIDE_MAX_RUNS=<n> lowers the cap (quick checks).
+// it took (infer_runs_*). BENCH_SIDE_BY_SIDE_MAX_RUNS=<n> lowers the cap (quick checks);
+// BENCH_SIDE_BY_SIDE_LOAD_ROUNDS=<n> runs n load rounds (default 5); BENCH_SIDE_BY_SIDE_ONLY=
+// <regex> runs only the matching contenders (ours_cpu always: it is the reference), and the keys
+// of contenders that did not run (ratios included) are left out.
+// Memory (MiniLM's wasm bytes, issue #35): after the 8 x 128 series, on the kept pages, the
+// page's count of every wasm memory (ours: the module's memory and, on the pool, the pool's
+// shared memory; ORT: its wasm memory, shared on its threads) and, for ours, the Embedder's
+// memoryStats() by purpose.
 // Correctness: every contender's embeddings (each first inference and each batch size's first
 // run) must have cosine >= COSINE_MIN with ours on the CPU (itself tested against the NumPy
 // reference), else the suite fails: nobody benchmarks a broken model. ort_webgpu_ran (and
@@ -66,9 +77,16 @@
 //   (execution alone, the Embedder's lastBatchMillis)
 //   cosine_min_vs_ours_cpu_<c>, ort_webgpu{,_opt}_nodes_{webgpu,cpu}, ort_graph_transformers_<c>
 //   (how many of ORT's graph transformers its verbose log says modified the graph), ort_threads
-//   (ort_wasm_mt's), cross_origin_isolated (ort_wasm_mt's page), side_by_side_seq_tokens,
-//   side_by_side_load_rounds
+//   (ort_wasm_mt's), ours_threads (ours_cpu_mt's pool), cross_origin_isolated (ort_wasm_mt's
+//   page), side_by_side_seq_tokens, side_by_side_load_rounds
+//   minilm_wasm_mb_<c> (c of the CPU group: every wasm memory of the page after the 8 x 128
+//   series, its peak), minilm_wasm_mb_ratio_vs_ort_wasm_mt (ours_cpu_mt's / ort_wasm_mt's),
+//   minilm_tensor_mb (the tensor bytes of model.safetensors), ours only:
+//   minilm_{main_wasm,weights,state,activations,staging}_mb_<c> (memoryStats: the module's
+//   memory and what it holds by purpose), minilm_{shared_memory,shared_weights,
+//   shared_activations}_mb_ours_cpu_mt (the pool's shared memory and what it holds)
 // Contract: see bench/run.mjs.
+import { open } from 'node:fs/promises';
 import path from 'node:path';
 import { BATCH, SEQ, makeInputs, verifyWithTokenizers } from '../lib/inputs.mjs';
 import { CACHED_PREFIX, ISOLATED_PREFIX } from '../lib/locations.mjs';
@@ -80,7 +98,12 @@ import { inferOnce, loadOrt, loadOurs, loadRaw } from '../lib/side_by_side_page.
 const MODEL_URL = '.cache/models/all-MiniLM-L6-v2/';
 const ORT_DIST = 'node_modules/onnxruntime-web/dist/';
 const PAGE = 'bench/pages/side-by-side.html';
-const LOAD_ROUNDS = 5;
+const LOAD_ROUNDS = (() => {
+  const n = Number(process.env.BENCH_SIDE_BY_SIDE_LOAD_ROUNDS ?? 5);
+  if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_SIDE_BY_SIDE_LOAD_ROUNDS must be a positive integer, got ${process.env.BENCH_SIDE_BY_SIDE_LOAD_ROUNDS}`);
+  return n;
+})();
+const ONLY = process.env.BENCH_SIDE_BY_SIDE_ONLY ? new RegExp(process.env.BENCH_SIDE_BY_SIDE_ONLY) : null;
 const MAX_RUNS = (() => {
   const n = Number(process.env.BENCH_SIDE_BY_SIDE_MAX_RUNS ?? 20);
   if (!Number.isInteger(n) || n < 1) throw new Error(`BENCH_SIDE_BY_SIDE_MAX_RUNS must be a positive integer, got ${process.env.BENCH_SIDE_BY_SIDE_MAX_RUNS}`);
@@ -99,6 +122,7 @@ const ORT_OPT = `${MODEL_URL}model_opt.onnx`;
 const CONTENDERS = {
   ours_webgpu: [loadOurs, { modelUrl: MODEL_URL, backend: 'webgpu', seq: SEQ, batch: BATCH }],
   ours_cpu: [loadOurs, { modelUrl: MODEL_URL, backend: 'cpu', seq: SEQ, batch: BATCH }],
+  ours_cpu_mt: [loadOurs, { modelUrl: MODEL_URL, backend: 'cpu', seq: SEQ, batch: BATCH, threads: 'auto' }, { isolated: true }],
   ort_webgpu: [loadOrt, { modelUrl: ORT_PLAIN, ep: 'webgpu', distUrl: ORT_DIST, seq: SEQ }],
   ort_webgpu_opt: [loadOrt, { modelUrl: ORT_OPT, ep: 'webgpu', distUrl: ORT_DIST, seq: SEQ }],
   ort_wasm: [loadOrt, { modelUrl: ORT_PLAIN, ep: 'wasm', distUrl: ORT_DIST, seq: SEQ }],
@@ -107,7 +131,7 @@ const CONTENDERS = {
   raw_pipe: [loadRaw, { weightsUrl: `${MODEL_URL}model.safetensors` }],
 };
 /** Inference groups: ours and every ORT configuration of the same kind, timed in turns. */
-const GROUPS = [['ours_webgpu', 'ort_webgpu', 'ort_webgpu_opt'], ['ours_cpu', 'ort_wasm', 'ort_wasm_opt', 'ort_wasm_mt']];
+const GROUPS = [['ours_webgpu', 'ort_webgpu', 'ort_webgpu_opt'], ['ours_cpu', 'ours_cpu_mt', 'ort_wasm', 'ort_wasm_opt', 'ort_wasm_mt']];
 const ORT_WEBGPU = ['ort_webgpu', 'ort_webgpu_opt'];
 const ORT_WASM = ['ort_wasm', 'ort_wasm_opt', 'ort_wasm_mt'];
 const ORT_WASM_1T = ['ort_wasm', 'ort_wasm_opt'];
@@ -176,6 +200,26 @@ async function series(ctx, pages, group, rows, inputs) {
   return out;
 }
 
+/** Bytes of the tensors in the safetensors file at `file`: the data its header indexes. */
+async function safetensorsTensorBytes(file) {
+  const handle = await open(file);
+  try {
+    const head = Buffer.alloc(8);
+    await handle.read(head, 0, 8, 0);
+    const length = Number(head.readBigUInt64LE(0));
+    const json = Buffer.alloc(length);
+    await handle.read(json, 0, length, 8);
+    const header = JSON.parse(json.toString('utf8'));
+    let bytes = 0;
+    for (const [name, info] of Object.entries(header)) {
+      if (name !== '__metadata__') bytes += info.data_offsets[1] - info.data_offsets[0];
+    }
+    return bytes;
+  } finally {
+    await handle.close();
+  }
+}
+
 /** The fastest (lowest) value of `key(c)` over the contenders `names`, and which one it was. */
 function best(result, names, key) {
   let at = names[0];
@@ -193,9 +237,11 @@ export async function run(ctx) {
 
   // Cold load rounds (each with its first inference); the last round's pages (not the raw
   // pipe's) stay open for the inference series.
-  const loads = Object.fromEntries(Object.keys(CONTENDERS).map((n) => [n, []]));
+  const names = Object.keys(CONTENDERS).filter((n) => n === 'ours_cpu' || !ONLY || ONLY.test(n));
+  const loads = Object.fromEntries(names.map((n) => [n, []]));
   const pages = {};
-  const names = Object.keys(CONTENDERS);
+  /** Those of `list` that run in this run (BENCH_SIDE_BY_SIDE_ONLY). */
+  const ran = (list) => list.filter((n) => names.includes(n));
   for (let round = 0; round < LOAD_ROUNDS; round++) {
     const last = round === LOAD_ROUNDS - 1;
     for (let i = 0; i < names.length; i++) {
@@ -232,21 +278,28 @@ export async function run(ctx) {
       }
     }
   }
-  const readyOrtWebgpu = best(result, ORT_WEBGPU, (n) => `ready_ms_${n}`);
-  const readyOrtWasm = best(result, ORT_WASM, (n) => `ready_ms_${n}`);
+  const readyOrtWebgpu = best(result, ran(ORT_WEBGPU), (n) => `ready_ms_${n}`);
+  const readyOrtWasm = best(result, ran(ORT_WASM), (n) => `ready_ms_${n}`);
   result.ready_ratio_vs_ort_webgpu = result.ready_ms_ours_webgpu / readyOrtWebgpu.value;
   result.ready_ratio_cpu_vs_ort_wasm = result.ready_ms_ours_cpu / readyOrtWasm.value;
   result.ready_ratio_vs_raw_pipe = result.ready_ms_ours_webgpu / result.ready_ms_raw_pipe;
-  result.first_embedding_ratio_vs_ort_webgpu = result.first_embedding_ms_ours_webgpu / best(result, ORT_WEBGPU, (n) => `first_embedding_ms_${n}`).value;
-  result.first_embedding_ratio_cpu_vs_ort_wasm = result.first_embedding_ms_ours_cpu / best(result, ORT_WASM, (n) => `first_embedding_ms_${n}`).value;
-  result.ready_pipelines_ours_webgpu = loads.ours_webgpu.at(-1).pipelines;
-  result.ort_threads = loads.ort_wasm_mt.at(-1).threads;
-  result.cross_origin_isolated = (await pages.ort_wasm_mt.evaluate(() => self.crossOriginIsolated)) ? 1 : 0;
-  if (result.cross_origin_isolated !== 1 || result.ort_threads < 2) ctx.log(`warning: ort_wasm_mt ran ${result.ort_threads} thread(s), isolated ${result.cross_origin_isolated}`);
+  result.first_embedding_ratio_vs_ort_webgpu = result.first_embedding_ms_ours_webgpu / best(result, ran(ORT_WEBGPU), (n) => `first_embedding_ms_${n}`).value;
+  result.first_embedding_ratio_cpu_vs_ort_wasm = result.first_embedding_ms_ours_cpu / best(result, ran(ORT_WASM), (n) => `first_embedding_ms_${n}`).value;
+  if (loads.ours_webgpu) result.ready_pipelines_ours_webgpu = loads.ours_webgpu.at(-1).pipelines;
+  if (pages.ort_wasm_mt) {
+    result.ort_threads = loads.ort_wasm_mt.at(-1).threads;
+    result.cross_origin_isolated = (await pages.ort_wasm_mt.evaluate(() => self.crossOriginIsolated)) ? 1 : 0;
+    if (result.cross_origin_isolated !== 1 || result.ort_threads < 2) ctx.log(`warning: ort_wasm_mt ran ${result.ort_threads} thread(s), isolated ${result.cross_origin_isolated}`);
+  }
+  if (pages.ours_cpu_mt) {
+    result.ours_threads = loads.ours_cpu_mt.at(-1).threads;
+    const isolated = await pages.ours_cpu_mt.evaluate(() => self.crossOriginIsolated);
+    if (!isolated || result.ours_threads < 2) ctx.log(`warning: ours_cpu_mt ran ${result.ours_threads} thread(s), isolated ${isolated}`);
+  }
 
   // Inference, group by group.
   const measured = {};
-  for (const group of GROUPS) {
+  for (const group of GROUPS.map(ran).filter((g) => g.length)) {
     for (const rows of [1, BATCH]) {
       const s = await series(ctx, pages, group, rows, inputs);
       for (const name of group) (measured[name] ??= {})[rows] = s[name];
@@ -267,18 +320,38 @@ export async function run(ctx) {
     }
   }
   for (const rows of [1, BATCH]) {
-    const ortGpu = best(result, ORT_WEBGPU, (n) => `infer_ms_b${rows}_${n}`);
-    const ortWasm = best(result, ORT_WASM, (n) => `infer_ms_b${rows}_${n}`);
-    const ortWasm1t = best(result, ORT_WASM_1T, (n) => `infer_ms_b${rows}_${n}`);
+    const ortGpu = best(result, ran(ORT_WEBGPU), (n) => `infer_ms_b${rows}_${n}`);
+    const ortWasm = best(result, ran(ORT_WASM), (n) => `infer_ms_b${rows}_${n}`);
+    const ortWasm1t = best(result, ran(ORT_WASM_1T), (n) => `infer_ms_b${rows}_${n}`);
     result[`infer_ratio_vs_ort_webgpu_b${rows}`] = result[`infer_ms_b${rows}_ours_webgpu`] / ortGpu.value;
-    result[`infer_best_ort_webgpu_is_opt_b${rows}`] = ortGpu.name === 'ort_webgpu_opt' ? 1 : 0;
+    if (ortGpu.name) result[`infer_best_ort_webgpu_is_opt_b${rows}`] = ortGpu.name === 'ort_webgpu_opt' ? 1 : 0;
     result[`cpu_infer_ratio_vs_ort_wasm_b${rows}`] = result[`infer_ms_b${rows}_ours_cpu`] / ortWasm.value;
     result[`cpu_infer_ratio_vs_ort_wasm_1t_b${rows}`] = result[`infer_ms_b${rows}_ours_cpu`] / ortWasm1t.value;
     ctx.log(`${rows} x ${SEQ}: best ORT WebGPU ${ortGpu.name}, best ORT wasm ${ortWasm.name} (one thread: ${ortWasm1t.name})`);
     // The same from each side's fastest run: a shared machine only ever slows runs down.
     result[`infer_ratio_best_vs_ort_webgpu_b${rows}`] = result[`infer_min_ms_b${rows}_ours_webgpu`]
-      / best(result, ORT_WEBGPU, (n) => `infer_min_ms_b${rows}_${n}`).value;
+      / best(result, ran(ORT_WEBGPU), (n) => `infer_min_ms_b${rows}_${n}`).value;
   }
+
+  // MiniLM's wasm bytes (issue #35), on the kept pages after the 8 x 128 series (wasm memory
+  // never shrinks: these are the peaks of the whole page): the page's count of every wasm
+  // memory, and ours by purpose from the Embedder's memoryStats().
+  for (const name of ran(['ours_cpu', 'ours_cpu_mt', ...ORT_WASM])) {
+    const { wasmBytes, stats } = await pages[name].evaluate(() => window.contender.memory());
+    result[`minilm_wasm_mb_${name}`] = wasmBytes / MIB;
+    if (!stats) {
+      ctx.log(`${name}: wasm memory ${(wasmBytes / MIB).toFixed(1)} MiB after the ${BATCH} x ${SEQ} series`);
+      continue;
+    }
+    const main = [['main_wasm', 'wasmMemoryBytes'], ['weights', 'weights'], ['state', 'state'], ['activations', 'activations'], ['staging', 'staging']];
+    const shared = [['shared_memory', 'sharedMemoryBytes'], ['shared_weights', 'sharedWeights'], ['shared_activations', 'sharedActivations']];
+    for (const [key, field] of name === 'ours_cpu_mt' ? [...main, ...shared] : main) {
+      result[`minilm_${key}_mb_${name}`] = stats[field] / MIB;
+    }
+    ctx.log(`${name}: wasm memory ${(wasmBytes / MIB).toFixed(1)} MiB after the ${BATCH} x ${SEQ} series; memoryStats ${JSON.stringify(stats)}`);
+  }
+  result.minilm_wasm_mb_ratio_vs_ort_wasm_mt = result.minilm_wasm_mb_ours_cpu_mt / result.minilm_wasm_mb_ort_wasm_mt;
+  result.minilm_tensor_mb = (await safetensorsTensorBytes(path.join(modelDir, 'model.safetensors'))) / MIB;
 
   // Same answers, or the numbers mean nothing: every contender's first inference (right after
   // its load) and its first run at each batch size, against ours on the CPU.
@@ -294,7 +367,7 @@ export async function run(ctx) {
   if (broken.length) throw new Error(`embeddings differ (need cosine >= ${COSINE_MIN}):\n${broken.join('\n')}`);
 
   // Did ORT's WebGPU EP really run each graph, and what did ORT's own optimizer fuse?
-  for (const name of [...ORT_WEBGPU, ...ORT_WASM]) {
+  for (const name of ran([...ORT_WEBGPU, ...ORT_WASM])) {
     const placed = await pages[name].evaluate(() => window.contender.placements());
     const total = Object.values(placed.counts).reduce((a, b) => a + b, 0);
     result[`ort_graph_transformers_${name}`] = placed.transformers.length;
