@@ -7,7 +7,8 @@
 //! Each execution runs `REPEATS` independent matmuls, each an output (read back); times are wall-clock over whole executions after a warm-up, so they
 //! include submission and read-back. The kernels are measured in alternating rounds and the
 //! best round of each is reported: on a shared, noisy machine that is the least disturbed one. Run with `cargo bench --bench matmul`; pass `--quick` for
-//! fewer iterations, `--shape MxKxN` (repeatable) to measure other shapes instead, `--json FILE`
+//! fewer iterations, `--shape MxKxN` (repeatable) to measure other shapes instead, `--kernel
+//! NAME` to measure another `matmul_kernel` value (e.g. `tiled64`) in the place of `tiled`, `--json FILE`
 //! to write the numbers as JSON (`matmul_{M}x{K}x{N}_{tiled,tiled_v1,naive}_gflops`,
 //! `..._ratio` (tiled / naive), `..._tiled_over_v1`).
 //! Ratios are the result: absolute numbers depend on the machine and its load.
@@ -168,10 +169,14 @@ mod native {
             "{:>16} {:>14} {:>14} {:>14} {:>12} {:>12}",
             "M x K x N", "tiled GFLOP/s", "v1 GFLOP/s", "naive GFLOP/s", "tiled/naive", "tiled/v1"
         );
+        let tiled_spec = [CompileSpec::new(
+            "matmul_kernel",
+            args.value("--kernel").unwrap_or("tiled"),
+        )];
         let v1_spec = [CompileSpec::new("matmul_kernel", "tiled_v1")];
         let naive_spec = [CompileSpec::new("matmul_kernel", "naive")];
         for shape in shapes {
-            let mut tiled = Fixture::new(&backend, shape, &[]);
+            let mut tiled = Fixture::new(&backend, shape, &tiled_spec);
             let mut v1 = Fixture::new(&backend, shape, &v1_spec);
             let mut naive = Fixture::new(&backend, shape, &naive_spec);
             let (mut best_tiled, mut best_v1, mut best_naive) = (0.0f64, 0.0f64, 0.0f64);
