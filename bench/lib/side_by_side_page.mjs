@@ -51,8 +51,9 @@ export async function loadOurs({ base, modelUrl, backend, seq, batch, persistent
     const rows = await embedder.embed(texts);
     return { rows, batchMs: embedder.lastBatchMillis };
   };
-  // memory(): the page's wasm memory and the Embedder's own report by purpose (MemoryStats).
-  const memory = () => ({ wasmBytes: window.wasmMemoryBytes(), stats: embedder.memoryStats() });
+  // memory(): the page's wasm memory, the Embedder's own report by purpose (MemoryStats) and
+  // the bytes the pool's allocator holds now (its shared memory less the regions it freed).
+  const memory = () => ({ wasmBytes: window.wasmMemoryBytes(), stats: embedder.memoryStats(), poolInUse: window.cpuPool?.bytesInUse ?? 0 });
   window.contender = {
     run,
     inputs: 'texts',

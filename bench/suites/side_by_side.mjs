@@ -84,7 +84,9 @@
 //   minilm_tensor_mb (the tensor bytes of model.safetensors), ours only:
 //   minilm_{main_wasm,weights,state,activations,staging}_mb_<c> (memoryStats: the module's
 //   memory and what it holds by purpose), minilm_{shared_memory,shared_weights,
-//   shared_activations}_mb_ours_cpu_mt (the pool's shared memory and what it holds)
+//   shared_activations}_mb_ours_cpu_mt (the pool's shared memory and what it holds),
+//   minilm_shared_in_use_mb_ours_cpu_mt (what the pool's allocator holds after the series: the
+//   rest of its memory is regions it freed, the high-water of an execute's pool results)
 // Contract: see bench/run.mjs.
 import { open } from 'node:fs/promises';
 import path from 'node:path';
@@ -337,7 +339,7 @@ export async function run(ctx) {
   // never shrinks: these are the peaks of the whole page): the page's count of every wasm
   // memory, and ours by purpose from the Embedder's memoryStats().
   for (const name of ran(['ours_cpu', 'ours_cpu_mt', ...ORT_WASM])) {
-    const { wasmBytes, stats } = await pages[name].evaluate(() => window.contender.memory());
+    const { wasmBytes, stats, poolInUse } = await pages[name].evaluate(() => window.contender.memory());
     result[`minilm_wasm_mb_${name}`] = wasmBytes / MIB;
     if (!stats) {
       ctx.log(`${name}: wasm memory ${(wasmBytes / MIB).toFixed(1)} MiB after the ${BATCH} x ${SEQ} series`);
@@ -348,7 +350,8 @@ export async function run(ctx) {
     for (const [key, field] of name === 'ours_cpu_mt' ? [...main, ...shared] : main) {
       result[`minilm_${key}_mb_${name}`] = stats[field] / MIB;
     }
-    ctx.log(`${name}: wasm memory ${(wasmBytes / MIB).toFixed(1)} MiB after the ${BATCH} x ${SEQ} series; memoryStats ${JSON.stringify(stats)}`);
+    if (name === 'ours_cpu_mt') result.minilm_shared_in_use_mb_ours_cpu_mt = poolInUse / MIB;
+    ctx.log(`${name}: wasm memory ${(wasmBytes / MIB).toFixed(1)} MiB after the ${BATCH} x ${SEQ} series; memoryStats ${JSON.stringify(stats)}${poolInUse ? `; the pool's allocator holds ${(poolInUse / MIB).toFixed(1)} MiB` : ''}`);
   }
   result.minilm_wasm_mb_ratio_vs_ort_wasm_mt = result.minilm_wasm_mb_ours_cpu_mt / result.minilm_wasm_mb_ort_wasm_mt;
   result.minilm_tensor_mb = (await safetensorsTensorBytes(path.join(modelDir, 'model.safetensors'))) / MIB;
