@@ -116,7 +116,8 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
     const { CpuThreadPool, cpuThreadsUnavailable } = await import('/isolated/pkg/cpu-threads/pool.js');
     const isolated = { crossOriginIsolated, unavailable: cpuThreadsUnavailable() };
     const plain = await wd.Delegate.initWithParameters('cpu', blob, mem);
-    const pool = await CpuThreadPool.start({ threads: 3, taskTimeoutMs: 3000 });
+    // Every op shared (no adaptive fallback to this thread), so the workers' part is what runs.
+    const pool = await CpuThreadPool.start({ threads: 3, taskTimeoutMs: 3000, participation: false });
     const before = threadsNow();
     wd.useCpuThreads(pool);
     const idle = pool.bytesInUse;
@@ -225,6 +226,53 @@ test('products on 1, 2 and 3 threads give the single-thread path\'s results (iso
   for (const refusal of r.refused) assert.equal(refusal.code, 'InvalidArgument', JSON.stringify(refusal));
   assert.match(r.refused[0].message, /cannot run a program on 4 threads.*3 threads is installed/);
   assert.match(r.after[1], /3 threads is installed; 3 in use/);
+});
+
+test('when sharing does not pay, ops run on this thread alone with the same results, and sharing is probed again', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+  await p.evaluate(setUp);
+  const r = await p.evaluate(async () => {
+    const { blob, mem, run } = window.cpuThreads;
+    const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
+    const plain = await wd.Delegate.initWithParameters('cpu', blob, mem);
+    // A gain no shared op can meet: every window of 4 shared ops gives sharing up, first for 6
+    // ops, then 12, then 24 (the stretch doubles after each failed probe).
+    const pool = await CpuThreadPool.start({ threads: 2, taskTimeoutMs: 3000, participation: { window: 4, gain: 1e-9, soloOps: 6, maxSoloOps: 24 } });
+    wd.useCpuThreads(pool);
+    const threaded = await wd.Delegate.initWithParameters('cpu', blob, mem);
+    const checks = [];
+    const trace = [];
+    for (let i = 0; i < 12; i++) {
+      const before = { sequence: pool.workers[0].sequence, ...pool.participationStats };
+      const [want, got] = [await run(plain, 37), await run(threaded, 37)];
+      const after = { sequence: pool.workers[0].sequence, ...pool.participationStats };
+      trace.push({ before, after });
+      const scales = want.map((o) => o.reduce((m, v) => Math.max(m, Math.abs(v)), 0));
+      checks.push(want.every((o, k) => o.length === got[k].length && o.every((v, j) => Math.abs(v - got[k][j]) <= 1e-5 * scales[k])));
+    }
+    // An execute wholly in a solo stretch posts the worker nothing.
+    const quiet = trace.filter(({ before, after }) => before.solo && after.solo && after.soloOps - before.soloOps > 0 && after.sharedOps === before.sharedOps);
+    const stats = pool.participationStats;
+    plain.destroy();
+    threaded.destroy();
+    pool.terminate();
+    wd.useCpuThreads(null);
+    // The policy refuses settings it cannot use.
+    const refused = [];
+    for (const participation of [{ window: 0 }, { gain: 0 }, { gain: 1.5 }, { soloOps: 2.5 }]) {
+      try { await CpuThreadPool.start({ threads: 2, participation }); refused.push('started'); } catch (e) { refused.push(`${e.name}: ${e.message}`); }
+    }
+    return { checks, stats, quiet: quiet.map(({ before, after }) => after.sequence - before.sequence), refused };
+  });
+  assert.ok(r.checks.every(Boolean), `the same results shared and alone: ${r.checks}`);
+  t.diagnostic(`participation: ${JSON.stringify(r.stats)}`);
+  assert.ok(r.stats.fallbacks >= 3, `sharing given up after each window: ${JSON.stringify(r.stats)}`);
+  assert.ok(r.stats.soloOps >= 6 + 12 + 24, `ops ran alone in doubling stretches: ${JSON.stringify(r.stats)}`);
+  assert.ok(r.stats.sharedOps >= 4 * 3, `and windows were shared to probe: ${JSON.stringify(r.stats)}`);
+  assert.ok(r.quiet.length > 0, 'some execute ran wholly alone');
+  assert.ok(r.quiet.every((posted) => posted === 0), `nothing was posted to the worker while alone: ${r.quiet}`);
+  assert.equal(r.refused.length, 4);
+  for (const why of r.refused) assert.match(why, /^RangeError: participation (window|gain|soloOps)/);
 });
 
 test('a worker that dies fails the next execute with a coded error, and the one after runs on one thread', TEST_TIMEOUT, async (t) => {

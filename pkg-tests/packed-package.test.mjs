@@ -206,7 +206,7 @@ async function runApp(t, name) {
 
 test('npm pack gives a package with its exports, types, README and LICENSE', async () => {
   const { files, info } = await pack();
-  for (const file of ['package.json', 'README.md', 'LICENSE', 'webdelegate.js', 'webdelegate.d.ts', 'webdelegate_bg.wasm', 'webdelegate_kernels.wasm', 'cpu-threads/pool.js', 'cpu-threads/worker.js']) {
+  for (const file of ['package.json', 'README.md', 'LICENSE', 'webdelegate.js', 'webdelegate.d.ts', 'webdelegate_bg.wasm', 'webdelegate_kernels.wasm', 'cpu-threads/pool.js', 'cpu-threads/participation.js', 'cpu-threads/worker.js']) {
     assert.ok(files.includes(file), `${file} is not in the tarball: ${files}`);
   }
   assert.ok(files.some((f) => f.startsWith('snippets/')), 'the wasm-bindgen snippets are packed');

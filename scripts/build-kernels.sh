@@ -39,5 +39,5 @@ mkdir -p "$PKG"
   --enable-mutable-globals --enable-simd --enable-sign-ext --enable-nontrapping-float-to-int \
   "$OUT" -o "$PKG/webdelegate_kernels.wasm"
 mkdir -p "$PKG/cpu-threads"
-cp src/browser/cpu_threads/pool.js src/browser/cpu_threads/worker.js "$PKG/cpu-threads/"
+cp src/browser/cpu_threads/pool.js src/browser/cpu_threads/participation.js src/browser/cpu_threads/worker.js "$PKG/cpu-threads/"
 echo "built $PKG/webdelegate_kernels.wasm ($(stat -c %s "$PKG/webdelegate_kernels.wasm") bytes) and $PKG/cpu-threads/"

@@ -12,7 +12,7 @@ import path from 'node:path';
 const dir = process.argv[2] ?? 'pkg';
 const file = path.join(dir, 'package.json');
 const manifest = JSON.parse(readFileSync(file, 'utf8'));
-for (const required of ['webdelegate.js', 'webdelegate.d.ts', 'webdelegate_bg.wasm', 'webdelegate_kernels.wasm', 'cpu-threads/pool.js', 'cpu-threads/worker.js', 'README.md', 'LICENSE']) {
+for (const required of ['webdelegate.js', 'webdelegate.d.ts', 'webdelegate_bg.wasm', 'webdelegate_kernels.wasm', 'cpu-threads/pool.js', 'cpu-threads/participation.js', 'cpu-threads/worker.js', 'README.md', 'LICENSE']) {
   if (!existsSync(path.join(dir, required))) throw new Error(`package-manifest.mjs: ${dir}/${required} is missing (run wasm-pack, then scripts/build-kernels.sh)`);
 }
 manifest.files = [...new Set([...(manifest.files ?? []), 'webdelegate_kernels.wasm', 'cpu-threads/', 'README.md', 'LICENSE'])];

@@ -12,16 +12,17 @@
 /**
  * webdelegate's Generator on `backend`; with `threads`, the CPU backend on a worker pool of
  * that many threads (a cross-origin isolated page), started inside the timed load; with
- * `cpuActivations`, that load option (the CPU backend's `'int8'` activations).
+ * `cpuActivations`, that load option (the CPU backend's `'int8'` activations); `participation`,
+ * the pool's option of that name (`false`: every op shared with the workers).
  */
-export async function generateOurs({ modelUrl, backend, prompt, newTokens, contextLength, threads, cpuActivations }) {
+export async function generateOurs({ modelUrl, backend, prompt, newTokens, contextLength, threads, cpuActivations, participation }) {
   const t0 = performance.now();
   const wd = await import('/pkg/webdelegate.js');
   await wd.default();
   let pool = null;
   if (threads) {
     const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
-    pool = await CpuThreadPool.start({ threads });
+    pool = await CpuThreadPool.start({ threads, ...(participation === undefined ? {} : { participation }) });
     wd.useCpuThreads(pool);
   }
   const gen = await wd.Generator.load(modelUrl, { backend, contextLength, ...(cpuActivations ? { cpuActivations } : {}) });
@@ -47,6 +48,8 @@ export async function generateOurs({ modelUrl, backend, prompt, newTokens, conte
     wasmBytes: window.wasmMemoryBytes(),
     threads: Number(wd.getOption('cpu', [{ key: 'threads', value: 0 }])[0].value),
     sharedMb: pool ? pool.bytesInUse / 2 ** 20 : 0,
+    // The pool's adaptive participation: ops shared, ops run on the caller alone, fallbacks.
+    participation: pool?.participationStats ?? null,
     detail: `${stats.backend}, ${stats.finishReason}`,
   };
   gen.destroy();

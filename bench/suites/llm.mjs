@@ -71,7 +71,9 @@
 // Units: *_ms milliseconds, *_mb MiB except served MB. Needs `npm run setup` and build:pkg.
 // Environment (quick checks): BENCH_LLM_PAGES=<n> pages per configuration (default 3),
 // BENCH_LLM_ONLY=<regex> runs only the matching configurations (the ratios then need ours_cpu and
-// both wllama CPU configurations), BENCH_LLM_DEBUG=1 logs each page's steps.
+// both wllama CPU configurations), BENCH_LLM_DEBUG=1 logs each page's steps,
+// BENCH_LLM_POOL_SHARE_ALWAYS=1 starts our pools sharing every op with the workers (no adaptive
+// fallback to the caller: the pool as it was before 12-08, for a before/after).
 import { spawn } from 'node:child_process';
 import { ISOLATED_PREFIX } from '../lib/locations.mjs';
 import { generateOurs, generateWllama } from '../lib/llm_page.mjs';
@@ -190,7 +192,7 @@ export async function run(ctx) {
   const { prompt, weightBytes, gbps } = await prepare(ctx);
   ctx.log(`prompt: ${PROMPT_TOKENS} tokens (${prompt.length} characters); weights read per token ${(weightBytes / 1e6).toFixed(1)} MB; page bandwidth ${gbps.toFixed(2)} GB/s`);
 
-  const common = { modelUrl: MODEL_URL, prompt, contextLength: CONTEXT };
+  const common = { modelUrl: MODEL_URL, prompt, contextLength: CONTEXT, ...(process.env.BENCH_LLM_POOL_SHARE_ALWAYS ? { participation: false } : {}) };
   const wllama = { ...common, wasmUrl: `${WLLAMA}wasm/wllama.wasm`, moduleUrl: `${WLLAMA}index.js`, newTokens: NEW_TOKENS };
   const blank = await ctx.openPage(`/${PAGE}`, () => window.pageReady);
   const cores = await blank.evaluate(() => navigator.hardwareConcurrency || 1);
@@ -257,7 +259,7 @@ export async function run(ctx) {
       await p.close();
       load?.stop();
       runs[name].push({ ...r, heap, served: log });
-      ctx.log(`${name} page ${runs[name].length} (after ${waited} ms idle wait): ttft ${r.ttftMs.toFixed(0)} ms, prefill ${r.promptTokens} tok in ${r.prefillMs.toFixed(0)} ms, decode ${r.decodeTokS.toFixed(2)} tok/s over ${r.generated}, wasm ${(r.wasmBytes / MIB).toFixed(1)} MiB, ${log.requests} requests ${(log.bytes / 1e6).toFixed(1)} MB${r.log ? `; ${r.log.filter((l) => /backend_ptrs|device/.test(l)).slice(0, 2).join(' | ')}` : ''}`);
+      ctx.log(`${name} page ${runs[name].length} (after ${waited} ms idle wait): ttft ${r.ttftMs.toFixed(0)} ms, prefill ${r.promptTokens} tok in ${r.prefillMs.toFixed(0)} ms, decode ${r.decodeTokS.toFixed(2)} tok/s over ${r.generated}, wasm ${(r.wasmBytes / MIB).toFixed(1)} MiB, ${log.requests} requests ${(log.bytes / 1e6).toFixed(1)} MB${r.participation ? `; pool shared ${r.participation.sharedOps} ops, alone ${r.participation.soloOps}, fallbacks ${r.participation.fallbacks}` : ''}${r.log ? `; ${r.log.filter((l) => /backend_ptrs|device/.test(l)).slice(0, 2).join(' | ')}` : ''}`);
     }
   }
 

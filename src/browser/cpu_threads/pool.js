@@ -24,6 +24,12 @@
 // output row, element or product is computed by the same kernel call whichever thread takes
 // its piece, so results do not depend on who ran what. The GEMMs (packing scratch per thread)
 // keep one share per thread (`run`).
+//
+// Whether the workers take part at all is decided op by op (participation.js): when sharing
+// stops paying (another program holds a core and descheduled workers hold pieces up), ops run
+// on the caller alone for a stretch and the pool then probes again.
+
+import { Participation } from './participation.js';
 
 const PAGE = 65536;
 const STACK_BYTES = 1 << 20;
@@ -172,7 +178,9 @@ export class CpuThreadPool {
   /**
    * Starts a pool of `threads` participants (this thread and `threads - 1` workers).
    * Rejects with the reason when the page cannot run threads or a worker fails to start.
-   * @param {{threads?: number, kernelsUrl?: string|URL, workerUrl?: string|URL, taskTimeoutMs?: number, startTimeoutMs?: number}} [options]
+   * `participation`: `false` shares every op with the workers; an object sets the adaptive
+   * policy's settings (participation.js; the default adapts with its defaults).
+   * @param {{threads?: number, kernelsUrl?: string|URL, workerUrl?: string|URL, taskTimeoutMs?: number, startTimeoutMs?: number, participation?: false|{window?: number, gain?: number, soloOps?: number, maxSoloOps?: number}}} [options]
    */
   static async start(options = {}) {
     const unavailable = cpuThreadsUnavailable();
@@ -201,6 +209,8 @@ export class CpuThreadPool {
     this.active = threads;
     this.taskTimeoutMs = options.taskTimeoutMs ?? 10000;
     this.startTimeoutMs = options.startTimeoutMs ?? 10000;
+    // Whether workers take part in the next op (null: always).
+    this.participation = options.participation === false ? null : new Participation(options.participation ?? {});
     this.workerUrl = options.workerUrl ?? new URL('./worker.js', import.meta.url);
     this.memory = new WebAssembly.Memory({ initial: 32, maximum: 65536, shared: true });
     this.main = new WebAssembly.Instance(module, { env: { memory: this.memory } });
@@ -451,12 +461,14 @@ export class CpuThreadPool {
   claimed(kind, tasks, threads) {
     if (tasks.length === 0) return; // no rows: nothing to compute
     const [entry, argc] = ENTRIES[kind];
-    if (tasks.length === 1 || threads <= 1) {
+    const alone = tasks.length === 1 || threads <= 1;
+    if (alone || !this.sharing()) {
       for (const task of tasks) {
         if (this.main.exports[entry](...task, this.mainStatus) !== 0) throw new Error(this.message(this.mainStatus));
       }
       return;
     }
+    const started = performance.now();
     if (tasks.length > 0xffff) throw new Error(`an op of ${tasks.length} pieces is more than the pool's claim table takes`);
     this.claimBlock ??= this.regions.alloc(CLAIM_WORDS * 4);
     const tableBytes = tasks.length * argc * 4;
@@ -504,6 +516,8 @@ export class CpuThreadPool {
       Atomics.notify(words, SEQUENCE);
     }
     const kernel = this.main.exports[entry];
+    const claiming = performance.now();
+    let mine = 0;
     for (;;) {
       const state = Atomics.load(block, CLAIM_STATE);
       const piece = state & 0xffff;
@@ -512,7 +526,9 @@ export class CpuThreadPool {
       const result = kernel(...tasks[piece], this.mainStatus);
       if (result !== 0 && Atomics.compareExchange(block, CLAIM_RESULT, 0, result) === 0) block[CLAIM_WHO] = 0;
       Atomics.add(block, CLAIM_DONE, 1);
+      mine += 1;
     }
+    const claimedAll = performance.now();
     const deadline = performance.now() + this.taskTimeoutMs;
     let spins = 0;
     while (Atomics.load(block, CLAIM_DONE) < tasks.length) {
@@ -524,6 +540,7 @@ export class CpuThreadPool {
         throw this.brokenError();
       }
     }
+    this.participation?.ranShared(performance.now() - started, claimedAll - claiming, mine, tasks.length);
     const result = Atomics.load(block, CLAIM_RESULT);
     if (result !== 0) {
       const who = block[CLAIM_WHO];
@@ -540,6 +557,16 @@ export class CpuThreadPool {
   /** Runs task 0 here and the others on workers 1.. (`kind`'s entry in ENTRIES); throws on any failure. */
   run(kind, tasks) {
     if (tasks.length === 0) return; // no rows: nothing to compute
+    const status = this.mainStatus;
+    const entry = this.main.exports[ENTRIES[kind][0]];
+    if (tasks.length > 1 && !this.sharing()) {
+      // Each share has its own scratch slot, so one after another on this thread is the same.
+      for (const task of tasks) {
+        if (entry(...task, status) !== 0) throw new Error(this.message(status));
+      }
+      return;
+    }
+    const started = performance.now();
     const posted = [];
     let missing = null;
     for (let t = 1; t < tasks.length; t++) {
@@ -566,9 +593,11 @@ export class CpuThreadPool {
       this.waitFor(posted);
       throw this.brokenError();
     }
-    const status = this.mainStatus;
-    if (this.main.exports[ENTRIES[kind][0]](...tasks[0], status) !== 0) throw new Error(this.message(status));
+    const mineFrom = performance.now();
+    if (entry(...tasks[0], status) !== 0) throw new Error(this.message(status));
+    const mineTo = performance.now();
     this.waitFor(posted);
+    if (posted.length > 0) this.participation?.ranShared(performance.now() - started, mineTo - mineFrom, 1, tasks.length);
     for (const { worker, words } of posted) {
       const result = words[RESULT];
       if (result === 1) throw new Error(this.message(worker.control + 4 * STATUS));
@@ -578,6 +607,22 @@ export class CpuThreadPool {
         throw this.brokenError();
       }
     }
+  }
+
+  /** Whether the next op with more than one piece is shared with the workers (participation.js). */
+  sharing() {
+    if (!this.participation || this.participation.shared) return true;
+    this.participation.ranSolo();
+    return false;
+  }
+
+  /**
+   * What the adaptive participation has done: ops shared with the workers, ops run on this
+   * thread alone because sharing did not pay, how often it gave sharing up, and whether it is
+   * running alone now (null when the pool shares every op).
+   */
+  get participationStats() {
+    return this.participation?.summary() ?? null;
   }
 
   waitFor(posted) {
