@@ -423,6 +423,37 @@ test('MiniLM embeddings and Gemma 3 270M logits and greedy tokens on two threads
   assert.deepEqual(r.pieces, prompt.tokens, `greedy tokens of ${JSON.stringify(prompt.text)}`);
 });
 
+test('a long Gemma 3 270M prefill on the pool grows the module\'s memory by its live intermediates only', { timeout: 300_000 }, async (t) => {
+  const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+  const r = await p.evaluate(async () => {
+    await wd.ready();
+    const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
+    const pool = await CpuThreadPool.start({ threads: 2 });
+    wd.useCpuThreads(pool);
+    const gen = await wd.Generator.load('/.cache/models/gemma-3-270m/gemma-3-270m-q4_k_m.gguf', { backend: 'cpu', contextLength: 256 });
+    const words = 'the keeper climbed the stair at dusk to trim the wick and wind the clockwork of the lamp'.split(' ');
+    let count = 150;
+    const text = () => Array.from({ length: count }, (_, i) => words[i % words.length]).join(' ');
+    while (gen.tokenize(text()).length < 200) count += 1;
+    const before = gen.memoryStats();
+    for await (const piece of gen.generate(text(), { maxNewTokens: 1 })) void piece;
+    const after = gen.memoryStats();
+    const tokens = gen.stats().promptTokens;
+    gen.destroy();
+    pool.terminate();
+    return { tokens, before, after };
+  });
+  const MIB = 2 ** 20;
+  const grew = (r.after.wasmMemoryBytes - r.before.wasmMemoryBytes) / MIB;
+  t.diagnostic(`${r.tokens}-token prefill on the pool: module memory ${(r.before.wasmMemoryBytes / MIB).toFixed(1)} -> ${(r.after.wasmMemoryBytes / MIB).toFixed(1)} MiB (+${grew.toFixed(1)}), shared ${(r.before.sharedMemoryBytes / MIB).toFixed(1)} -> ${(r.after.sharedMemoryBytes / MIB).toFixed(1)} MiB`);
+  assert.ok(r.tokens >= 200 && r.tokens <= 202, `${r.tokens} prompt tokens`);
+  // The oracle: the native single-thread prefill of 128 tokens peaks 6.0 MiB above what the
+  // program holds (tests/cpu_memory.rs, a counting allocator), and on the pool most results
+  // live in the shared memory. Before 12-08 every host copy of a shared result was kept until
+  // the execution ended: 0.29 MiB per prompt token, 58 MiB here.
+  assert.ok(grew <= 16, `the module memory grew by ${grew.toFixed(1)} MiB over a 200-token prefill`);
+});
+
 test('Gemma 3 270M with int8 activations: the same logits on 1 and 2 threads, close to the float64 reference', { timeout: 300_000 }, async (t) => {
   const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
   const r = await p.evaluate(async () => {

@@ -160,11 +160,6 @@ mod platform {
                 .into_inner()
                 .ok_or_else(|| Error::internal("a shared tensor's host copy vanished"))
         }
-
-        /// The host copy, if one was made (to recycle), freeing the region.
-        pub fn into_host_copy(self) -> Option<Vec<f32>> {
-            self.host.into_inner()
-        }
     }
 
     /// An f32 operand's address for one pool call: in place when it is shared, else `at` in the
@@ -824,11 +819,6 @@ mod platform {
 
         /// Unreachable natively.
         pub fn into_host(self) -> Result<Vec<f32>> {
-            match self {}
-        }
-
-        /// Unreachable natively.
-        pub fn into_host_copy(self) -> Option<Vec<f32>> {
             match self {}
         }
     }
