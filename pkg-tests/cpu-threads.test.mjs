@@ -275,6 +275,40 @@ test('when sharing does not pay, ops run on this thread alone with the same resu
   for (const why of r.refused) assert.match(why, /^RangeError: participation (window|gain|soloOps)/);
 });
 
+test('the shared memory grows by what its free end lacks, and freed regions are reused', TEST_TIMEOUT, async (t) => {
+  const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
+  const r = await p.evaluate(async () => {
+    const { CpuThreadPool } = await import('/isolated/pkg/cpu-threads/pool.js');
+    const pool = await CpuThreadPool.start({ threads: 2 });
+    const MIB = 2 ** 20;
+    const size = () => pool.buffer.byteLength;
+    // Fill to the end, leaving no free bytes, then free an 8 MiB region at the end.
+    const first = pool.alloc(size() - pool.bytesInUse);
+    const grown0 = size();
+    const a = pool.alloc(4 * MIB);
+    const b = pool.alloc(8 * MIB);
+    const afterAB = size();
+    pool.free(b);
+    // 12 MiB: the free 8 MiB at the end and 4 MiB more.
+    const c = pool.alloc(12 * MIB);
+    const afterC = size();
+    pool.free(a);
+    // 4 MiB fits the hole a left: no growth.
+    const d = pool.alloc(4 * MIB);
+    const afterD = size();
+    const reused = d === a;
+    for (const at of [first, c, d]) pool.free(at);
+    pool.terminate();
+    return { grown0, afterAB, afterC, afterD, reused, cAt: c, bAt: b };
+  });
+  const MIB = 2 ** 20;
+  assert.ok(r.afterAB - r.grown0 >= 12 * MIB && r.afterAB - r.grown0 < 12 * MIB + 2 * 65536, `a and b: +${r.afterAB - r.grown0} bytes`);
+  assert.equal(r.cAt, r.bAt, 'the 12 MiB region starts where the freed 8 MiB did');
+  assert.ok(r.afterC - r.afterAB <= 4 * MIB + 65536, `12 MiB over a free 8 MiB end grew by ${r.afterC - r.afterAB} bytes (4 MiB lacked)`);
+  assert.equal(r.afterD, r.afterC, 'a freed hole is reused without growth');
+  assert.ok(r.reused);
+});
+
 test('a worker that dies fails the next execute with a coded error, and the one after runs on one thread', TEST_TIMEOUT, async (t) => {
   const p = await harness.openPage(t, '/isolated/pkg-tests/harness.html', () => window.harnessReady || window.harnessError);
   await p.evaluate(setUp);

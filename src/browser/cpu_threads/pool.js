@@ -124,8 +124,11 @@ class Regions {
           return at;
         }
       }
+      // Grow by what the free block at the end (if any) lacks, not by the whole size.
       const before = this.memory.buffer.byteLength;
-      const pages = Math.ceil(size / PAGE);
+      const last = this.free.at(-1);
+      const tail = last && last.at + last.size === before ? last.size : 0;
+      const pages = Math.ceil((size - tail) / PAGE);
       try {
         this.memory.grow(pages);
       } catch (error) {
