@@ -135,8 +135,7 @@ fn run_steps(
                 // take a buffer back out, recycled copies only piled up to the pool's cap for
                 // the rest of the execution (24 MiB of module memory in an 80-token Gemma
                 // prefill); freed, the allocator hands their bytes to the next copy.
-                Slot::Shared(values) => drop(values),
-                Slot::Empty | Slot::Borrowed(_) => {}
+                Slot::Shared(_) | Slot::Empty | Slot::Borrowed(_) => {}
             }
         }
     }
