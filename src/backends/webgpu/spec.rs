@@ -293,6 +293,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
         matmul,
         f16,
         kv_f16: f16,
+        act_f16: f16,
         gemv,
         subgroup_min_size: ctx.subgroup_min_size,
         attention_splits,

@@ -253,6 +253,7 @@ fn configs() -> Vec<KernelConfig> {
                         matmul,
                         f16,
                         kv_f16: f16,
+                        act_f16: f16,
                         gemv,
                         subgroup_min_size: Some(8),
                         attention_splits: splits,

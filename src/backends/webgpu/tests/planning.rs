@@ -15,6 +15,7 @@ pub(super) const CONFIG: KernelConfig = KernelConfig {
     matmul: MatMulKernel::Auto(kernels::matmul::MatMulTile::T128),
     f16: false,
     kv_f16: false,
+    act_f16: false,
     gemv: kernels::GemvKernel::Rows,
     subgroup_min_size: None,
     attention_splits: 1,
