@@ -13,9 +13,20 @@
 //! - Tensors are arrays of 32-bit words: f32 and i32 one word per element, u8 widened to one
 //!   word, i64 two words (its little-endian bytes, low word first). WGSL has neither i64 nor u8.
 //!   Float element types are the builder's `Act`, `Kv` and `Acc` (f32 unless the kernel's key
-//!   asks for an f16 [`Precision`](wgsl::Precision)). The one exception to whole words: under
-//!   [`KernelConfig::kv_f16`] attention's cache states hold 2 bytes per element (`array<f16>`,
-//!   padded to a word), read and written only by the attention kernels.
+//!   asks for an f16 [`Precision`](wgsl::Precision)). The exceptions to whole words, both 2
+//!   bytes per element (`array<f16>`, the buffer or arena slot padded to a word):
+//!   - under [`KernelConfig::kv_f16`] attention's cache states, read and written only by the
+//!     attention kernels;
+//!   - under [`KernelConfig::act_f16`] the arena's float intermediates that
+//!     `plan::f16_activations` picks ([`TensorFloats`]: never a program input, output,
+//!     parameter or state). A kernel's key holds the element type of every float binding it
+//!     has: the row kernels, RoPE and attention one [`Precision`](wgsl::Precision) for all
+//!     their activations (`Act`), the element-wise kernels, the gather and the linear one
+//!     [`Float`](wgsl::Float) per binding (`f32(x[i])` in, `OutElem(v)` out), so those
+//!     convert at the f32 boundaries (an f32 program input read into f16 intermediates, f16
+//!     activations into f32 logits). Every kernel reads an f16 element into f32 and
+//!     accumulates in f32 (`Acc`); only stores round to f16. Copies of an f16 tensor
+//!     (`alias.rs` shadows) move its words (`PlanContext::words`).
 //! - 1-D kernels index `(wid.y * nwg.x + wid.x) * WG + lid`; grids over
 //!   `maxComputeWorkgroupsPerDimension` fold into a second dimension (see [`grid_1d`]).
 //! - Each kernel's key (a [`Kernel`]) sits in its file beside its WGSL and says its bindings,
