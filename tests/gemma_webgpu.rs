@@ -248,6 +248,11 @@ fn f16_activations_match_the_float64_reference_within_half_precision() {
         "gen_logits_cosine_min_f16_activations = {min_cos:.9} (top-1 agreement {agree:.5}, \
          max abs logit diff {max_abs:.4e})"
     );
-    assert!(ratio < 1.0, "{ratio}");
+    // The arena's peak holds the f32 logits of a prefill chunk (they stay f32), so it need
+    // not shrink; the activations summed without reuse do.
+    let unshared = half.arena_bytes_without_reuse as f64 / full.arena_bytes_without_reuse as f64;
+    println!("activation_bytes_without_reuse_ratio_f16 = {unshared:.4}");
+    assert!(ratio <= 1.0, "{ratio}");
+    assert!(unshared < 0.9, "{unshared}");
     assert!(agree >= 0.98, "top-1 agreement {agree}");
 }

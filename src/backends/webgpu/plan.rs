@@ -22,7 +22,7 @@ pub(crate) use crate::backends::webgpu::shape_plan::{
     OpDispatches, Placement, PlanLimits, ShapePlan, Storage,
 };
 use crate::error::{Error, ErrorCode, Result};
-use crate::program::{DType, Op, Program, TensorId};
+use crate::program::{BinaryOp, DType, Op, Program, TensorId};
 
 /// Bytes of a tensor of `dtype` and `shape` on the GPU (a block format: its packed bytes,
 /// padded to a word).
@@ -77,6 +77,9 @@ fn act_roles(op: &Op, kv_f16: bool) -> Option<ActRoles> {
     let roles = |groups: Vec<Vec<TensorId>>, fixed: Vec<TensorId>| Some(ActRoles { groups, fixed });
     match op {
         // Element-wise kernels and the gather name each binding's type in their keys.
+        // An add's result stays f32: that is the residual stream of a decoder, whose values
+        // outgrow f16's range (65504) in Gemma's layers; its kernels still read f16 operands.
+        Op::Binary(b) if b.op == BinaryOp::Add => roles(Vec::new(), vec![b.out]),
         Op::Unary(_) | Op::Scale(_) | Op::Binary(_) => roles(Vec::new(), Vec::new()),
         Op::Gather(g) => roles(Vec::new(), vec![g.ids]),
         Op::Linear(l) => roles(
