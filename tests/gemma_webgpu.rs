@@ -191,3 +191,68 @@ fn an_f16_cache_matches_the_float64_reference_within_half_precision() {
     println!("gen_logits_cosine_min_f16 = {min_cos:.9} (top-1 agreement {agree:.5})");
     assert!(agree >= 0.98, "top-1 agreement {agree}");
 }
+
+/// `precision = f16` with f16 activations as well as the f16 cache (lavapipe exposes
+/// shader-f16, so f16 really runs here): the stats say the activations are f16 (the arena's
+/// float intermediates; logits, the sampling knobs and weights stay f32), the activation arena
+/// is smaller than the f32 program's, and the logits match the float64 reference
+/// (`scripts/gemma_reference.py`, the gguf package's dequantizer) with cosine >= 0.999 at every
+/// compared position and top-1 agreement >= 0.98 over the reference's positions.
+#[test]
+fn f16_activations_match_the_float64_reference_within_half_precision() {
+    use webdelegate::registry::CompileSpec;
+    let backend = Arc::new(block_on(WebGpuBackend::new()));
+    let config = model().config.clone();
+    let f16 = [CompileSpec::new("precision", "f16")];
+    let mut session =
+        match try_session_with_specs("webgpu", backend.clone(), &config, 64, true, &f16) {
+            Ok(session) => session,
+            Err(error) => {
+                assert_eq!(
+                    error.code(),
+                    webdelegate::ErrorCode::NotSupported,
+                    "{error}"
+                );
+                println!("this adapter has no shader-f16: f16 refused ({error})");
+                return;
+            }
+        };
+    let agreement = Agreement {
+        min_cosine: 0.999,
+        strict_top1: false,
+    };
+    let (min_cos, agree, max_abs) =
+        check_against_reference_measured(&mut session, &["capital", "turns"], 64, agreement);
+    let half = WebGpuBackend::stats_of(session.delegate().handle().unwrap()).unwrap();
+    assert!(
+        half.activations_f16 && half.kv_cache_f16 && half.precision == "f16",
+        "{half:?}"
+    );
+    assert!(half.f16_activation_tensors > 0, "{half:?}");
+    let mut full_session = session_with("webgpu", backend.clone(), &config, 64, true);
+    check_against_reference_within(&mut full_session, &["capital", "turns"], 64, agreement);
+    let full = WebGpuBackend::stats_of(full_session.delegate().handle().unwrap()).unwrap();
+    assert!(!full.activations_f16 && full.precision == "f32", "{full:?}");
+    assert_eq!(full.f16_activation_tensors, 0);
+    let ratio = half.arena_bytes as f64 / full.arena_bytes as f64;
+    println!(
+        "f16 activations: {} tensors; arena_bytes_ratio_f16 = {ratio:.4} ({} / {} bytes; \
+         without reuse {} / {})",
+        half.f16_activation_tensors,
+        half.arena_bytes,
+        full.arena_bytes,
+        half.arena_bytes_without_reuse,
+        full.arena_bytes_without_reuse
+    );
+    println!(
+        "gen_logits_cosine_min_f16_activations = {min_cos:.9} (top-1 agreement {agree:.5}, \
+         max abs logit diff {max_abs:.4e})"
+    );
+    // The arena's peak holds the f32 logits of a prefill chunk (they stay f32), so it need
+    // not shrink; the activations summed without reuse do.
+    let unshared = half.arena_bytes_without_reuse as f64 / full.arena_bytes_without_reuse as f64;
+    println!("activation_bytes_without_reuse_ratio_f16 = {unshared:.4}");
+    assert!(ratio <= 1.0, "{ratio}");
+    assert!(unshared < 0.9, "{unshared}");
+    assert!(agree >= 0.98, "top-1 agreement {agree}");
+}

@@ -319,7 +319,22 @@ pub fn check_against_reference_within(
     every_up_to: usize,
     agreement: Agreement,
 ) -> (f64, f64) {
+    let (min_cos, agree, _) =
+        check_against_reference_measured(session, names, every_up_to, agreement);
+    (min_cos, agree)
+}
+
+/// [`check_against_reference_within`], also returning the largest absolute logit difference
+/// over the compared positions.
+#[allow(dead_code)]
+pub fn check_against_reference_measured(
+    session: &mut DecoderSession,
+    names: &[&str],
+    every_up_to: usize,
+    agreement: Agreement,
+) -> (f64, f64, f32) {
     let mut min_cos = 1.0f64;
+    let mut worst_abs = 0f32;
     let (mut agree, mut total) = (0usize, 0usize);
     for p in reference()
         .iter()
@@ -345,6 +360,7 @@ pub fn check_against_reference_within(
                 p.logit_positions[i]
             );
             min_cos = min_cos.min(cos);
+            worst_abs = worst_abs.max(max_abs);
         }
         for &(position, ours, our_margin) in &tops {
             let (want, margin) = (p.top1[position], p.margin[position]);
@@ -365,5 +381,5 @@ pub fn check_against_reference_within(
         }
     }
     assert!(total > 0, "no reference prompt named {names:?}");
-    (min_cos, agree as f64 / total as f64)
+    (min_cos, agree as f64 / total as f64, worst_abs)
 }

@@ -14,7 +14,7 @@
 //! other arena tensor.
 
 use crate::backends::webgpu::kernels::layout::{CopyKey, copy_words};
-use crate::backends::webgpu::kernels::{Binding, KernelKey, PlanContext, words_per_element};
+use crate::backends::webgpu::kernels::{Binding, KernelKey, PlanContext};
 use crate::backends::webgpu::shape_plan::OpDispatches;
 use crate::error::{Error, Result};
 use crate::program::{Op, Program, TensorId};
@@ -136,9 +136,7 @@ pub(crate) fn shadow_repeated_operands(
         }
         let mut copies = Vec::with_capacity(mine.len());
         for shadow in &mine {
-            let words = ctx
-                .numel(shadow.source)?
-                .saturating_mul(words_per_element(ctx.dtype(shadow.source)?));
+            let words = ctx.words(shadow.source)?;
             copies.extend(copy_words(ctx, shadow.source, shadow.id, words)?);
         }
         op.dispatches.splice(0..0, copies);

@@ -35,7 +35,8 @@
 use crate::backends::webgpu::alias::StorageKey;
 use crate::backends::webgpu::kernels::linear::{self, GatedInput};
 use crate::backends::webgpu::kernels::{
-    Dispatch, GemvKernel, KernelConfig, KernelKey, PlanContext, elementwise, rms_norm, rope,
+    Dispatch, GemvKernel, KernelConfig, KernelKey, PlanContext, TensorFloats, elementwise,
+    rms_norm, rope,
 };
 use crate::error::Result;
 use crate::program::ops::{Binary, BinaryOp, Linear, RmsNorm, Rope, Unary};
@@ -193,26 +194,71 @@ impl FusedOps<'_> {
     }
 
     /// The kernels the fused dispatch may use under `config` (`tensors`: the program's).
-    pub(crate) fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    pub(crate) fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         match self.fusion {
-            Fusion::NormAdd { norm, .. } => rms_norm::norm_add_kernels(norm, config),
-            Fusion::AddNorm { norm, next, .. } => rms_norm::add_norm_kernels(norm, next, config),
-            Fusion::NormRope { norm, rope } => rope::norm_rope_kernels(norm, rope, config),
+            Fusion::NormAdd { norm, .. } => rms_norm::norm_add_kernels(norm, config, floats),
+            Fusion::AddNorm { norm, x, next, .. } => {
+                rms_norm::add_norm_kernels(norm, next, x, config, floats)
+            }
+            Fusion::NormRope { norm, rope } => rope::norm_rope_kernels(norm, rope, config, floats),
             Fusion::NormRopeTwo {
                 first: (norm, rope),
                 second: (norm2, rope2),
             } => {
                 // The two pairs' own kernels too: a run whose head dims differ at plan time
                 // runs as the two pairs (`fused_runs`).
-                let mut keys = rope::norm_rope_two_kernels(rope, config);
-                keys.extend(rope::norm_rope_kernels(norm, rope, config));
-                keys.extend(rope::norm_rope_kernels(norm2, rope2, config));
+                let mut keys = rope::norm_rope_two_kernels(norm, rope, config, floats);
+                keys.extend(rope::norm_rope_kernels(norm, rope, config, floats));
+                keys.extend(rope::norm_rope_kernels(norm2, rope2, config, floats));
                 keys
             }
-            Fusion::Gated { unary, .. } => vec![elementwise::gated_unary_kernel(unary, config)],
-            Fusion::GatedLinear { unary, linear, .. } => {
-                linear::gated_linear_kernels(linear, unary, tensors, config)
+            Fusion::Gated { unary, out, .. } => {
+                vec![elementwise::gated_unary_kernel(unary, out, config, floats)]
             }
+            Fusion::GatedLinear { unary, linear, .. } => {
+                linear::gated_linear_kernels(linear, unary, tensors, config, floats)
+            }
+        }
+    }
+
+    /// The activations the fused kernel binds (or computes in place) with one element type:
+    /// a run fuses only where they share it (`candidate_runs`).
+    fn activations(&self) -> Vec<TensorId> {
+        match self.fusion {
+            Fusion::NormAdd {
+                norm,
+                residual,
+                out,
+            } => vec![norm.x, norm.out, residual, out],
+            Fusion::AddNorm {
+                norm,
+                x,
+                residual,
+                sum,
+                next,
+            } => norm
+                .map(|n| n.x)
+                .into_iter()
+                .chain([x, residual, sum, next.x, next.out])
+                .collect(),
+            Fusion::NormRope { norm, rope } => vec![norm.x, norm.out, rope.x, rope.out],
+            Fusion::NormRopeTwo {
+                first: (norm, rope),
+                second: (norm2, rope2),
+            } => vec![
+                norm.x, norm.out, rope.x, rope.out, norm2.x, norm2.out, rope2.x, rope2.out,
+            ],
+            Fusion::Gated { unary, gate, out } => vec![unary.x, unary.out, gate, out],
+            Fusion::GatedLinear {
+                unary,
+                gate,
+                linear,
+            } => vec![unary.x, unary.out, gate, linear.x],
         }
     }
 
@@ -256,6 +302,7 @@ pub(crate) fn candidate_runs<'a>(
     program: &'a Program,
     keys: &[StorageKey],
     config: KernelConfig,
+    floats: &TensorFloats,
 ) -> Vec<FusedOps<'a>> {
     let readers = reader_counts(program);
     let mut runs: Vec<FusedOps<'a>> = Vec::new();
@@ -279,7 +326,12 @@ pub(crate) fn candidate_runs<'a>(
             let read_once = unwritten(&fusion)
                 .iter()
                 .all(|&id| readers.get(id as usize) == Some(&1));
-            (read_once && distinct_storage(&run, keys)).then_some(run)
+            // One element type for every activation the fused kernel touches.
+            let activations = run.activations();
+            let uniform = activations
+                .iter()
+                .all(|&id| floats.float(id) == floats.float(activations[0]));
+            (read_once && uniform && distinct_storage(&run, keys)).then_some(run)
         });
         match found {
             Some(run) => {
@@ -303,7 +355,7 @@ pub(crate) fn fused_runs<'a>(
     ctx: &PlanContext<'_>,
 ) -> Result<Vec<FusedOps<'a>>> {
     let mut runs = Vec::new();
-    for run in candidate_runs(program, keys, ctx.config) {
+    for run in candidate_runs(program, keys, ctx.config, ctx.floats) {
         if let Fusion::NormRopeTwo { first, second } = run.fusion {
             // One head dim for both, or the two pairs run alone.
             if ctx.shape(first.1.x)?.last() == ctx.shape(second.1.x)?.last() {

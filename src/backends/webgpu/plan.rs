@@ -16,13 +16,13 @@ use crate::backends::webgpu::arena::{Lifetime, plan_arena};
 use crate::backends::webgpu::dispatch::gpu_op;
 use crate::backends::webgpu::fusion;
 use crate::backends::webgpu::kernels::{
-    self, KernelConfig, KernelKey, PlanContext, words_per_element,
+    self, KernelConfig, KernelKey, PlanContext, TensorFloats, words_per_element,
 };
 pub(crate) use crate::backends::webgpu::shape_plan::{
     OpDispatches, Placement, PlanLimits, ShapePlan, Storage,
 };
 use crate::error::{Error, ErrorCode, Result};
-use crate::program::{DType, Op, Program, TensorId};
+use crate::program::{BinaryOp, DType, Op, Program, TensorId};
 
 /// Bytes of a tensor of `dtype` and `shape` on the GPU (a block format: its packed bytes,
 /// padded to a word).
@@ -50,6 +50,138 @@ pub(crate) fn gpu_bytes(dtype: DType, shape: &[usize]) -> Result<u64> {
                 format!("a {} tensor of shape {shape:?} overflows", dtype.name()),
             )
         })
+}
+
+/// Bytes of an f16 tensor of `shape` (2 per element, padded to a word).
+fn f16_bytes(shape: &[usize]) -> Result<u64> {
+    shape
+        .iter()
+        .try_fold(2u64, |acc, &d| acc.checked_mul(d as u64))
+        .and_then(|bytes| bytes.checked_next_multiple_of(4))
+        .ok_or_else(|| {
+            Error::out_of_resources(format!("an f16 tensor of shape {shape:?} overflows"))
+        })
+}
+
+/// How an op's float operands may be stored under f16 activations ([`f16_activations`]):
+/// `groups` must share one element type (one kernel reads them all as `Act`), `fixed` stay
+/// f32 (bound as f32 whatever the precision: weights, masks, positions), and every other
+/// operand may be either (its kernel names that binding's type in its key). `None`: the op
+/// has no f16 kernel yet, so every operand stays f32.
+struct ActRoles {
+    groups: Vec<Vec<TensorId>>,
+    fixed: Vec<TensorId>,
+}
+
+fn act_roles(op: &Op, kv_f16: bool) -> Option<ActRoles> {
+    let roles = |groups: Vec<Vec<TensorId>>, fixed: Vec<TensorId>| Some(ActRoles { groups, fixed });
+    match op {
+        // Element-wise kernels and the gather name each binding's type in their keys.
+        // An add's result stays f32: that is the residual stream of a decoder, whose values
+        // outgrow f16's range (65504) in Gemma's layers; its kernels still read f16 operands.
+        Op::Binary(b) if b.op == BinaryOp::Add => roles(Vec::new(), vec![b.out]),
+        Op::Unary(_) | Op::Scale(_) | Op::Binary(_) => roles(Vec::new(), Vec::new()),
+        Op::Gather(g) => roles(Vec::new(), vec![g.ids]),
+        Op::Linear(l) => roles(
+            vec![vec![l.x]],
+            std::iter::once(l.weight).chain(l.bias).collect(),
+        ),
+        Op::Reshape(r) => roles(vec![vec![r.x, r.out]], Vec::new()),
+        Op::RmsNorm(r) => roles(vec![vec![r.x, r.out]], r.weight.into_iter().collect()),
+        Op::LayerNorm(l) => roles(vec![vec![l.x, l.out]], vec![l.gamma, l.beta]),
+        Op::Softmax(s) => roles(vec![vec![s.x, s.out]], s.mask.into_iter().collect()),
+        Op::L2Normalize(l) => roles(vec![vec![l.x, l.out]], Vec::new()),
+        Op::Rope(r) => roles(vec![vec![r.x, r.out]], vec![r.positions]),
+        // f16 activations in attention only over an f16 cache (one precision per kernel).
+        Op::Attention(a) if kv_f16 => roles(
+            vec![vec![a.q, a.k, a.v, a.out]],
+            vec![a.positions, a.k_cache, a.v_cache],
+        ),
+        _ => None,
+    }
+}
+
+/// The tensors stored in f16 under `KernelConfig::act_f16`: the float intermediates of the
+/// activation arena (f32 tensors that are no parameter, state, program input or output, nor a
+/// view of one) that only kernels with an f16 form touch, where every group of operands one
+/// kernel reads as `Act` agrees (a group with any f32 member is f32 throughout, to a fixed
+/// point). Program inputs and outputs stay f32 (the host writes and reads f32), and so do
+/// weights and states; kernels at the boundary (a linear writing f32 logits from f16
+/// activations, an element-wise op between an f32 input and f16 intermediates) name each
+/// binding's type. `kv_f16`: whether attention's caches are f16 (attention's activations go
+/// f16 only then). All f32 (empty) for a malformed program.
+pub(crate) fn f16_activations(program: &Program, kv_f16: bool) -> TensorFloats {
+    let Ok(slots) = param_slots(program) else {
+        return TensorFloats::f32();
+    };
+    let (Ok(states), Ok(roots)) = (state_slots(program, &slots), storage_roots(program, &slots))
+    else {
+        return TensorFloats::f32();
+    };
+    let count = program.tensors.len();
+    let root = |id: TensorId| roots.get(id as usize).map(|&r| r as usize);
+    let mut f16: Vec<bool> = (0..count)
+        .map(|r| {
+            roots[r] as usize == r
+                && slots[r].is_none()
+                && states[r].is_none()
+                && program.tensors[r].dtype == DType::F32
+        })
+        .collect();
+    let clear = |f16: &mut Vec<bool>, id: TensorId| {
+        if let Some(slot) = root(id).and_then(|r| f16.get_mut(r)) {
+            *slot = false;
+        }
+    };
+    for &id in program.inputs.iter().chain(&program.outputs) {
+        clear(&mut f16, id);
+    }
+    let mut groups: Vec<Vec<TensorId>> = Vec::new();
+    for op in &program.ops {
+        match act_roles(op, kv_f16) {
+            Some(roles) => {
+                for id in roles.fixed {
+                    clear(&mut f16, id);
+                }
+                groups.extend(roles.groups);
+            }
+            None => {
+                let mut touched = op.inputs();
+                touched.push(op.output());
+                touched.extend(op.state_writes());
+                for id in touched {
+                    clear(&mut f16, id);
+                }
+            }
+        }
+    }
+    let is_f16 = |f16: &[bool], id: TensorId| root(id).is_some_and(|r| f16.get(r) == Some(&true));
+    loop {
+        let mut changed = false;
+        for group in &groups {
+            let mixed = group.iter().any(|&id| is_f16(&f16, id))
+                && group.iter().any(|&id| !is_f16(&f16, id));
+            if mixed {
+                for &id in group {
+                    clear(&mut f16, id);
+                }
+                changed = true;
+            }
+        }
+        if !changed {
+            break;
+        }
+    }
+    TensorFloats::from_flags((0..count).map(|id| is_f16(&f16, id as TensorId)).collect())
+}
+
+/// The element types of `program`'s tensors under `config` (all f32 unless `act_f16`).
+pub(crate) fn tensor_floats(program: &Program, config: KernelConfig) -> TensorFloats {
+    if config.act_f16 {
+        f16_activations(program, config.kv_f16)
+    } else {
+        TensorFloats::f32()
+    }
 }
 
 /// Tensor ids that are parameters, mapped to their slot in `Program::params`.
@@ -286,11 +418,19 @@ pub(crate) fn plan(
     let states = state_slots(program, &slots)?;
     let roots = storage_roots(program, &slots)?;
     let steps = program.ops.len() + 2;
+    let floats = tensor_floats(program, config);
     let bytes = program
         .tensors
         .iter()
         .zip(&shapes)
-        .map(|(decl, shape)| gpu_bytes(decl.dtype, shape))
+        .enumerate()
+        .map(|(id, (decl, shape))| {
+            if floats.is_f16(id as TensorId) {
+                f16_bytes(shape)
+            } else {
+                gpu_bytes(decl.dtype, shape)
+            }
+        })
         .collect::<Result<Vec<u64>>>()?;
     for (id, (&size, decl)) in bytes.iter().zip(&program.tensors).enumerate() {
         if size > limits.max_binding
@@ -313,6 +453,7 @@ pub(crate) fn plan(
         max_workgroups: limits.max_workgroups,
         max_binding: limits.max_binding,
         storage_alignment: limits.storage_alignment,
+        floats: &floats,
     };
     let keys = alias::storage_keys(&slots, &roots);
     // A fused run dispatches at its last op's place; its earlier ops plan nothing.
@@ -464,6 +605,7 @@ pub(crate) fn plan(
 /// set.
 pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<KernelKey> {
     let mut keys: Vec<KernelKey> = Vec::new();
+    let floats = tensor_floats(program, config);
     let mut add = |key: KernelKey| {
         if !keys.contains(&key) {
             keys.push(key);
@@ -471,7 +613,7 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
     };
     for op in &program.ops {
         gpu_op(op)
-            .kernels(&program.tensors, config)
+            .kernels(&program.tensors, config, &floats)
             .into_iter()
             .for_each(&mut add);
     }
@@ -481,12 +623,12 @@ pub(crate) fn kernel_keys(program: &Program, config: KernelConfig) -> Vec<Kernel
     });
     if let Ok(storage) = storage {
         let runs = if config.fusion {
-            fusion::candidate_runs(program, &storage, config)
+            fusion::candidate_runs(program, &storage, config, &floats)
         } else {
             Vec::new()
         };
         for run in runs {
-            run.kernels(&program.tensors, config)
+            run.kernels(&program.tensors, config, &floats)
                 .into_iter()
                 .for_each(&mut add);
         }

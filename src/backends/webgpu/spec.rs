@@ -4,7 +4,7 @@
 //! | key              | values                         | effect                                   |
 //! |------------------|--------------------------------|------------------------------------------|
 //! | `workgroup_size` | power of two, 1..=1024         | preferred invocations per workgroup for element-wise and row kernels (default 256, clamped to the device); below 256 `matmul_kernel = tiled` keeps to 32 x 32 tiles (64 invocations) |
-//! | `precision`      | `auto` (default), `f32`, `f16` | `f16` stores the KV cache in f16 (attention's caches; scores, softmax and sums stay f32) and stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16. `auto` is `f16` on a real GPU with shader-f16 and `f32` elsewhere (a fallback, CPU-emulated adapter, or no shader-f16): f32 stays the reference |
+//! | `precision`      | `auto` (default), `f32`, `f16` | `f16` stores the KV cache in f16 (attention's caches; scores, softmax and sums stay f32), stores the activation arena's float intermediates in f16 where every kernel touching them has an f16 form (`plan::f16_activations`; reductions, norms, softmax and dot products accumulate in f32; program inputs, outputs, weights stay f32) and stages matmul tiles in f16 (accumulation stays f32); `NotSupported` on devices without shader-f16. `auto` is `f16` on a real GPU with shader-f16 and `f32` elsewhere (a fallback, CPU-emulated adapter, or no shader-f16): f32 stays the reference |
 //! | `matmul_kernel`  | `tiled` (default), `tiled32`, `tiled64`, `tiled128`, `tiled_v1`, `naive` | `tiled` is the register-tiled GEMM with the output tile picked per product (the largest of 128 x 128, 64 x 64 and 32 x 32 the device and `workgroup_size` allow that still gives >= 256 workgroups, else 32 x 32); `tiled32`/`tiled64`/`tiled128` fix the tile; `tiled_v1` is the first tiled kernel and `naive` one thread per output, the baselines benchmarks compare against |
 //! | `fusion`         | `on` (default), `off`          | `on` runs neighbouring ops as one dispatch where `fusion.rs` allows it (an RMSNorm with the add or rope that alone reads it (the queries' and keys' pairs together), a residual add with the RMSNorm that reads its sum, an activation with the product that alone reads it, and that product with the linear that alone reads it); `off` dispatches every op alone (for A/B measurements) |
 //! | `attention_splits` | `auto` (default), 1..=64    | attention over few (head, row) pairs (fewer than 64 workgroups: decode) splits each pair's visible positions across this many workgroups and combines them in a second dispatch; `auto` is 32 on a real GPU and 1 (no split) on a fallback (CPU) adapter |
@@ -293,6 +293,7 @@ pub(crate) fn kernel_config(specs: &Specs, ctx: &GpuContext) -> Result<KernelCon
         matmul,
         f16,
         kv_f16: f16,
+        act_f16: f16,
         gemv,
         subgroup_min_size: ctx.subgroup_min_size,
         attention_splits,

@@ -53,6 +53,11 @@ export interface WebGpuProgramStats {
    * reference. */
   precision: 'f32' | 'f16';
   kvCacheF16: boolean;
+  /** Whether activations are stored in f16 with f32 accumulation (under `precision` `'f16'`,
+   * for the arena's float intermediates that f16-ready kernels alone touch; program inputs,
+   * outputs, weights and states stay f32), and how many tensors are. */
+  activationsF16: boolean;
+  f16ActivationTensors: number;
 }
 
 /** Where a loaded program's bytes are, by purpose. "wasm" is this module's memory, which never
@@ -125,6 +130,8 @@ struct StatsJs {
     pipelines: f64,
     precision: &'static str,
     kv_cache_f16: bool,
+    activations_f16: bool,
+    f16_activation_tensors: f64,
 }
 
 impl From<ProgramStats> for StatsJs {
@@ -150,6 +157,8 @@ impl From<ProgramStats> for StatsJs {
             pipelines: s.pipelines as f64,
             precision: s.precision,
             kv_cache_f16: s.kv_cache_f16,
+            activations_f16: s.activations_f16,
+            f16_activation_tensors: s.f16_activation_tensors as f64,
         }
     }
 }

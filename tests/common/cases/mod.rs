@@ -9,6 +9,7 @@ pub mod argmax;
 mod attention;
 mod chains;
 mod elementwise;
+mod f16_activations;
 mod layout;
 mod lifecycle;
 mod linear;

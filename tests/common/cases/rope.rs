@@ -15,7 +15,13 @@ use webdelegate::registry::SharedBackend;
 use webdelegate::{ErrorCode, Tensor};
 
 /// RoPE in f64 from the definition: `x` `[.., S, H, D]`, exact angles `p * base^(-2i/dims)`.
-fn reference(x: &Ref, positions: &[i32], dims: usize, base: f64, style: RopeStyle) -> Ref {
+pub(super) fn reference(
+    x: &Ref,
+    positions: &[i32],
+    dims: usize,
+    base: f64,
+    style: RopeStyle,
+) -> Ref {
     reference_scaled(x, positions, dims, base, style, &RopeScaling::default())
 }
 

@@ -5,6 +5,7 @@
 //! thread): no second pass and no scratch buffer. Comparisons only, so the result is exactly
 //! the CPU's.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::rows::{row_workgroup, row_workgroups};
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
@@ -135,7 +136,12 @@ impl GpuOp for Argmax {
         }])
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         row_workgroups(config)
             .map(|wg| KernelKey::new(ArgmaxKey { wg }))
             .to_vec()

@@ -24,13 +24,14 @@
 //! a decode step reads `p + 1` cache rows, and nothing is planned from them, so every step of a
 //! decode loop reuses one plan and its bind groups.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Precision,
     Uniforms, Wgsl, grid_1d, to_u32,
 };
 use crate::error::{Error, Result};
-use crate::program::TensorDecl;
 use crate::program::ops::Attention;
+use crate::program::{TensorDecl, TensorId};
 
 /// The cache store's uniform block.
 const KV_STORE_PARAMS: [Field; 2] = [
@@ -474,7 +475,28 @@ const fn cache_precision(config: KernelConfig) -> Precision {
     }
 }
 
-fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> Vec<KernelKey> {
+/// The element types of the attention op `q` belongs to: [`cache_precision`], with f16
+/// activations where `q` is stored in f16 (`plan::f16_activations` moves attention's
+/// activations to f16 only together with an f16 cache).
+fn op_precision(floats: &TensorFloats, q: TensorId, config: KernelConfig) -> Precision {
+    floats.precision(q, cache_precision(config))
+}
+
+/// The combine kernel's element types: f32 partials in, `out` in its own type.
+fn combine_precision(floats: &TensorFloats, out: TensorId) -> Precision {
+    if floats.is_f16(out) {
+        Precision::F16
+    } else {
+        Precision::F32
+    }
+}
+
+fn attend_keys(
+    tensors: &[TensorDecl],
+    op: &Attention,
+    config: KernelConfig,
+    floats: &TensorFloats,
+) -> Vec<KernelKey> {
     let dim = |id: u32| -> Option<u32> {
         match tensors.get(id as usize)?.shape.get(2)? {
             crate::program::Dim::Fixed(n) => u32::try_from(*n).ok(),
@@ -490,7 +512,7 @@ fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> 
             d,
             dv,
             splits,
-            precision: cache_precision(config),
+            precision: op_precision(floats, op.q, config),
         })
     };
     let mut keys = vec![attend(1)];
@@ -500,7 +522,7 @@ fn attend_keys(tensors: &[TensorDecl], op: &Attention, config: KernelConfig) -> 
             wg: ATTEND_WG,
             dv,
             splits: config.attention_splits,
-            precision: Precision::F32,
+            precision: combine_precision(floats, op.out),
         }));
     }
     keys
@@ -522,7 +544,7 @@ impl GpuOp for Attention {
             dispatches.push(Dispatch {
                 key: KernelKey::new(KvStoreKey {
                     wg,
-                    precision: cache_precision(ctx.config),
+                    precision: op_precision(ctx.floats, self.q, ctx.config),
                 }),
                 uniforms: Uniforms::new(&KV_STORE_PARAMS)
                     .vec4(
@@ -583,7 +605,7 @@ impl GpuOp for Attention {
                 d: to_u32(e.head_dim, "head dim")?,
                 dv,
                 splits,
-                precision: cache_precision(ctx.config),
+                precision: op_precision(ctx.floats, self.q, ctx.config),
             }),
             uniforms: Uniforms::new(&ATTEND_PARAMS)
                 .vec4(
@@ -619,7 +641,7 @@ impl GpuOp for Attention {
                     wg: ATTEND_WG,
                     dv,
                     splits,
-                    precision: Precision::F32,
+                    precision: combine_precision(ctx.floats, self.out),
                 }),
                 uniforms: Uniforms::new(&COMBINE_PARAMS)
                     .vec4("head", [heads, to_u32(e.cache, "cache length")?, rows, 0])
@@ -635,12 +657,17 @@ impl GpuOp for Attention {
         Ok(dispatches)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let mut keys = vec![KernelKey::new(KvStoreKey {
             wg: config.workgroup_size,
-            precision: cache_precision(config),
+            precision: op_precision(floats, self.q, config),
         })];
-        keys.extend(attend_keys(tensors, self, config));
+        keys.extend(attend_keys(tensors, self, config, floats));
         keys
     }
 }

@@ -11,6 +11,6 @@
         ia = ia + c * p.a_strides[du >> 2u][du & 3u];
         ib = ib + c * p.b_strides[du >> 2u][du & 3u];
     }
-    let va = a[ia];
-    let vb = b[ib];
-    out[i] = {{EXPR}};
+    let va = f32(a[ia]);
+    let vb = f32(b[ib]);
+    out[i] = OutElem({{EXPR}});

@@ -6,6 +6,7 @@
 //! int -> f32 rounds to nearest (exactly for values that fit i32; beyond, through two
 //! roundings, see `common.wgsl`).
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
     Wgsl, to_u32,
@@ -89,7 +90,12 @@ impl GpuOp for Cast {
         cast(ctx, self.x, self.out)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let dtype = |id: TensorId| tensors.get(id as usize).map(|t| t.dtype);
         let wg = config.workgroup_size;
         match (dtype(self.x), dtype(self.out)) {
@@ -104,7 +110,12 @@ impl GpuOp for Range {
         range(ctx, self.out)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let wg = config.workgroup_size;
         tensors
             .get(self.out as usize)

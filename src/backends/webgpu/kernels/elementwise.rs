@@ -3,6 +3,8 @@
 //! gated form, `f(x) * gate` in one pass, runs a unary op together with the product that is
 //! its only reader (GeGLU, SwiGLU; the planner decides, see `fusion.rs`).
 
+use crate::backends::webgpu::kernels::TensorFloats;
+use crate::backends::webgpu::kernels::wgsl::Float;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
     Wgsl, coalesce, to_u32,
@@ -84,6 +86,10 @@ pub(crate) struct UnaryKey {
     pub wg: u32,
     /// Whether each result is multiplied by a third tensor's element (binding 3).
     pub gated: bool,
+    /// The element type of `x` (and `gate`): the function computes in f32 either way.
+    pub x: Float,
+    /// The element type of `out`.
+    pub out: Float,
 }
 
 impl Kernel for UnaryKey {
@@ -98,11 +104,13 @@ impl Kernel for UnaryKey {
     fn wgsl(&self) -> Wgsl {
         let mut w = Wgsl::f32();
         w.uniforms(&UNARY_PARAMS);
-        w.storage("x", Elem::Act);
-        w.storage("out", Elem::Act);
+        w.alias("XElem", Elem::Float(self.x));
+        w.alias("OutElem", Elem::Float(self.out));
+        w.storage("x", Elem::Named("XElem"));
+        w.storage("out", Elem::Named("OutElem"));
         let gate = if self.gated {
-            w.storage("gate", Elem::Act);
-            " * gate[i]"
+            w.storage("gate", Elem::Named("XElem"));
+            " * f32(gate[i])"
         } else {
             ""
         };
@@ -111,7 +119,7 @@ impl Kernel for UnaryKey {
         w.element_main(
             self.wg,
             "p.head.x",
-            &format!("    out[i] = apply(x[i]){gate};"),
+            &format!("    out[i] = OutElem(apply(f32(x[i])){gate});"),
         );
         w
     }
@@ -124,6 +132,8 @@ pub(crate) struct BinaryKey {
     pub op: BinaryOp,
     /// Invocations per workgroup.
     pub wg: u32,
+    /// The element types of `a`, `b` and `out` (the op computes in f32).
+    pub floats: [Float; 3],
 }
 
 impl Kernel for BinaryKey {
@@ -144,9 +154,13 @@ impl Kernel for BinaryKey {
         };
         let mut w = Wgsl::f32();
         w.uniforms(&BINARY_PARAMS);
-        w.storage("a", Elem::Act);
-        w.storage("b", Elem::Act);
-        w.storage("out", Elem::Act);
+        let [a, b, out] = self.floats;
+        w.alias("AElem", Elem::Float(a));
+        w.alias("BElem", Elem::Float(b));
+        w.alias("OutElem", Elem::Float(out));
+        w.storage("a", Elem::Named("AElem"));
+        w.storage("b", Elem::Named("BElem"));
+        w.storage("out", Elem::Named("OutElem"));
         let body = crate::backends::webgpu::kernels::wgsl::fill(BINARY, &[("EXPR", &expr)]);
         w.element_main(self.wg, "p.head.x", &body);
         w
@@ -165,12 +179,19 @@ impl GpuOp for Unary {
         )
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let (op, wg) = (UnaryKind::of(self.op), config.workgroup_size);
         vec![KernelKey::new(UnaryKey {
             op,
             wg,
             gated: false,
+            x: floats.float(self.x),
+            out: floats.float(self.out),
         })]
     }
 }
@@ -196,12 +217,19 @@ pub(crate) fn gated_unary(
     )
 }
 
-/// The kernel of [`gated_unary`] for `unary_op` under `config`.
-pub(crate) fn gated_unary_kernel(unary_op: &Unary, config: KernelConfig) -> KernelKey {
+/// The kernel of [`gated_unary`] for `unary_op` (writing `out`) under `config`.
+pub(crate) fn gated_unary_kernel(
+    unary_op: &Unary,
+    out: TensorId,
+    config: KernelConfig,
+    floats: &TensorFloats,
+) -> KernelKey {
     KernelKey::new(UnaryKey {
         op: UnaryKind::of(unary_op.op),
         wg: config.workgroup_size,
         gated: true,
+        x: floats.float(unary_op.x),
+        out: floats.float(out),
     })
 }
 
@@ -217,12 +245,19 @@ impl GpuOp for Scale {
         )
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let wg = config.workgroup_size;
         vec![KernelKey::new(UnaryKey {
             op: UnaryKind::Scale,
             wg,
             gated: false,
+            x: floats.float(self.x),
+            out: floats.float(self.out),
         })]
     }
 }
@@ -233,9 +268,18 @@ impl GpuOp for Binary {
         binary(ctx, self.op, self.a, self.b, self.out)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let wg = config.workgroup_size;
-        vec![KernelKey::new(BinaryKey { op: self.op, wg })]
+        vec![KernelKey::new(BinaryKey {
+            op: self.op,
+            wg,
+            floats: [self.a, self.b, self.out].map(|id| floats.float(id)),
+        })]
     }
 }
 
@@ -279,6 +323,8 @@ fn unary(
             op,
             wg: ctx.config.workgroup_size,
             gated: gate.is_some(),
+            x: ctx.float(x),
+            out: ctx.float(out),
         }),
         uniforms,
         bindings: [Some(x), Some(out), gate]
@@ -328,6 +374,7 @@ fn binary(
         key: KernelKey::new(BinaryKey {
             op,
             wg: ctx.config.workgroup_size,
+            floats: [a, b, out].map(|id| ctx.float(id)),
         }),
         uniforms,
         bindings: vec![Binding::Tensor(a), Binding::Tensor(b), Binding::Tensor(out)],

@@ -2,9 +2,11 @@
 //! is dispatched (see `execute.rs`); ids computed on the GPU are checked by the kernel, which
 //! never reads out of bounds and raises the op's tag in the status word instead.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::linear::{
     WeightFormat, decode_library, decoder, row_bytes, weight_format,
 };
+use crate::backends::webgpu::kernels::wgsl::{Float, Precision};
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
     Wgsl, row_chunks, to_u32,
@@ -45,6 +47,10 @@ pub(crate) struct GatherKey {
     /// The table's block format (`None`: f32, one thread per value; else one thread per 8
     /// values decoded with `linear_decode.wgsl`).
     pub table: WeightFormat,
+    /// The element type of a dense table (f32 unless it is an f16 activation).
+    pub dense: Float,
+    /// The element type of `out` (`Act`).
+    pub out: Float,
 }
 
 impl Kernel for GatherKey {
@@ -71,11 +77,15 @@ impl Kernel for GatherKey {
                 "    let w = ids[s];\n    return vec2<u32>(w, u32(w < p.head.z));"
             }
         };
-        let mut w = Wgsl::f32();
+        let mut w = Wgsl::new(if self.out == Float::F16 {
+            Precision::F16
+        } else {
+            Precision::F32
+        });
         let body = match self.table {
             None => {
                 w.uniforms(&GATHER_PARAMS);
-                w.storage("table", Elem::F32);
+                w.storage("table", Elem::Float(self.dense));
                 GATHER
             }
             Some(_) => {
@@ -108,7 +118,12 @@ impl GpuOp for Gather {
         gather(ctx, index + 1, self.table, self.ids, self.out)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let wg = config.workgroup_size;
         let table = tensors
             .get(self.table as usize)
@@ -121,11 +136,19 @@ impl GpuOp for Gather {
                     ids: ids.dtype,
                     wg,
                     table,
+                    dense: dense_float(table, floats.float(self.table)),
+                    out: floats.float(self.out),
                 })
             })
             .into_iter()
             .collect()
     }
+}
+
+/// The dense-table element type of a key: `float` for a dense table, f32 (unused) for a block
+/// format.
+fn dense_float(format: WeightFormat, float: Float) -> Float {
+    if format.is_some() { Float::F32 } else { float }
 }
 
 /// `out = table[ids]`; `tag` (op index + 1) identifies the op in the status word.
@@ -166,6 +189,8 @@ fn gather(
         ids: ids_dtype,
         wg: ctx.config.workgroup_size,
         table: format,
+        dense: dense_float(format, ctx.float(table)),
+        out: ctx.float(out),
     });
     let bindings = |table_binding| {
         vec![

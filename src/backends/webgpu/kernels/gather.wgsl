@@ -7,8 +7,8 @@
     let col = i % h;
     let id = lookup(s);
     if (id.y == 1u) {
-        out[i] = table[id.x * h + col];
+        out[i] = Act(table[id.x * h + col]);
     } else {
-        out[i] = 0.0;
+        out[i] = Act(0.0);
         atomicMax(&status[0], p.head.w);
     }

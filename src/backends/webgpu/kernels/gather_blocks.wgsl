@@ -25,9 +25,9 @@
     let base = s * h + e;
     for (var j = 0u; j < 4u; j = j + 1u) {
         if (e + j < h) {
-            out[base + j] = d.lo[j];
+            out[base + j] = Act(d.lo[j]);
         }
         if (e + 4u + j < h) {
-            out[base + 4u + j] = d.hi[j];
+            out[base + 4u + j] = Act(d.hi[j]);
         }
     }

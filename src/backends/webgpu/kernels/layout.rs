@@ -2,6 +2,7 @@
 //! dispatch per input), and the word copies that fill shadows (see `alias.rs`). `Reshape` needs
 //! no kernel: its output aliases its input's storage (see `plan.rs`).
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
     Wgsl, coalesce, to_u32, words_per_element,
@@ -71,7 +72,12 @@ impl GpuOp for Reshape {
         Ok(Vec::new())
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], _config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        _config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         Vec::new()
     }
 }
@@ -81,7 +87,12 @@ impl GpuOp for Permute {
         permute(ctx, self.x, &self.perm, self.out)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         copy_kernel(config)
     }
 }
@@ -91,7 +102,12 @@ impl GpuOp for Slice {
         slice(ctx, self.x, self.axis, self.start, self.end, self.out)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         copy_kernel(config)
     }
 }
@@ -101,7 +117,12 @@ impl GpuOp for Concat {
         concat(ctx, &self.inputs, self.axis, self.out)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         copy_kernel(config)
     }
 }

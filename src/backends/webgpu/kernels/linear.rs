@@ -44,7 +44,9 @@
 //! product that produce its input (GeGLU / SwiGLU before an FFN's down projection; the planner
 //! decides, see `fusion.rs`), so that product is never written.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::elementwise::{ACTIVATIONS, UnaryKind};
+use crate::backends::webgpu::kernels::wgsl::{Float, Precision};
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GemvKernel, GpuOp, Kernel, KernelConfig, KernelKey,
     PlanContext, Uniforms, Wgsl, grid_1d, row_chunks, to_u32,
@@ -317,6 +319,10 @@ pub(crate) struct LinearKey {
     pub bias: bool,
     /// The gated form's activation `f`: the activations are `f(x) * gate`, `gate` bound last.
     pub gated: Option<UnaryKind>,
+    /// The element type of the activations (`x`, `gate`); every path accumulates in f32.
+    pub act: Float,
+    /// The element type of `out` (f32 where the output leaves the arena's f16, e.g. logits).
+    pub out: Float,
 }
 
 impl Kernel for LinearKey {
@@ -349,7 +355,11 @@ impl Kernel for LinearKey {
     }
 
     fn wgsl(&self) -> Wgsl {
-        let mut w = Wgsl::f32();
+        let mut w = Wgsl::new(if self.act == Float::F16 {
+            Precision::F16
+        } else {
+            Precision::F32
+        });
         // The subgroup GEMV's `enable subgroups;`, which browsers require; naga (natively) does
         // not implement the directive and takes subgroup operations on devices that have them.
         if matches!(self.path, LinearPath::Subgroup { .. }) && cfg!(target_arch = "wasm32") {
@@ -359,9 +369,10 @@ impl Kernel for LinearKey {
         // output, bias and (in the gated form) gate; and `x_at`, how every path reads an
         // activation.
         w.uniforms(&LINEAR_PARAMS);
+        w.alias("OutElem", Elem::Float(self.out));
         w.storage("x", Elem::Act);
         w.storage("w", Elem::U32);
-        w.storage("out", Elem::Act);
+        w.storage("out", Elem::Named("OutElem"));
         let bias_add = if self.bias {
             w.storage("bias", Elem::F32);
             match self.path {
@@ -382,9 +393,9 @@ impl Kernel for LinearKey {
                     kind.expr()
                 ));
                 w.push(ACTIVATIONS);
-                "activation(x[i]) * gate[i]"
+                "activation(f32(x[i])) * f32(gate[i])"
             }
-            None => "x[i]",
+            None => "f32(x[i])",
         };
         w.push(&format!(
             "// Activation i of the input rows.\nfn x_at(i: u32) -> f32 {{\n    return {x_at};\n}}"
@@ -460,8 +471,14 @@ impl GpuOp for Linear {
         linear(ctx, self, None)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
-        linear_kernels(self, tensors, config, None)
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
+        let act = floats.float(self.x);
+        linear_kernels(self, tensors, config, None, [act, floats.float(self.out)])
     }
 }
 
@@ -504,8 +521,16 @@ pub(crate) fn gated_linear_kernels(
     unary: &Unary,
     tensors: &[TensorDecl],
     config: KernelConfig,
+    floats: &TensorFloats,
 ) -> Vec<KernelKey> {
-    linear_kernels(linear_op, tensors, config, Some(UnaryKind::of(unary.op)))
+    let floats = [floats.float(unary.x), floats.float(linear_op.out)];
+    linear_kernels(
+        linear_op,
+        tensors,
+        config,
+        Some(UnaryKind::of(unary.op)),
+        floats,
+    )
 }
 
 /// The kernels a linear may dispatch under `config` (the GEMV path of its format and the tiled
@@ -515,6 +540,7 @@ fn linear_kernels(
     tensors: &[TensorDecl],
     config: KernelConfig,
     gated: Option<UnaryKind>,
+    [act, out]: [Float; 2],
 ) -> Vec<KernelKey> {
     let Some(format) = tensors
         .get(linear_op.weight as usize)
@@ -530,6 +556,8 @@ fn linear_kernels(
                 format,
                 bias: linear_op.bias.is_some(),
                 gated,
+                act,
+                out,
             })
         })
         .collect()
@@ -678,6 +706,8 @@ fn linear(
                 format,
                 bias: linear_op.bias.is_some(),
                 gated: gated.map(|input| UnaryKind::of(input.unary.op)),
+                act: ctx.float(x),
+                out: ctx.float(linear_op.out),
             }),
             uniforms,
             bindings,
@@ -726,6 +756,8 @@ mod tests {
                         format,
                         bias: true,
                         gated,
+                        act: Float::F32,
+                        out: Float::F32,
                     });
                     assert!(key.kernel().invocations() <= 256);
                     assert!(key.kernel().storage_bindings() <= 8);
@@ -749,7 +781,7 @@ mod tests {
                         })
                         .count();
                     assert_eq!(reads, 1, "{key:?}: x read outside x_at");
-                    assert_eq!(text.contains("* gate[i]"), gated.is_some(), "{key:?}");
+                    assert_eq!(text.contains("* f32(gate[i])"), gated.is_some(), "{key:?}");
                     if path == LinearPath::Rows {
                         assert!(!text.contains("workgroupBarrier"), "{key:?}: a barrier");
                     }

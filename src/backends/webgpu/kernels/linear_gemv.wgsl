@@ -52,6 +52,6 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         for (var i = 0u; i < TPR; i = i + 1u) {
             s = s + partial[lid + i];
         }
-        out[m * p.split.y + p.split.x + row] = s{{BIAS_ADD}};
+        out[m * p.split.y + p.split.x + row] = OutElem(s{{BIAS_ADD}});
     }
 }

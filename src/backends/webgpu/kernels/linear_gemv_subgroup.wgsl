@@ -74,7 +74,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         }
         let s = subgroupAdd(acc);
         if (lane == 0u && live) {
-            out[m * p.split.y + p.split.x + row] = s{{BIAS_ADD}};
+            out[m * p.split.y + p.split.x + row] = OutElem(s{{BIAS_ADD}});
         }
     }
 }

@@ -61,7 +61,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     for (var r = 0u; r < R; r = r + 1u) {
         let row = first + WG * r;
         if (row < n_len) {
-            out[m * p.split.y + p.split.x + row] = acc[r]{{BIAS_ADD}};
+            out[m * p.split.y + p.split.x + row] = OutElem(acc[r]{{BIAS_ADD}});
         }
     }
 }

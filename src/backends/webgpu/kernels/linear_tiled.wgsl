@@ -83,7 +83,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_id) lid
         for (var j = 0u; j < 4u; j = j + 1u) {
             let gn = col0 + lx * 4u + j;
             if (gn < n_len) {
-                out[gm * p.split.y + p.split.x + gn] = acc[i][j]{{BIAS_ADD}};
+                out[gm * p.split.y + p.split.x + gn] = OutElem(acc[i][j]{{BIAS_ADD}});
             }
         }
     }

@@ -14,6 +14,7 @@
 //! workgroups, else 32 x 32 ([`pick_tile`]): big products get the most reuse per load, small
 //! ones still fill the GPU.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::wgsl::{Float, fill};
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, MatMulKernel,
@@ -429,7 +430,12 @@ impl GpuOp for MatMul {
         matmul(ctx, self)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         MatMulKey::all(config, self.bias.is_some())
             .into_iter()
             .map(KernelKey::new)

@@ -13,9 +13,20 @@
 //! - Tensors are arrays of 32-bit words: f32 and i32 one word per element, u8 widened to one
 //!   word, i64 two words (its little-endian bytes, low word first). WGSL has neither i64 nor u8.
 //!   Float element types are the builder's `Act`, `Kv` and `Acc` (f32 unless the kernel's key
-//!   asks for an f16 [`Precision`](wgsl::Precision)). The one exception to whole words: under
-//!   [`KernelConfig::kv_f16`] attention's cache states hold 2 bytes per element (`array<f16>`,
-//!   padded to a word), read and written only by the attention kernels.
+//!   asks for an f16 [`Precision`](wgsl::Precision)). The exceptions to whole words, both 2
+//!   bytes per element (`array<f16>`, the buffer or arena slot padded to a word):
+//!   - under [`KernelConfig::kv_f16`] attention's cache states, read and written only by the
+//!     attention kernels;
+//!   - under [`KernelConfig::act_f16`] the arena's float intermediates that
+//!     `plan::f16_activations` picks ([`TensorFloats`]: never a program input, output,
+//!     parameter or state). A kernel's key holds the element type of every float binding it
+//!     has: the row kernels, RoPE and attention one [`Precision`](wgsl::Precision) for all
+//!     their activations (`Act`), the element-wise kernels, the gather and the linear one
+//!     [`Float`](wgsl::Float) per binding (`f32(x[i])` in, `OutElem(v)` out), so those
+//!     convert at the f32 boundaries (an f32 program input read into f16 intermediates, f16
+//!     activations into f32 logits). Every kernel reads an f16 element into f32 and
+//!     accumulates in f32 (`Acc`); only stores round to f16. Copies of an f16 tensor
+//!     (`alias.rs` shadows) move its words (`PlanContext::words`).
 //! - 1-D kernels index `(wid.y * nwg.x + wid.x) * WG + lid`; grids over
 //!   `maxComputeWorkgroupsPerDimension` fold into a second dimension (see [`grid_1d`]).
 //! - Each kernel's key (a [`Kernel`]) sits in its file beside its WGSL and says its bindings,
@@ -104,7 +115,69 @@ pub(crate) trait GpuOp {
 
     /// Every kernel the op can dispatch under `config`, whatever the shapes (what `init`
     /// compiles); `tensors` give the dtypes that specialise them.
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey>;
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey>;
+}
+
+/// The element type each tensor is stored in on the GPU: f32 for every float tensor, except
+/// those `plan::f16_activations` moved to f16 (arena intermediates only; 2 bytes per element,
+/// padded to a word). Empty (everything f32) unless [`KernelConfig::act_f16`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub(crate) struct TensorFloats {
+    f16: Vec<bool>,
+}
+
+impl TensorFloats {
+    /// Every float tensor in f32.
+    pub(crate) fn f32() -> Self {
+        Self::default()
+    }
+
+    /// The tensors flagged in `f16` stored in f16.
+    pub(crate) fn from_flags(f16: Vec<bool>) -> Self {
+        Self { f16 }
+    }
+
+    /// Whether tensor `id` is stored in f16.
+    pub(crate) fn is_f16(&self, id: TensorId) -> bool {
+        self.f16.get(id as usize).copied().unwrap_or(false)
+    }
+
+    /// Whether any tensor is stored in f16.
+    pub(crate) fn any(&self) -> bool {
+        self.f16.iter().any(|&f| f)
+    }
+
+    /// How many tensors are stored in f16.
+    pub(crate) fn count(&self) -> usize {
+        self.f16.iter().filter(|&&f| f).count()
+    }
+
+    /// The element type of tensor `id`.
+    pub(crate) fn float(&self, id: TensorId) -> wgsl::Float {
+        if self.is_f16(id) {
+            wgsl::Float::F16
+        } else {
+            wgsl::Float::F32
+        }
+    }
+
+    /// The precision of a kernel whose activations are `id`'s element type, its cache
+    /// `base.kv` and its accumulators f32: `base` itself where `id` is f32.
+    pub(crate) fn precision(&self, id: TensorId, base: Precision) -> Precision {
+        if self.is_f16(id) {
+            Precision {
+                act: wgsl::Float::F16,
+                ..base
+            }
+        } else {
+            base
+        }
+    }
 }
 
 /// One WGSL kernel and its specialisation: a plain-data key (e.g. `LayerNormKey { wg: 32 }`)
@@ -197,6 +270,10 @@ pub(crate) struct KernelConfig {
     /// program whose every cache is a state read and written by attention alone: see
     /// `plan::f16_cache_states`).
     pub kv_f16: bool,
+    /// Store activations in f16 (f32 accumulation) where `plan::f16_activations` allows: only
+    /// when the device has shader-f16, and only for the arena's float intermediates that f16-ready
+    /// kernels alone touch (see [`TensorFloats`]).
+    pub act_f16: bool,
     /// The `linear` GEMV kernel.
     pub gemv: GemvKernel,
     /// The adapter's smallest subgroup size, where the device has subgroup operations (the
@@ -304,6 +381,8 @@ pub(crate) struct PlanContext<'a> {
     pub max_binding: u64,
     /// The device's `minStorageBufferOffsetAlignment`.
     pub storage_alignment: u64,
+    /// The element type of every float tensor (f16 activations).
+    pub floats: &'a TensorFloats,
 }
 
 impl PlanContext<'_> {
@@ -326,6 +405,26 @@ impl PlanContext<'_> {
     /// Element count of `id` (overflow was ruled out when shapes were bound).
     pub(crate) fn numel(&self, id: TensorId) -> Result<usize> {
         Ok(self.shape(id)?.iter().product())
+    }
+
+    /// The element type `id` is stored in.
+    pub(crate) fn float(&self, id: TensorId) -> wgsl::Float {
+        self.floats.float(id)
+    }
+
+    /// The precision of a kernel over `id`'s activations (see [`TensorFloats::precision`]).
+    pub(crate) fn precision(&self, id: TensorId, base: Precision) -> Precision {
+        self.floats.precision(id, base)
+    }
+
+    /// 32-bit words of `id`'s storage (an f16 tensor: two elements per word, rounded up).
+    pub(crate) fn words(&self, id: TensorId) -> Result<usize> {
+        let numel = self.numel(id)?;
+        Ok(if self.floats.is_f16(id) {
+            numel.div_ceil(2)
+        } else {
+            numel.saturating_mul(words_per_element(self.dtype(id)?))
+        })
     }
 
     /// Checks that every tensor of `ids` is f32.

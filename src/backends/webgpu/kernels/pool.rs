@@ -1,5 +1,6 @@
 //! `MeanPool` on the GPU: masked mean pooling over the sequence (`mean_pool.wgsl`).
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::source::nonzero;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
@@ -53,7 +54,12 @@ impl GpuOp for MeanPool {
         mean_pool(ctx, self.x, self.mask, self.out)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let wg = config.workgroup_size;
         tensors
             .get(self.mask as usize)

@@ -9,6 +9,7 @@
 //! (Llama, Qwen; Gemma with its post-norm before the add). The planner decides which to use
 //! (see `fusion.rs`).
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::rows::{
     ROW_PARAMS, check_vector, row_workgroup, row_workgroups, rows_of,
 };
@@ -116,8 +117,13 @@ impl GpuOp for RmsNorm {
         norm(ctx, self, None, self.out)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
-        norm_kernels(self, config, false)
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
+        norm_kernels(self, config, false, floats)
     }
 }
 
@@ -144,19 +150,29 @@ pub(crate) fn norm_add(
 }
 
 /// The kernels of [`norm_add`] for `rms` under `config`.
-pub(crate) fn norm_add_kernels(rms: &RmsNorm, config: KernelConfig) -> Vec<KernelKey> {
-    norm_kernels(rms, config, true)
+pub(crate) fn norm_add_kernels(
+    rms: &RmsNorm,
+    config: KernelConfig,
+    floats: &TensorFloats,
+) -> Vec<KernelKey> {
+    norm_kernels(rms, config, true, floats)
 }
 
-fn norm_kernels(rms: &RmsNorm, config: KernelConfig, residual: bool) -> Vec<KernelKey> {
+fn norm_kernels(
+    rms: &RmsNorm,
+    config: KernelConfig,
+    residual: bool,
+    floats: &TensorFloats,
+) -> Vec<KernelKey> {
     let weighted = rms.weight.is_some();
+    let precision = floats.precision(rms.x, Precision::F32);
     row_workgroups(config)
         .map(|wg| {
             KernelKey::new(RmsNormKey {
                 weighted,
                 wg,
                 residual,
-                precision: Precision::F32,
+                precision,
             })
         })
         .to_vec()
@@ -183,7 +199,7 @@ fn norm(
             weighted: rms.weight.is_some(),
             wg: row_workgroup(ctx, h),
             residual: residual.is_some(),
-            precision: Precision::F32,
+            precision: ctx.precision(rms.x, Precision::F32),
         }),
         uniforms: Uniforms::new(&ROW_PARAMS)
             .vec4(
@@ -347,7 +363,7 @@ pub(crate) fn add_norm(
             first: first.map(|first| first.weight.is_some()),
             next_weighted: next.weight.is_some(),
             wg: row_workgroup(ctx, h),
-            precision: Precision::F32,
+            precision: ctx.precision(x, Precision::F32),
         }),
         uniforms: Uniforms::new(&ADD_NORM_PARAMS)
             .vec4(
@@ -373,15 +389,18 @@ pub(crate) fn add_norm(
 pub(crate) fn add_norm_kernels(
     first: Option<&RmsNorm>,
     next: &RmsNorm,
+    x: TensorId,
     config: KernelConfig,
+    floats: &TensorFloats,
 ) -> Vec<KernelKey> {
+    let precision = floats.precision(x, Precision::F32);
     row_workgroups(config)
         .map(|wg| {
             KernelKey::new(AddNormKey {
                 first: first.map(|first| first.weight.is_some()),
                 next_weighted: next.weight.is_some(),
                 wg,
-                precision: Precision::F32,
+                precision,
             })
         })
         .to_vec()

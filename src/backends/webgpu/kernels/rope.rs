@@ -10,6 +10,7 @@
 //! Bound: the uniform table holds at most [`MAX_PAIRS`] pairs (`dims <= 8192`, 16 KiB of the
 //! 64 KiB uniform binding every device offers); larger `dims` are `NotSupported` here.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::rms_norm::inverse_rms;
 use crate::backends::webgpu::kernels::rows::{check_vector, row_workgroup, row_workgroups};
 use crate::backends::webgpu::kernels::wgsl::fill;
@@ -382,7 +383,7 @@ impl GpuOp for Rope {
                 style: self.style,
                 vec4s: vec4s(self.dims),
                 wg: ctx.config.workgroup_size,
-                precision: Precision::F32,
+                precision: ctx.precision(self.x, Precision::F32),
             }),
             uniforms,
             bindings: vec![
@@ -394,7 +395,12 @@ impl GpuOp for Rope {
         }])
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         if self.dims as usize / 2 > MAX_PAIRS {
             return Vec::new();
         }
@@ -402,7 +408,7 @@ impl GpuOp for Rope {
             style: self.style,
             vec4s: vec4s(self.dims),
             wg: config.workgroup_size,
-            precision: Precision::F32,
+            precision: floats.precision(self.x, Precision::F32),
         })]
     }
 }
@@ -440,7 +446,7 @@ pub(crate) fn norm_rope(
             wg: row_workgroup(ctx, head_dim),
             weighted: norm.weight.is_some(),
             two: false,
-            precision: Precision::F32,
+            precision: ctx.precision(norm.x, Precision::F32),
         }),
         uniforms,
         bindings: [
@@ -462,13 +468,21 @@ pub(crate) fn norm_rope_kernels(
     norm: &RmsNorm,
     rope: &Rope,
     config: KernelConfig,
+    floats: &TensorFloats,
 ) -> Vec<KernelKey> {
-    norm_rope_keys(rope, norm.weight.is_some(), false, config)
+    let precision = floats.precision(norm.x, Precision::F32);
+    norm_rope_keys(rope, norm.weight.is_some(), false, config, precision)
 }
 
 /// The norm-and-rope kernels for `rope` under `config`, in every row workgroup size (none
 /// when `dims` exceeds the uniform table).
-fn norm_rope_keys(rope: &Rope, weighted: bool, two: bool, config: KernelConfig) -> Vec<KernelKey> {
+fn norm_rope_keys(
+    rope: &Rope,
+    weighted: bool,
+    two: bool,
+    config: KernelConfig,
+    precision: Precision,
+) -> Vec<KernelKey> {
     if rope.dims as usize / 2 > MAX_PAIRS {
         return Vec::new();
     }
@@ -480,7 +494,7 @@ fn norm_rope_keys(rope: &Rope, weighted: bool, two: bool, config: KernelConfig) 
                 wg,
                 weighted,
                 two,
-                precision: Precision::F32,
+                precision,
             })
         })
         .to_vec()
@@ -568,7 +582,7 @@ pub(crate) fn norm_rope_two(
             wg: row_workgroup(ctx, head_dim),
             weighted: true,
             two: true,
-            precision: Precision::F32,
+            precision: ctx.precision(norm.x, Precision::F32),
         }),
         uniforms: block,
         bindings: [
@@ -588,6 +602,12 @@ pub(crate) fn norm_rope_two(
 }
 
 /// The kernels of [`norm_rope_two`] for `rope` under `config`.
-pub(crate) fn norm_rope_two_kernels(rope: &Rope, config: KernelConfig) -> Vec<KernelKey> {
-    norm_rope_keys(rope, true, true, config)
+pub(crate) fn norm_rope_two_kernels(
+    norm: &RmsNorm,
+    rope: &Rope,
+    config: KernelConfig,
+    floats: &TensorFloats,
+) -> Vec<KernelKey> {
+    let precision = floats.precision(norm.x, Precision::F32);
+    norm_rope_keys(rope, true, true, config, precision)
 }

@@ -9,6 +9,7 @@
 //! 256 threads per row and 255 ms with 32, the 13 layer norms (rows of 384) 428 ms and 36 ms;
 //! the whole run 5.5 s -> 3.1 s. On a GPU, 32 threads per row is one warp.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::source::load_f32;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Precision,
@@ -162,12 +163,17 @@ impl GpuOp for LayerNorm {
         layer_norm(ctx, self.x, self.gamma, self.beta, self.eps, self.out)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         row_workgroups(config)
             .map(|wg| {
                 KernelKey::new(LayerNormKey {
                     wg,
-                    precision: Precision::F32,
+                    precision: floats.precision(self.x, Precision::F32),
                 })
             })
             .to_vec()
@@ -180,7 +186,12 @@ impl GpuOp for Softmax {
         softmax(ctx, self.x, self.mask, self.out)
     }
 
-    fn kernels(&self, tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         let mask = self
             .mask
             .and_then(|id| tensors.get(id as usize))
@@ -190,7 +201,7 @@ impl GpuOp for Softmax {
                 KernelKey::new(SoftmaxKey {
                     mask,
                     wg,
-                    precision: Precision::F32,
+                    precision: floats.precision(self.x, Precision::F32),
                 })
             })
             .to_vec()
@@ -203,12 +214,17 @@ impl GpuOp for L2Normalize {
         l2_normalize(ctx, self.x, self.eps, self.out)
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         row_workgroups(config)
             .map(|wg| {
                 KernelKey::new(L2NormalizeKey {
                     wg,
-                    precision: Precision::F32,
+                    precision: floats.precision(self.x, Precision::F32),
                 })
             })
             .to_vec()
@@ -290,7 +306,7 @@ fn layer_norm(
     Ok(vec![Dispatch {
         key: KernelKey::new(LayerNormKey {
             wg: row_workgroup(ctx, h),
-            precision: Precision::F32,
+            precision: ctx.precision(x, Precision::F32),
         }),
         uniforms: Uniforms::new(&ROW_PARAMS)
             .vec4(
@@ -348,7 +364,7 @@ fn softmax(
         key: KernelKey::new(SoftmaxKey {
             mask: mask_dtype,
             wg: row_workgroup(ctx, h),
-            precision: Precision::F32,
+            precision: ctx.precision(x, Precision::F32),
         }),
         uniforms: Uniforms::new(&SOFTMAX_PARAMS)
             .vec4(
@@ -385,7 +401,7 @@ fn l2_normalize(
     Ok(vec![Dispatch {
         key: KernelKey::new(L2NormalizeKey {
             wg: row_workgroup(ctx, h),
-            precision: Precision::F32,
+            precision: ctx.precision(x, Precision::F32),
         }),
         uniforms: Uniforms::new(&ROW_PARAMS)
             .vec4(

@@ -7,6 +7,7 @@
 //! and one thread runs temperature, top-p and the pick in f32, in the CPU's summation order.
 //! Reads of the row: 1 (greedy) or 5 to 8; only the chosen id is written.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::argmax::ORDER_KEY;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
@@ -100,7 +101,12 @@ impl GpuOp for Sample {
         }])
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         vec![KernelKey::new(SampleKey {
             wg: sample_workgroup(config),
         })]

@@ -2,6 +2,7 @@
 //! mask words (one per 32 logits), so the mask costs `V / 8` bytes of reads per row beside the
 //! logits' own read and write. Selection only: the result is exactly the CPU's.
 
+use crate::backends::webgpu::kernels::TensorFloats;
 use crate::backends::webgpu::kernels::{
     Binding, Dispatch, Elem, Field, GpuOp, Kernel, KernelConfig, KernelKey, PlanContext, Uniforms,
     Wgsl, to_u32,
@@ -115,7 +116,12 @@ impl GpuOp for TokenMask {
         }])
     }
 
-    fn kernels(&self, _tensors: &[TensorDecl], config: KernelConfig) -> Vec<KernelKey> {
+    fn kernels(
+        &self,
+        _tensors: &[TensorDecl],
+        config: KernelConfig,
+        _floats: &TensorFloats,
+    ) -> Vec<KernelKey> {
         vec![KernelKey::new(TokenMaskKey {
             wg: config.workgroup_size,
         })]

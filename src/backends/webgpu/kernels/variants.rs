@@ -20,6 +20,7 @@ use crate::backends::webgpu::kernels::rows::{L2NormalizeKey, LayerNormKey, Softm
 use crate::backends::webgpu::kernels::sample::SampleKey;
 use crate::backends::webgpu::kernels::source::source;
 use crate::backends::webgpu::kernels::token_mask::TokenMaskKey;
+use crate::backends::webgpu::kernels::wgsl::Float;
 use crate::backends::webgpu::kernels::{
     GemvKernel, KernelConfig, KernelKey, MatMulKernel, Precision,
 };
@@ -35,6 +36,14 @@ const WGS: [u32; 3] = [64, 128, 256];
 const ROW_WGS: [u32; 4] = [32, 64, 128, 256];
 /// Row-kernel and attention precisions: the reference, an f16 cache, f16 activations.
 const PRECISIONS: [Precision; 3] = [Precision::F32, Precision::KV_F16, Precision::F16];
+/// Element types of one binding, and of an (input, output) pair.
+const FLOATS: [Float; 2] = [Float::F32, Float::F16];
+const FLOAT_PAIRS: [(Float, Float); 4] = [
+    (Float::F32, Float::F32),
+    (Float::F16, Float::F16),
+    (Float::F16, Float::F32),
+    (Float::F32, Float::F16),
+];
 /// The matmul kernels a key can hold (every tile, the first tiled kernel, the naive one).
 const MATMUL_KERNELS: [MatMulKernel; 5] = [
     MatMulKernel::Tiled(MatMulTile::T32),
@@ -161,11 +170,33 @@ fn all_keys() -> Vec<KernelKey> {
             UnaryKind::Scale,
         ] {
             for gated in [false, true] {
-                keys.push(UnaryKey { op, wg, gated }.into());
+                for (x, out) in FLOAT_PAIRS {
+                    keys.push(
+                        UnaryKey {
+                            op,
+                            wg,
+                            gated,
+                            x,
+                            out,
+                        }
+                        .into(),
+                    );
+                }
             }
         }
         for op in [BinaryOp::Add, BinaryOp::Sub, BinaryOp::Mul, BinaryOp::Div] {
-            keys.push(BinaryKey { op, wg }.into());
+            for a in FLOATS {
+                for (b, out) in FLOAT_PAIRS {
+                    keys.push(
+                        BinaryKey {
+                            op,
+                            wg,
+                            floats: [a, b, out],
+                        }
+                        .into(),
+                    );
+                }
+            }
         }
         for from in DENSE {
             keys.push(RangeKey { to: from, wg }.into());
@@ -175,14 +206,25 @@ fn all_keys() -> Vec<KernelKey> {
             }
             if from != DType::F32 {
                 for table in formats() {
-                    keys.push(
-                        GatherKey {
-                            ids: from,
-                            wg,
-                            table,
+                    let dense = if table.is_none() {
+                        &FLOATS[..]
+                    } else {
+                        &FLOATS[..1]
+                    };
+                    for &dense in dense {
+                        for out in FLOATS {
+                            keys.push(
+                                GatherKey {
+                                    ids: from,
+                                    wg,
+                                    table,
+                                    dense,
+                                    out,
+                                }
+                                .into(),
+                            );
                         }
-                        .into(),
-                    );
+                    }
                 }
             }
         }
@@ -215,15 +257,19 @@ fn all_keys() -> Vec<KernelKey> {
         for path in paths {
             for bias in [false, true] {
                 for gated in [None, Some(UnaryKind::GeluTanh), Some(UnaryKind::Silu)] {
-                    keys.push(
-                        LinearKey {
-                            path,
-                            format,
-                            bias,
-                            gated,
-                        }
-                        .into(),
-                    );
+                    for (act, out) in FLOAT_PAIRS {
+                        keys.push(
+                            LinearKey {
+                                path,
+                                format,
+                                bias,
+                                gated,
+                                act,
+                                out,
+                            }
+                            .into(),
+                        );
+                    }
                 }
             }
         }
@@ -253,6 +299,7 @@ fn configs() -> Vec<KernelConfig> {
                         matmul,
                         f16,
                         kv_f16: f16,
+                        act_f16: f16,
                         gemv,
                         subgroup_min_size: Some(8),
                         attention_splits: splits,

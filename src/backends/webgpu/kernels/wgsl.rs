@@ -71,7 +71,6 @@ impl Precision {
     };
 
     /// f16 activations and cache, f32 accumulation.
-    #[cfg(test)]
     pub(crate) const F16: Self = Self {
         act: Float::F16,
         kv: Float::F16,

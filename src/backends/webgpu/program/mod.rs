@@ -99,6 +99,13 @@ pub struct ProgramStats {
     pub precision: &'static str,
     /// Whether attention's KV cache is stored in f16 (half the state bytes of f32).
     pub kv_cache_f16: bool,
+    /// Whether activations are stored in f16 (the arena's float intermediates that f16-ready
+    /// kernels alone touch, accumulated in f32; program inputs, outputs, weights and states
+    /// stay f32): `precision` chose f16 and the program has such intermediates.
+    pub activations_f16: bool,
+    /// How many of the program's tensors are stored in f16 activations (0 unless
+    /// [`Self::activations_f16`]).
+    pub f16_activation_tensors: usize,
 }
 
 /// The state behind a WebGPU delegate handle.
@@ -219,9 +226,12 @@ impl LoadedProgram {
         residents: &Residents,
     ) -> Result<Self> {
         check_structure(&program)?;
-        // An f16 cache only where attention alone reads and writes it.
+        // An f16 cache only where attention alone reads and writes it; f16 activations only
+        // where some intermediate can take them (`plan::f16_activations`).
+        let kv_f16 = config.kv_f16 && plan::f16_cache_states(&program).is_some();
         let config = KernelConfig {
-            kv_f16: config.kv_f16 && plan::f16_cache_states(&program).is_some(),
+            kv_f16,
+            act_f16: config.act_f16 && plan::f16_activations(&program, kv_f16).any(),
             ..config
         };
         check_limits(&ctx, &program, config)?;
@@ -437,6 +447,12 @@ impl LoadedProgram {
             pipelines: self.ctx.pipelines.len(),
             precision: if self.config.f16 { "f16" } else { "f32" },
             kv_cache_f16: self.config.kv_f16,
+            activations_f16: self.config.act_f16,
+            f16_activation_tensors: if self.config.act_f16 {
+                plan::tensor_floats(&self.program, self.config).count()
+            } else {
+                0
+            },
             ..ProgramStats::default()
         };
         self.slot

@@ -15,6 +15,7 @@ pub(super) const CONFIG: KernelConfig = KernelConfig {
     matmul: MatMulKernel::Auto(kernels::matmul::MatMulTile::T128),
     f16: false,
     kv_f16: false,
+    act_f16: false,
     gemv: kernels::GemvKernel::Rows,
     subgroup_min_size: None,
     attention_splits: 1,
@@ -550,4 +551,91 @@ fn only_caches_that_attention_alone_touches_may_be_f16() {
         None,
         "one state as keys and values"
     );
+}
+
+/// f16 activations: the arena's float intermediates between f16-ready kernels go f16 (2 bytes
+/// per element), program inputs, outputs and weights stay f32, one f32-only reader keeps its
+/// operands f32 and so (through the norm's one-type group) the norm's input too; every planned
+/// key is one `init` compiles, with f16 in its label exactly where a tensor it binds is f16;
+/// and without `act_f16` nothing changes.
+#[test]
+fn f16_activations_cover_f16_ready_intermediates_only() {
+    let f16 = KernelConfig {
+        f16: true,
+        kv_f16: true,
+        act_f16: true,
+        ..CONFIG
+    };
+    let build = |f32_reader: bool| {
+        let mut b = ProgramBuilder::new();
+        let x = b.input("x", DType::F32, dims(&[4, 8]));
+        let w = b.param("w", DType::F32, dims(&[8]), "s", "w");
+        let m = b.param("m", DType::F32, dims(&[8, 8]), "s", "m");
+        let t0 = b.scale(x, 2.0, 0.0).unwrap();
+        let t1 = b
+            .push(|out| ops::RmsNorm {
+                x: t0,
+                weight: Some(w),
+                eps: 1e-6,
+                out,
+            })
+            .unwrap();
+        let t2 = if f32_reader {
+            b.push(|out| ops::MatMul {
+                a: t1,
+                b: m,
+                bias: None,
+                transpose_a: false,
+                transpose_b: false,
+                out,
+            })
+            .unwrap()
+        } else {
+            b.unary(UnaryOp::Silu, t1).unwrap()
+        };
+        let y = b.scale(t2, 1.0, 0.0).unwrap();
+        b.output(y);
+        (b.into_program(), [x, w, t0, t1, t2, y])
+    };
+    let (program, [x, w, t0, t1, t2, y]) = build(false);
+    let floats = crate::backends::webgpu::plan::f16_activations(&program, true);
+    assert!(
+        [t0, t1, t2].iter().all(|&id| floats.is_f16(id)),
+        "{floats:?}"
+    );
+    assert!([x, w, y].iter().all(|&id| !floats.is_f16(id)), "{floats:?}");
+    assert!(crate::backends::webgpu::plan::tensor_floats(&program, CONFIG).count() == 0);
+    let bound = bind_shapes(&program, &[&[4, 8]]).unwrap();
+    let half = plan(&program, bound.shapes.clone(), f16, LIMITS).unwrap();
+    let full = plan(&program, bound.shapes, CONFIG, LIMITS).unwrap();
+    let bytes = |p: &ShapePlan, id| p.placements[id as usize].unwrap().bytes;
+    assert_eq!((bytes(&half, t0), bytes(&full, t0)), (64, 128));
+    assert_eq!((bytes(&half, y), bytes(&full, y)), (128, 128));
+    assert!(half.activation_bytes <= full.activation_bytes);
+    let keys = kernel_keys(&program, f16);
+    for op in &half.ops {
+        for dispatch in &op.dispatches {
+            assert!(
+                keys.contains(&dispatch.key),
+                "{:?} not compiled",
+                dispatch.key
+            );
+            assert!(dispatch.key.label().contains("F16"), "{:?}", dispatch.key);
+        }
+    }
+    for op in &full.ops {
+        for dispatch in &op.dispatches {
+            assert!(!dispatch.key.label().contains("F16"), "{:?}", dispatch.key);
+        }
+    }
+
+    let (program, [_, _, t0, t1, t2, _]) = build(true);
+    let floats = crate::backends::webgpu::plan::f16_activations(&program, true);
+    assert!(
+        !floats.any(),
+        "the matmul reads t1, the norm's group holds t0: {floats:?}"
+    );
+    assert!(![t0, t1, t2].iter().any(|&id| floats.is_f16(id)));
+    let bound = bind_shapes(&program, &[&[4, 8]]).unwrap();
+    plan(&program, bound.shapes, f16, LIMITS).unwrap();
 }
