@@ -309,7 +309,7 @@ pub async fn attention_random_against_f64(backend: SharedBackend, config: SuiteC
 
 /// Whether `backend` reports the WebGPU feature shader-f16 (`features.shader_f16`; a backend
 /// without that option has no f16).
-fn reports_shader_f16(backend: &SharedBackend) -> bool {
+pub(super) fn reports_shader_f16(backend: &SharedBackend) -> bool {
     let mut options = [BackendOption::new("features.shader_f16", false).unwrap()];
     backend
         .get_option(&mut BackendOptionContext::default(), &mut options)

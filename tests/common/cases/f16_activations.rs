@@ -114,6 +114,7 @@ pub async fn f16_activation_chain_against_f64(backend: SharedBackend, config: Su
         Ok(delegate) => delegate,
         Err(error) => {
             assert_eq!(error.code(), ErrorCode::NotSupported, "{error}");
+            assert!(!super::attention::reports_shader_f16(&backend), "shader-f16 reported, yet f16 refused: {error}");
             println!("no shader-f16 here: precision=f16 refused ({error})");
             return;
         }
