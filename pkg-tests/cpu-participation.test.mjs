@@ -33,7 +33,7 @@ test('sharing that halves the time is kept', () => {
 });
 
 test('sharing slower than the caller alone falls back, probes, and backs off', () => {
-  const policy = new Participation({ window: 4, gain: 0.9, soloOps: 10, maxSoloOps: 40 });
+  const policy = new Participation({ window: 4, gain: 0.9, patience: 1, soloOps: 10, maxSoloOps: 40 });
   // A worker held up: 8 pieces in 300 us where the caller alone takes 80.
   drive(policy, 4, 300, 7);
   assert.equal(policy.shared, false, 'one window that did not pay');
@@ -43,7 +43,7 @@ test('sharing slower than the caller alone falls back, probes, and backs off', (
   assert.equal(drive(policy, 100, 300, 7) >= 20, true);
   assert.equal(policy.summary().fallbacks >= 3, true);
   // Stretches 10, 20, 40, 40, ...: the cap holds.
-  const capped = new Participation({ window: 1, gain: 0.9, soloOps: 10, maxSoloOps: 40 });
+  const capped = new Participation({ window: 1, gain: 0.9, patience: 1, soloOps: 10, maxSoloOps: 40 });
   const stretches = [];
   for (let round = 0; round < 4; round++) {
     op(capped, 300, 7);
@@ -55,7 +55,7 @@ test('sharing slower than the caller alone falls back, probes, and backs off', (
 });
 
 test('a probe that pays returns to sharing and resets the stretch', () => {
-  const policy = new Participation({ window: 4, gain: 0.9, soloOps: 10, maxSoloOps: 1000 });
+  const policy = new Participation({ window: 4, gain: 0.9, patience: 1, soloOps: 10, maxSoloOps: 1000 });
   for (let i = 0; i < 3; i++) {
     drive(policy, 4, 300, 7);
     while (!policy.shared) policy.ranSolo();
@@ -71,8 +71,22 @@ test('a probe that pays returns to sharing and resets the stretch', () => {
   assert.equal(untouched.summary().sharedOps, 1);
 });
 
+test('one slow window alone (a worker woken from sleep) does not give sharing up; `patience` in a row do', () => {
+  const policy = new Participation({ window: 4, gain: 0.9, patience: 2, soloOps: 10, maxSoloOps: 40 });
+  drive(policy, 4, 300, 7);
+  assert.equal(policy.shared, true, 'one window that did not pay');
+  drive(policy, 4, 45);
+  assert.equal(policy.shared, true, 'a paying window in between resets the count');
+  drive(policy, 4, 300, 7);
+  assert.equal(policy.shared, true, 'one again');
+  drive(policy, 4, 300, 7);
+  assert.equal(policy.shared, false, 'two in a row');
+  assert.equal(policy.summary().fallbacks, 1);
+  assert.equal(PARTICIPATION_DEFAULTS.patience, 2);
+});
+
 test('settings out of range are refused', () => {
-  for (const bad of [{ window: 0 }, { window: 1.5 }, { gain: 0 }, { gain: 2 }, { soloOps: -1 }, { maxSoloOps: 'x' }]) {
+  for (const bad of [{ window: 0 }, { window: 1.5 }, { gain: 0 }, { gain: 2 }, { patience: 0 }, { soloOps: -1 }, { maxSoloOps: 'x' }]) {
     assert.throws(() => new Participation(bad), RangeError, JSON.stringify(bad));
   }
 });

@@ -237,7 +237,7 @@ test('when sharing does not pay, ops run on this thread alone with the same resu
     const plain = await wd.Delegate.initWithParameters('cpu', blob, mem);
     // A gain no shared op can meet: every window of 4 shared ops gives sharing up, first for 6
     // ops, then 12, then 24 (the stretch doubles after each failed probe).
-    const pool = await CpuThreadPool.start({ threads: 2, taskTimeoutMs: 3000, participation: { window: 4, gain: 1e-9, soloOps: 6, maxSoloOps: 24 } });
+    const pool = await CpuThreadPool.start({ threads: 2, taskTimeoutMs: 3000, participation: { window: 4, gain: 1e-9, patience: 1, soloOps: 6, maxSoloOps: 24 } });
     wd.useCpuThreads(pool);
     const threaded = await wd.Delegate.initWithParameters('cpu', blob, mem);
     const checks = [];

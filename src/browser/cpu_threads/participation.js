@@ -8,27 +8,31 @@
 // than one thread with a whole core to itself. So the pool measures each op it shares: the
 // caller's own time per piece, times the op's pieces, is what the op would have taken on the
 // caller alone; the op's elapsed time is what sharing it cost. Over a window of shared ops,
-// when the elapsed total is more than `gain` times the alone total, sharing did not pay, and the
-// next `soloOps` ops run on the caller alone (the workers sleep in Atomics.wait, leaving their
+// when the elapsed total is more than `gain` times the alone total, sharing did not pay; after
+// `patience` such windows in a row (one slow window is often a worker woken from
+// Atomics.wait, which a lasting load does not explain), the next `soloOps` ops run on the
+// caller alone (the workers sleep in Atomics.wait, leaving their
 // cores to whoever wants them). Then a window is shared again to probe: the pool returns to
 // sharing at once when the load has gone, and each failed probe doubles the solo stretch (up to
 // `maxSoloOps`), so a lasting load costs ever fewer probes. Who runs a piece never changes its
 // result (the same kernel call computes it either way), so this is a question of speed alone.
 
 /** The default policy's settings. */
-export const PARTICIPATION_DEFAULTS = Object.freeze({ window: 48, gain: 0.9, soloOps: 256, maxSoloOps: 8192 });
+export const PARTICIPATION_DEFAULTS = Object.freeze({ window: 48, gain: 0.9, patience: 2, soloOps: 256, maxSoloOps: 8192 });
 
 export class Participation {
-  /** @param {{window?: number, gain?: number, soloOps?: number, maxSoloOps?: number}} [options] */
+  /** @param {{window?: number, gain?: number, patience?: number, soloOps?: number, maxSoloOps?: number}} [options] */
   constructor(options = {}) {
     const settings = { ...PARTICIPATION_DEFAULTS, ...options };
-    for (const key of ['window', 'soloOps', 'maxSoloOps']) {
+    for (const key of ['window', 'patience', 'soloOps', 'maxSoloOps']) {
       if (!Number.isInteger(settings[key]) || settings[key] < 1) throw new RangeError(`participation ${key} must be a positive integer, not ${settings[key]}`);
     }
     if (!(settings.gain > 0 && settings.gain <= 1)) throw new RangeError(`participation gain must be in (0, 1], not ${settings.gain}`);
     this.settings = settings;
     this.soloStretch = settings.soloOps;
     this.soloLeft = 0;
+    // Windows in a row that did not pay.
+    this.unpaid = 0;
     this.resetWindow();
     // Counters for the stats: ops shared and run alone, and how often sharing was given up.
     this.sharedOps = 0;
@@ -68,9 +72,13 @@ export class Participation {
     const paid = this.elapsed <= this.settings.gain * this.alone;
     this.resetWindow();
     if (paid) {
+      this.unpaid = 0;
       this.soloStretch = this.settings.soloOps;
       return;
     }
+    this.unpaid += 1;
+    if (this.unpaid < this.settings.patience) return;
+    this.unpaid = 0;
     this.fallbacks += 1;
     this.soloLeft = this.soloStretch;
     this.soloStretch = Math.min(this.settings.maxSoloOps, this.soloStretch * 2);

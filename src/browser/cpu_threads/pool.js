@@ -183,7 +183,7 @@ export class CpuThreadPool {
    * Rejects with the reason when the page cannot run threads or a worker fails to start.
    * `participation`: `false` shares every op with the workers; an object sets the adaptive
    * policy's settings (participation.js; the default adapts with its defaults).
-   * @param {{threads?: number, kernelsUrl?: string|URL, workerUrl?: string|URL, taskTimeoutMs?: number, startTimeoutMs?: number, participation?: false|{window?: number, gain?: number, soloOps?: number, maxSoloOps?: number}}} [options]
+   * @param {{threads?: number, kernelsUrl?: string|URL, workerUrl?: string|URL, taskTimeoutMs?: number, startTimeoutMs?: number, participation?: false|{window?: number, gain?: number, patience?: number, soloOps?: number, maxSoloOps?: number}}} [options]
    */
   static async start(options = {}) {
     const unavailable = cpuThreadsUnavailable();
