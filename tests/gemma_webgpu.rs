@@ -135,6 +135,37 @@ fn a_narrowed_sliding_window_matches_the_cpu_backend() {
     );
 }
 
+/// A 64-position session under `precision = f16`, or `None` after checking the refusal: an
+/// adapter without shader-f16 must refuse the spec with `NotSupported` and must not report the
+/// feature.
+fn f16_session_or_refusal(
+    backend: &Arc<WebGpuBackend>,
+    config: &webdelegate::models::decoder::DecoderConfig,
+) -> Option<webdelegate::models::decoder_session::DecoderSession> {
+    use webdelegate::registry::{BackendOption, BackendOptionContext, CompileSpec, OptionValue};
+    let f16 = [CompileSpec::new("precision", "f16")];
+    match try_session_with_specs("webgpu", backend.clone(), config, 64, true, &f16) {
+        Ok(session) => Some(session),
+        Err(error) => {
+            assert_eq!(
+                error.code(),
+                webdelegate::ErrorCode::NotSupported,
+                "{error}"
+            );
+            let mut option = [BackendOption::new("features.shader_f16", false).unwrap()];
+            webdelegate::registry::BackendInterface::get_option(
+                backend.as_ref(),
+                &mut BackendOptionContext::default(),
+                &mut option,
+            )
+            .unwrap();
+            assert_eq!(option[0].value(), &OptionValue::Bool(false), "{error}");
+            println!("this adapter has no shader-f16: f16 refused ({error})");
+            None
+        }
+    }
+}
+
 /// `precision = f16` (the KV cache stored in f16, matmul tiles staged in f16; norms, softmax
 /// and every sum in f32) on an adapter with shader-f16 (lavapipe has it; `auto` never picks it
 /// there, as lavapipe is a CPU): logits of the two short prompts against the float64 reference,
@@ -144,31 +175,11 @@ fn a_narrowed_sliding_window_matches_the_cpu_backend() {
 /// spec with `NotSupported`, and must not report the feature.
 #[test]
 fn an_f16_cache_matches_the_float64_reference_within_half_precision() {
-    use webdelegate::registry::{BackendOption, BackendOptionContext, CompileSpec, OptionValue};
     let backend = Arc::new(block_on(WebGpuBackend::new()));
     let config = model().config.clone();
-    let f16 = [CompileSpec::new("precision", "f16")];
-    let mut session =
-        match try_session_with_specs("webgpu", backend.clone(), &config, 64, true, &f16) {
-            Ok(session) => session,
-            Err(error) => {
-                assert_eq!(
-                    error.code(),
-                    webdelegate::ErrorCode::NotSupported,
-                    "{error}"
-                );
-                let mut option = [BackendOption::new("features.shader_f16", false).unwrap()];
-                webdelegate::registry::BackendInterface::get_option(
-                    backend.as_ref(),
-                    &mut BackendOptionContext::default(),
-                    &mut option,
-                )
-                .unwrap();
-                assert_eq!(option[0].value(), &OptionValue::Bool(false), "{error}");
-                println!("this adapter has no shader-f16: f16 refused ({error})");
-                return;
-            }
-        };
+    let Some(mut session) = f16_session_or_refusal(&backend, &config) else {
+        return;
+    };
     let stats = |s: &webdelegate::models::decoder_session::DecoderSession| {
         WebGpuBackend::stats_of(s.delegate().handle().unwrap()).unwrap()
     };
@@ -200,23 +211,11 @@ fn an_f16_cache_matches_the_float64_reference_within_half_precision() {
 /// compared position and top-1 agreement >= 0.98 over the reference's positions.
 #[test]
 fn f16_activations_match_the_float64_reference_within_half_precision() {
-    use webdelegate::registry::CompileSpec;
     let backend = Arc::new(block_on(WebGpuBackend::new()));
     let config = model().config.clone();
-    let f16 = [CompileSpec::new("precision", "f16")];
-    let mut session =
-        match try_session_with_specs("webgpu", backend.clone(), &config, 64, true, &f16) {
-            Ok(session) => session,
-            Err(error) => {
-                assert_eq!(
-                    error.code(),
-                    webdelegate::ErrorCode::NotSupported,
-                    "{error}"
-                );
-                println!("this adapter has no shader-f16: f16 refused ({error})");
-                return;
-            }
-        };
+    let Some(mut session) = f16_session_or_refusal(&backend, &config) else {
+        return;
+    };
     let agreement = Agreement {
         min_cosine: 0.999,
         strict_top1: false,
